@@ -1,0 +1,124 @@
+"""The `hwtune` command: a thin argparse layer over the library.
+
+`main(argv) -> int` owns all top-level error handling: a `HwtuneError` becomes one line on
+stderr (plus its hint) and `ExitStatus.ERROR`; `--debug` re-raises with the traceback. Each
+subcommand lives in `hwtune/commands/<name>.py`; only the selected one is imported, which keeps
+`hwtune detect --json` inside its start-up budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TextIO
+
+from hwtune.errors import HwtuneError
+from hwtune.status import ExitStatus
+
+# name -> (module, one-line help). The order is the order of `hwtune --help`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "detect": ("hwtune.commands.detect", "probe CPU, limits, NUMA, GPUs and TensorFlow"),
+    "snapshot": ("hwtune.commands.snapshot", "save what detect reads into a directory"),
+    "schema": ("hwtune.commands.schema", "print the JSON Schema of the hardware or profile"),
+    "plan": ("hwtune.commands.plan", "plan a TensorFlow profile for this machine"),
+    "explain": ("hwtune.commands.explain", "say why a setting has its value or was left out"),
+    "apply": ("hwtune.commands.apply", "write env files, ConfigProto and bazelrc"),
+    "env": ("hwtune.commands.env", "print the profile's environment"),
+    "exec": ("hwtune.commands.exec", "run a command with the profile, pinned"),
+    "verify": ("hwtune.commands.verify", "check a running TensorFlow got the profile"),
+    "revert": ("hwtune.commands.revert", "restore the files the last apply replaced"),
+    "daemon": ("hwtune.commands.daemon", "keep the applied profile current (systemd)"),
+    "nfd": ("hwtune.commands.nfd", "write a Node Feature Discovery feature file"),
+    "tune": ("hwtune.commands.tune", "measure settings on a workload and keep the best"),
+}
+
+
+@dataclass
+class Environment:
+    """The process's streams and variables, injectable for tests (as httpie's Environment)."""
+
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+    stderr: TextIO = field(default_factory=lambda: sys.stderr)
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+
+    @property
+    def stdout_isatty(self) -> bool:
+        return bool(getattr(self.stdout, "isatty", lambda: False)())
+
+
+class CommandModule(Protocol):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace, env: Environment) -> int: ...
+
+
+def _load(name: str) -> CommandModule:
+    module: CommandModule = importlib.import_module(COMMANDS[name][0])  # type: ignore[assignment]
+    return module
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with `only`, just that subcommand's module is imported and added."""
+    from hwtune import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="hwtune",
+        description="Fit TensorFlow to this machine: detect, plan, apply, verify, tune.",
+    )
+    parser.add_argument("--version", action="version", version=f"hwtune {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_text, add_help=False)
+            continue
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        _load(name).add_arguments(command_parser)
+        command_parser.set_defaults(_command=name)
+    return parser
+
+
+def _selected_command(argv: Sequence[str]) -> str | None:
+    for arg in argv:
+        if arg in COMMANDS:
+            return arg
+        if not arg.startswith("-"):
+            return None
+    return None
+
+
+def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    env = env or Environment()
+    parser = build_parser(only=_selected_command(argv))
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse exits 2 on bad usage, 0 on --help
+        return int(exit_.code or 0)
+    if getattr(args, "_command", None) is None:
+        parser.print_help(env.stdout)
+        return ExitStatus.USAGE
+    try:
+        return int(_load(args._command).run(args, env))
+    except HwtuneError as err:
+        if args.debug:
+            raise
+        print(f"hwtune {args._command}: error: {err.message}", file=env.stderr)
+        if err.hint:
+            print(f"hint: {err.hint}", file=env.stderr)
+        return ExitStatus.ERROR
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        return ExitStatus.INTERRUPTED
+    except BrokenPipeError:  # `hwtune detect | head`: not an error worth a traceback
+        return ExitStatus.SUCCESS
+
+
+def main_entry() -> None:
+    """Console-script entry point: `hwtune ...`."""
+    sys.exit(main())

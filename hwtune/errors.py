@@ -1,0 +1,59 @@
+"""One base error with a stable code and an optional hint; the CLI maps them to exit codes.
+
+Environmental oddities found while detecting are not errors: they become `ProbeIssue`s.
+Errors are for what the user must fix (a bad config file, an impossible request, a failed write).
+"""
+
+from __future__ import annotations
+
+
+class HwtuneError(Exception):
+    """Base class: `message` for the user, `hint` on how to fix it, `code` for scripts."""
+
+    code = "hwtune-error"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} (hint: {self.hint})" if self.hint else self.message
+
+
+class ModelError(HwtuneError, ValueError):
+    """Data that does not fit a model: names the file, the key path and what was wrong."""
+
+    code = "invalid-data"
+
+
+class ConfigError(HwtuneError, ValueError):
+    """A config file, HWTUNE_* variable or flag that is malformed or unknown."""
+
+    code = "invalid-config"
+
+
+class KnowledgeError(HwtuneError, ValueError):
+    """A knowledge data file (shipped or user-added) that does not validate."""
+
+    code = "invalid-knowledge"
+
+
+class PlanError(HwtuneError, ValueError):
+    """An intent that cannot be planned (e.g. more instances than cores)."""
+
+    code = "cannot-plan"
+
+
+class ApplyError(HwtuneError, OSError):
+    """A write that failed or was refused; the previous files are intact."""
+
+    code = "apply-failed"
+
+
+class LockTimeout(ApplyError):
+    code = "lock-timeout"
+
+
+class TuneError(HwtuneError, RuntimeError):
+    code = "tune-failed"

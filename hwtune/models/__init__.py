@@ -1,0 +1,1 @@
+"""Data models: hardware facts (`hardware`) and plans (`profile`). Import-light by design."""

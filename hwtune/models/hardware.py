@@ -1,0 +1,182 @@
+"""The hardware model: what `detect()` returns and `hwtune detect --json` prints.
+
+Frozen, slotted stdlib dataclasses rather than pydantic classes, because the detect budget is
+150 ms per process and importing pydantic plus a dozen models costs ~220 ms on the 2-core VM
+this was measured on (bench/bench_detect.py). pydantic still owns the schema: `hwtune schema`
+exports it through `pydantic.TypeAdapter`, and `models.convert.load` validates input strictly
+without importing pydantic. Sequences are tuples so that a model is immutable all the way down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+SCHEMA_VERSION = 1
+
+Arch = Literal["x86_64", "aarch64", "ppc64le", "s390x", "riscv64", "unknown"]
+CoreKind = Literal["performance", "efficiency", "low-power-efficiency", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeIssue:
+    """A probe that failed or saw only part of what it looks for."""
+
+    probe: str  # e.g. "cpuinfo", "cgroup", "nvml", "tensorflow"
+    reason: str
+    path: str | None = None  # the file (relative to the root) or library involved
+    line: int | None = None  # 1-based line in `path`, for malformed input
+
+
+@dataclass(frozen=True, slots=True)
+class LogicalCpu:
+    """One logical CPU and where it sits: the join key for sockets, cores, NUMA and core types."""
+
+    cpu: int
+    socket: int | None = None
+    core: int | None = None  # a machine-wide core index: SMT siblings share it
+    node: int | None = None
+    kind: CoreKind | None = None  # only on hybrid parts
+
+
+@dataclass(frozen=True, slots=True)
+class CoreType:
+    """A class of cores on a hybrid part (Intel P/E, Arm big.LITTLE)."""
+
+    kind: CoreKind
+    cpus: tuple[int, ...]
+    cores: int
+    max_mhz: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cache:
+    level: int
+    type: Literal["data", "instruction", "unified"]
+    size_bytes: int | None = None
+    instances: int | None = None  # how many copies the machine has (per core, per socket…)
+
+
+@dataclass(frozen=True, slots=True)
+class CpuInfo:
+    arch: Arch = "unknown"
+    vendor: str | None = None  # GenuineIntel, AuthenticAMD, ARM, Ampere, IBM…
+    model_name: str | None = None
+    family: int | None = None  # x86 cpu family
+    model: int | None = None  # x86 model number
+    stepping: int | None = None
+    implementer: str | None = None  # Arm "CPU implementer", e.g. "0x41"
+    part: str | None = None  # Arm "CPU part", e.g. "0xd0c"
+    microarch: str | None = None  # the GCC -march/-mcpu name, e.g. "znver4", "neoverse-v1"
+    microarch_basis: str | None = None  # how it was told, for `hwtune detect` and explain
+    x86_64_level: int | None = None  # 1-4; None off x86
+    flags: tuple[str, ...] = ()  # sorted kernel names: avx2, avx512_bf16, amx_tile, asimd, sve
+    sockets: int | None = None
+    physical_cores: int | None = None
+    logical_cpus: int | None = None
+    threads_per_core: int | None = None  # None where not uniform (hybrid parts)
+    smt_enabled: bool | None = None
+    online_cpus: tuple[int, ...] = ()
+    topology: tuple[LogicalCpu, ...] = ()
+    core_types: tuple[CoreType, ...] = ()
+    caches: tuple[Cache, ...] = ()
+    hypervisor: str | None = None  # "KVM", "VMware"…; None on bare metal or unknown
+
+
+@dataclass(frozen=True, slots=True)
+class NumaNode:
+    id: int
+    cpus: tuple[int, ...]
+    memory_bytes: int | None = None
+    distances: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The CPU and memory budget this process really has."""
+
+    affinity_cpus: tuple[int, ...] = ()  # sched_getaffinity / Cpus_allowed_list
+    cpuset_cpus: tuple[int, ...] | None = None  # cgroup cpuset; None when no cpuset applies
+    cpu_quota: float | None = None  # cgroup CFS quota in CPUs (v1 quota/period, v2 cpu.max)
+    cgroup_version: Literal[1, 2] | None = None
+    cgroup_path: str | None = None
+    usable_cpus: tuple[int, ...] = ()  # online ∩ affinity ∩ cpuset
+    effective_cpus: int = 1  # what a thread pool should be sized from
+    effective_cpus_reason: str = ""
+    memory_bytes: int | None = None  # min(MemTotal, cgroup limit)
+    memory_limit_bytes: int | None = None  # the cgroup limit alone; None when unlimited
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    total_bytes: int | None = None
+    available_bytes: int | None = None
+    hugepage_size_bytes: int | None = None
+    transparent_hugepages: str | None = None  # "always", "madvise", "never"
+
+
+@dataclass(frozen=True, slots=True)
+class MigDevice:
+    index: int
+    uuid: str | None = None
+    profile: str | None = None  # e.g. "1g.10gb"
+    memory_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLink:
+    """How this GPU reaches a peer, in `nvidia-smi topo -m` terms (NV12, PIX, PXB, NODE, SYS)."""
+
+    peer: int
+    kind: str
+    nvlinks: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    index: int
+    name: str
+    uuid: str | None = None
+    compute_capability: str | None = None  # "8.0"
+    compute_capability_basis: str | None = None  # "nvml", "name table: A100", …
+    architecture: str | None = None  # "Ampere", "Hopper"…
+    memory_bytes: int | None = None
+    pci_bus_id: str | None = None
+    numa_node: int | None = None
+    cpu_affinity: tuple[int, ...] = ()
+    mig_enabled: bool | None = None
+    mig_devices: tuple[MigDevice, ...] = ()
+    nvlink_peers: tuple[int, ...] = ()
+    links: tuple[GpuLink, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TensorFlowInfo:
+    version: str
+    distribution: str  # tensorflow, tensorflow-cpu, intel-tensorflow, tf-nightly…
+    location: str | None = None  # the package directory, relative to the root
+    cuda_build: bool = False
+    cuda_version: str | None = None
+    cudnn_version: str | None = None
+    threading_runtime: Literal["eigen", "openmp"] = "eigen"
+    threading_runtime_basis: str = ""
+    openmp_library: str | None = None  # libiomp5.so, libgomp.so.1…
+    compiled_isa: tuple[str, ...] = ()  # kernel flag names the binary was built for
+    missing_isa: tuple[str, ...] = ()  # what the CPU has that the build does not use
+    onednn_default: bool | None = None  # oneDNN on by default for this CPU and version
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    schema_version: int = SCHEMA_VERSION
+    root: str = "/"
+    cpu: CpuInfo = field(default_factory=CpuInfo)
+    numa: tuple[NumaNode, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+    memory: Memory = field(default_factory=Memory)
+    gpus: tuple[Gpu, ...] = ()
+    gpu_driver: str | None = None
+    cuda_driver_version: str | None = None
+    gpu_source: Literal["nvml", "nvidia-smi", "none"] = "none"
+    tensorflow: TensorFlowInfo | None = None
+    issues: tuple[ProbeIssue, ...] = ()

@@ -1,0 +1,116 @@
+"""The profile model: what `plan()` returns and `hwtune plan --json` prints.
+
+Every decision is a `Setting`: a value, the reason for it, and where it came from. Frozen
+dataclasses for the same reason as `hardware.py` (start-up cost); pydantic exports the schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+PROFILE_SCHEMA_VERSION = 1
+
+Source = Literal["rule", "user", "measured", "default"]
+Scalar = str | int | float | bool | None
+Mode = Literal["throughput", "latency"]
+PrecisionIntent = Literal["off", "eligible", "auto"]
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    value: Scalar
+    reason: str
+    source: Source = "rule"
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A setting hwtune deliberately does not emit, and why (`hwtune explain NAME`)."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    mode: Mode = "throughput"
+    instances: int = 1
+    instance: int = 0
+    precision: PrecisionIntent = "eligible"
+    tf_version: str | None = None  # the TensorFlow version to plan a source build for
+
+
+@dataclass(frozen=True, slots=True)
+class Threads:
+    intra_op: Setting
+    inter_op: Setting
+
+
+@dataclass(frozen=True, slots=True)
+class Jit:
+    level: Setting  # "off" | "autoclustering" | "on" (global_jit_level ON_1)
+
+
+@dataclass(frozen=True, slots=True)
+class Precision:
+    eligible: tuple[str, ...]  # Keras policy names: mixed_float16, mixed_bfloat16
+    enabled: str | None  # the one policy configure() sets, or None
+    reason: str
+    source: Source = "rule"
+
+
+@dataclass(frozen=True, slots=True)
+class TfData:
+    private_threadpool_size: Setting
+    autotune_cpu_budget: Setting
+    autotune_ram_budget: Setting  # bytes
+    parallel_calls: Setting
+    interleave_cycle_length: Setting
+    prefetch: Setting
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    strategy: Setting  # "OneDeviceStrategy", "MirroredStrategy"
+    cross_device_ops: Setting  # "NcclAllReduce", "HierarchicalCopyAllReduce", "none"
+    variable_placement: Setting  # "gpu" | "cpu"
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceSlice:
+    """The share of the node one of `instances` processes gets: cores, NUMA nodes and GPUs."""
+
+    index: int
+    cpus: tuple[int, ...]
+    numa_nodes: tuple[int, ...] = ()
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Bazel:
+    tf_version: str
+    options: tuple[str, ...]  # e.g. "--config=opt", "--copt=-march=znver4"
+    bazelrc: str  # rendered from bazel_templates/
+    configure_env: dict[str, str] = field(default_factory=dict)  # for `./configure`
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    intent: Intent
+    env: dict[str, Setting]  # variable name -> value, reason, source
+    threads: Threads
+    jit: Jit
+    precision: Precision
+    data_format: Setting  # "channels_last" | "channels_first"
+    tf_data: TfData
+    instance: InstanceSlice  # this process's slice (intent.instance)
+    instances: tuple[InstanceSlice, ...]  # every slice, for `hwtune exec --instances`
+    distribution: Distribution | None = None  # None without GPUs
+    bazel: Bazel | None = None
+    allow_soft_placement: Setting | None = None
+    left_out: tuple[LeftOut, ...] = ()
+    fingerprint: str = ""  # of the hardware facts the plan depends on
+    schema_version: int = PROFILE_SCHEMA_VERSION

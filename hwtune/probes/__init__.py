@@ -1,0 +1,97 @@
+"""`detect(root)`: run every probe under a root path and merge the facts into one `Hardware`.
+
+Each probe module splits reading (`read_*`, the only code that touches files) from parsing
+(`parse_*`, pure functions of text). A probe that fails or sees only part of what it looks for
+records a `ProbeIssue` and returns what it could; a probe that raises anyway is caught here and
+recorded too, so `detect()` never raises for anything the machine (or a snapshot) contains.
+
+Under the live root ("/") GPUs come from NVML and TensorFlow from the running interpreter's
+site-packages; under any other root they come from the files a snapshot holds
+(`nvidia-smi-q.xml`, `nvidia-smi-topo.txt`, `tensorflow.json`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from hwtune.models.hardware import Hardware, ProbeIssue
+from hwtune.probes.issues import IssueLog
+
+T = TypeVar("T")
+
+
+def is_live(root: Path) -> bool:
+    """True when `root` is this machine's real root, so live-only sources (NVML) apply."""
+    try:
+        return root.resolve() == Path("/").resolve() or os.path.samefile(root, "/")
+    except OSError:
+        return False
+
+
+def _guarded(issues: IssueLog, probe: str, fallback: T, run: Callable[[], T]) -> T:
+    try:
+        return run()
+    except Exception as err:  # noqa: BLE001 - a probe bug must not break detection
+        issues.add(probe, f"probe failed unexpectedly: {type(err).__name__}: {err}")
+        return fallback
+
+
+def detect(root: str | os.PathLike[str] = "/", *, gpus: bool = True, tensorflow: bool = True) -> Hardware:
+    """Probe the machine under `root` and return its `Hardware`.
+
+    Example:
+        >>> hw = detect("/")
+        >>> hw.limits.effective_cpus >= 1
+        True
+
+    Args:
+        root: "/" for this machine, or a directory laid out as one (`hwtune snapshot` makes one).
+        gpus: probe NVIDIA GPUs (NVML live, nvidia-smi captures under a root).
+        tensorflow: look for an installed TensorFlow (never imports it).
+    """
+    from hwtune.models.hardware import CpuInfo, Limits, Memory
+    from hwtune.probes.cpu import probe_cpu
+    from hwtune.probes.limits import probe_limits
+    from hwtune.probes.memory import probe_memory
+    from hwtune.probes.numa import probe_numa
+
+    base = Path(root)
+    live = is_live(base)
+    issues = IssueLog()
+    cpu = _guarded(issues, "cpu", CpuInfo(), lambda: probe_cpu(base, issues))
+    numa = _guarded(issues, "numa", (), lambda: probe_numa(base, issues, cpu))
+    memory = _guarded(issues, "memory", Memory(), lambda: probe_memory(base, issues))
+    limits = _guarded(
+        issues, "limits", Limits(), lambda: probe_limits(base, issues, cpu, memory, live=live)
+    )
+    gpu_report = None
+    if gpus:
+        from hwtune.probes.gpu import probe_gpus
+
+        gpu_report = _guarded(issues, "gpu", None, lambda: probe_gpus(base, issues, live=live))
+    tf_info = None
+    if tensorflow:
+        from hwtune.probes.tensorflow import probe_tensorflow
+
+        tf_info = _guarded(
+            issues, "tensorflow", None, lambda: probe_tensorflow(base, issues, cpu, live=live)
+        )
+    return Hardware(
+        root=str(base),
+        cpu=cpu,
+        numa=numa,
+        limits=limits,
+        memory=memory,
+        gpus=gpu_report.gpus if gpu_report else (),
+        gpu_driver=gpu_report.driver_version if gpu_report else None,
+        cuda_driver_version=gpu_report.cuda_driver_version if gpu_report else None,
+        gpu_source=gpu_report.source if gpu_report else "none",
+        tensorflow=tf_info,
+        issues=issues.freeze(),
+    )
+
+
+__all__ = ["detect", "is_live", "Hardware", "ProbeIssue"]

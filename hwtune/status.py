@@ -1,0 +1,16 @@
+"""Exit codes, documented in the README; scripts may rely on them."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    SUCCESS = 0
+    ERROR = 1  # a HwtuneError: bad input, refused or failed write; the message says which
+    USAGE = 2  # bad command line (argparse)
+    ISSUES = 3  # `detect --strict` / `plan --strict`: a probe failed or was partial
+    WOULD_CHANGE = 4  # `apply --dry-run/--diff`: files would change
+    MISMATCH = 5  # `verify`: a setting differs from the profile
+    LOCKED = 6  # another `hwtune apply` held the lock past --lock-timeout
+    INTERRUPTED = 130  # SIGINT, as shells report it

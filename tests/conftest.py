@@ -1,0 +1,46 @@
+"""Shared test fixtures: paths to captured machines, and the CLI runner."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hwtune.cli import Environment, main
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+# Captures that SOURCES.md says must stay in ../shared (not copied into the project).
+SHARED_HW = REPO.parent / "shared" / "fixtures" / "hw"
+
+
+@dataclass
+class CliResult:
+    exit_status: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(argv: Sequence[str], environ: dict[str, str] | None = None) -> CliResult:
+    """Call `hwtune.cli.main` in-process with captured streams."""
+    out, err = io.StringIO(), io.StringIO()
+    env = Environment(stdout=out, stderr=err, environ=dict(os.environ if environ is None else environ))
+    status = main(list(argv), env)
+    return CliResult(status, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def cli():  # type: ignore[no-untyped-def]
+    return run_cli
+
+
+@pytest.fixture
+def shared_hw() -> Path:
+    """The read-only captures in ../shared/fixtures/hw; skips when the folder is absent."""
+    if not SHARED_HW.is_dir():
+        pytest.skip(f"shared captures not present at {SHARED_HW} (they are not copied into tests/)")
+    return SHARED_HW
