@@ -1,0 +1,75 @@
+"""The kernel's CPU list format ("0-3,8-11", "0,2,4-7:2"), both ways.
+
+Used for sysfs (`online`, `node*/cpulist`), cgroup `cpuset.cpus`, `Cpus_allowed_list` in
+/proc/PID/status, and `taskset -c`/`numactl -C` style output. Grammar from the kernel's
+`bitmap_parselist()` (lib/bitmap-str.c): comma-separated items, each `N`, `N-M` or `N-M:G/S`
+(a group of G out of every S); whitespace and a trailing newline are allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# A bound on list size so a hostile "0-4294967295" cannot exhaust memory. The kernel's own
+# NR_CPUS tops out at 8192 on x86-64 (arch/x86/Kconfig, MAXSMP); leave headroom.
+MAX_CPU = 1 << 16
+
+
+class CpuListError(ValueError):
+    """A CPU list that does not follow the kernel's grammar."""
+
+
+def parse_cpulist(text: str) -> tuple[int, ...]:
+    """Parse a CPU list into sorted, unique CPU numbers. An empty list is valid (no CPUs)."""
+    cpus: set[int] = set()
+    body = text.strip()
+    if not body:
+        return ()
+    for item in body.split(","):
+        item = item.strip()
+        if not item:
+            raise CpuListError(f"empty item in CPU list {text.strip()!r}")
+        cpus.update(_parse_item(item, text))
+    return tuple(sorted(cpus))
+
+
+def _number(token: str, text: str) -> int:
+    token = token.strip()
+    if not token.isdigit() or not token.isascii():
+        raise CpuListError(f"{token!r} is not a CPU number in {text.strip()!r}")
+    value = int(token)
+    if value >= MAX_CPU:
+        raise CpuListError(f"CPU {value} is beyond {MAX_CPU - 1} in {text.strip()!r}")
+    return value
+
+
+def _parse_item(item: str, text: str) -> Iterable[int]:
+    span, _, stride = item.partition(":")
+    first_s, dash, last_s = span.partition("-")
+    first = _number(first_s, text)
+    last = _number(last_s, text) if dash else first
+    if last < first:
+        raise CpuListError(f"range {item!r} runs backwards in {text.strip()!r}")
+    if not stride:
+        return range(first, last + 1)
+    used_s, slash, group_s = stride.partition("/")
+    used = _number(used_s, text)
+    group = _number(group_s, text) if slash else 0
+    if group == 0 or used == 0 or used > group:
+        raise CpuListError(f"bad group {stride!r} in {text.strip()!r}")
+    # "first-last:used/group": the first `used` CPUs of every `group`, from `first`.
+    return (c for c in range(first, last + 1) if (c - first) % group < used)
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    """Format CPU numbers as the kernel does: sorted, with runs collapsed ("0-3,8-11")."""
+    ordered = sorted(set(cpus))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
