@@ -62,7 +62,8 @@ def _load(name: str) -> CommandModule:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser; with `only`, just that subcommand's module is imported and added."""
+    """The parser. Only the `only` subcommand's module is imported and given its arguments;
+    the others are listed for `--help` without importing anything."""
     from hwtune import __version__
 
     parser = argparse.ArgumentParser(
@@ -73,7 +74,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
-        if only is not None and name != only:
+        if name != only:
             sub.add_parser(name, help=help_text, add_help=False)
             continue
         command_parser = sub.add_parser(name, help=help_text, description=help_text)

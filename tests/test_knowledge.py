@@ -1,0 +1,74 @@
+"""The knowledge loader: shipped tables validate; user entries add or replace; errors name the file."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hwtune.errors import KnowledgeError
+from hwtune.knowledge import DATA_DIR, _read_entries, clear_cache, load_table
+
+
+@dataclass(frozen=True, slots=True)
+class Fruit:
+    key: str
+    colour: str
+    source: str
+
+
+def write_table(directory: Path, entries: object) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "fruit.json").write_text(json.dumps({"_doc": "test", "entries": entries}))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    clear_cache()
+
+
+def test_shipped_tables_are_valid_json_with_keys_and_sources() -> None:
+    tables = sorted(DATA_DIR.glob("*.json"))
+    for path in tables:
+        for entry in _read_entries(path):
+            assert isinstance(entry, dict) and entry.get("key"), f"{path.name}: entry without key"
+            assert entry.get("source"), f"{path.name}: {entry['key']} has no source"
+
+
+def test_user_directory_adds_and_replaces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = tmp_path / "shipped"
+    write_table(shipped, [{"key": "apple", "colour": "red", "source": "s"}])
+    monkeypatch.setattr("hwtune.knowledge.DATA_DIR", shipped)
+    user = tmp_path / "user"
+    write_table(
+        user,
+        [{"key": "apple", "colour": "green", "source": "me"}, {"key": "kiwi", "colour": "brown", "source": "me"}],
+    )
+    got = load_table("fruit", Fruit, extra_dirs=(user,))
+    assert [(f.key, f.colour) for f in got] == [("apple", "green"), ("kiwi", "brown")]
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("{not json", "line 1: invalid JSON"),
+        ('{"entries": {}}', "expected an object with an 'entries' list"),
+        ('{"entries": [{"key": "a", "colour": 3, "source": "s"}]}', "entries[0] at 'colour'"),
+        ('{"entries": [{"key": "a", "color": "r", "source": "s"}]}', "did you mean 'colour'"),
+    ],
+)
+def test_bad_user_file_names_file_and_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str, fragment: str
+) -> None:
+    shipped = tmp_path / "shipped"
+    write_table(shipped, [])
+    monkeypatch.setattr("hwtune.knowledge.DATA_DIR", shipped)
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "fruit.json").write_text(content)
+    with pytest.raises(KnowledgeError) as err:
+        load_table("fruit", Fruit, extra_dirs=(user,))
+    assert str(user / "fruit.json") in str(err.value)
+    assert fragment in str(err.value)
