@@ -164,6 +164,7 @@ class TensorFlowInfo:
     compiled_isa: tuple[str, ...] = ()  # kernel flag names the binary was built for
     missing_isa: tuple[str, ...] = ()  # what the CPU has that the build does not use
     onednn_default: bool | None = None  # oneDNN on by default for this CPU and version
+    compiled_isa_basis: str = ""  # where compiled_isa comes from; says so when it is unknown
 
 
 @dataclass(frozen=True, slots=True)

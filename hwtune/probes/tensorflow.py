@@ -1,0 +1,253 @@
+"""The installed TensorFlow, told from its files alone: `import tensorflow` never happens here.
+
+Importing TensorFlow takes seconds, maps ~1 GB of shared objects and logs to stderr, while
+`hwtune detect` must finish in 150 ms. So `tf_install.read_install` reads what the install
+leaves on disk into plain facts (`TfInstall`), and `describe` (pure) joins them with the CPU and
+with `knowledge/data/tf_distributions.json` into the model's `TensorFlowInfo`:
+
+- threading_runtime: "openmp" when a TF object has an OpenMP runtime among its DT_NEEDED
+  entries or the ITEX CPU plugin is installed; otherwise "eigen" (anchors.md §0).
+- compiled_isa: from the distribution's build configuration, trusted only for wheels from PyPI
+  (a manylinux tag, not installed by conda). The binary itself cannot tell this cheaply:
+  cpu_feature_guard's feature names are immediates inside its code, not strings to scan, and
+  disassembling 65 MB to find VEX/EVEX encodings is far beyond the probe's ~15 ms budget.
+- missing_isa: what TF's cpu_feature_guard would list (tf_knowledge.missing_isa).
+- onednn_default: TF's DefaultOneDnnPolicy for this CPU and version.
+
+Under the live root the search path is this interpreter's `sys.path`; under any other root the
+facts come from `<root>/tensorflow.json`, which `save_tf_snapshot` writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from hwtune.models.hardware import CpuInfo, TensorFlowInfo
+from hwtune.probes.issues import IssueLog
+from hwtune.probes.tf_install import (
+    ITEX_CPU_PLUGIN,
+    OPENMP_LIBRARY,
+    PROBE,
+    TfInstall,
+    live_search_path,
+    normalize,
+    read_install,
+)
+from hwtune.probes.tf_knowledge import (
+    TfDistribution,
+    load_distributions,
+    missing_isa,
+    onednn_default,
+    parse_version,
+)
+
+SNAPSHOT_FILE = "tensorflow.json"
+SNAPSHOT_FORMAT = 1
+# anchors.md §0 in the project's research notes, with its primary sources:
+EIGEN_BASIS = (
+    "oneDNN runs on TF's own Eigen threadpool, so OMP_*/KMP_* do not apply (stock wheels build "
+    "oneDNN with its threadpool runtime; only --config=mkl sets build_with_openmp: TF .bazelrc, "
+    "tensorflow/tensorflow#56697)"
+)
+ITEX_BASIS = (
+    "the Intel Extension for TensorFlow CPU plugin ({path}) runs oneDNN on an OpenMP pool by "
+    "default (ITEX_OMP_THREADPOOL=1; 0 switches it to Eigen: ITEX docs/guide/threadpool.md)"
+)
+# Wheel platform tags of builds from PyPI's release pipelines (PEP 600 / PEP 656).
+PYPI_PLATFORMS = ("manylinux", "musllinux")
+WHEEL_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+def distribution_names(table: Sequence[TfDistribution]) -> frozenset[str]:
+    return frozenset({"tensorflow", *(normalize(e.distribution) for e in table)})
+
+
+def _wheel_arch(tags: Sequence[str]) -> str | None:
+    for tag in tags:
+        platform = tag.rsplit("-", 1)[-1].lower()
+        for suffix, arch in WHEEL_ARCH.items():
+            if platform.endswith(suffix):
+                return arch
+    return None
+
+
+def _compiled_isa(
+    install: TfInstall, entry: TfDistribution | None, arch: str
+) -> tuple[tuple[str, ...] | None, str]:
+    """(compiled ISA or None when unknown, how it was told)."""
+    if entry is None:
+        return None, f"{install.distribution} on {arch} is not in tf_distributions.json"
+    if entry.compiled_isa is None:
+        return None, f"{entry.key}: {entry.build}"
+    platforms = [t.rsplit("-", 1)[-1] for t in install.wheel_tags]
+    if install.installer == "conda" or not any(p.startswith(PYPI_PLATFORMS) for p in platforms):
+        how = (
+            "installed by conda"
+            if install.installer == "conda"
+            else f"wheel tag {', '.join(platforms)}"
+            if platforms
+            else "no WHEEL file"
+        )
+        return None, f"not a PyPI wheel ({how}): built with flags hwtune cannot see"
+    return entry.compiled_isa, f"{entry.key} wheel ({platforms[0]}): {entry.build}"
+
+
+def _threading(
+    install: TfInstall, entry: TfDistribution | None, issues: IssueLog
+) -> tuple[Literal["eigen", "openmp"], str, str | None]:
+    """(runtime, basis, OpenMP library) from the DT_NEEDED facts, else from knowledge."""
+    for library in install.libraries:
+        for name in library.needed:
+            if OPENMP_LIBRARY.match(name):
+                return "openmp", f"{library.path} links {name} (DT_NEEDED)", name
+    plugin = install.itex_cpu_plugin
+    if plugin is not None:
+        omp = next((n for n in plugin.needed if OPENMP_LIBRARY.match(n)), None)
+        return "openmp", ITEX_BASIS.format(path=ITEX_CPU_PLUGIN), omp
+    if install.libraries:
+        names = ", ".join(lib.path for lib in install.libraries)
+        return "eigen", f"no OpenMP runtime among the DT_NEEDED of {names}; {EIGEN_BASIS}", None
+    if entry is not None and entry.threading_runtime is not None:
+        return entry.threading_runtime, f"binaries unreadable; expected of {entry.key}", None
+    issues.add(
+        PROBE,
+        "threading runtime unknown (no binary read, distribution unknown); "
+        "assuming Eigen, TF's default",
+    )
+    return "eigen", "unknown; assuming Eigen, TF's default", None
+
+
+def describe(
+    install: TfInstall, cpu: CpuInfo, table: Sequence[TfDistribution], issues: IssueLog
+) -> TensorFlowInfo:
+    """The model's TensorFlowInfo from the facts on disk, the CPU and the distribution table."""
+    for problem in install.problems:
+        issues.add(problem.probe, problem.reason, problem.path, problem.line)
+    version = parse_version(install.version or "")
+    arch = _wheel_arch(install.wheel_tags) or cpu.arch
+    entry = next(
+        (e for e in table if normalize(e.distribution) == install.distribution and e.arch == arch),
+        None,
+    )
+    compiled, isa_basis = _compiled_isa(install, entry, arch)
+    if compiled is None and cpu.arch == "x86_64":
+        issues.add(PROBE, f"compiled ISA unknown ({isa_basis}); missing_isa cannot be told")
+    elif cpu.arch == "x86_64" and not cpu.flags:
+        issues.add(PROBE, "CPU flags unknown; missing_isa cannot be told")
+    runtime, runtime_basis, omp = _threading(install, entry, issues)
+    onednn, _why = onednn_default(entry.onednn if entry else None, version, cpu)
+    return TensorFlowInfo(
+        version=install.version or "unknown",
+        distribution=install.distribution,
+        location=install.package_dir,
+        cuda_build=bool(install.is_cuda_build),
+        cuda_version=install.cuda_version,
+        cudnn_version=install.cudnn_version,
+        threading_runtime=runtime,
+        threading_runtime_basis=runtime_basis,
+        openmp_library=omp,
+        compiled_isa=compiled or (),
+        missing_isa=missing_isa(compiled, cpu, version) if compiled is not None else (),
+        onednn_default=onednn,
+        compiled_isa_basis=isa_basis,
+    )
+
+
+def _distributions(issues: IssueLog) -> tuple[TfDistribution, ...]:
+    from hwtune.errors import KnowledgeError
+
+    try:
+        return load_distributions()
+    except KnowledgeError as err:
+        issues.add(PROBE, f"TensorFlow distribution table unusable: {err.message}")
+        return ()
+
+
+def read_snapshot(path: Path, issues: IssueLog) -> TfInstall | None:
+    """The facts `save_tf_snapshot` wrote; None (no issue) when the file is absent."""
+    from hwtune.errors import ModelError
+    from hwtune.models.convert import load
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as err:
+        issues.add(PROBE, f"cannot read the TensorFlow snapshot: {err}", path.name)
+        return None
+    except json.JSONDecodeError as err:
+        issues.add(PROBE, f"invalid JSON: {err.msg}", path.name, err.lineno)
+        return None
+    if (
+        not isinstance(data, dict)
+        or data.get("format") != SNAPSHOT_FORMAT
+        or "install" not in data
+    ):
+        issues.add(PROBE, f"not a format-{SNAPSHOT_FORMAT} TensorFlow snapshot", path.name)
+        return None
+    if data["install"] is None:
+        return None  # the snapshot was taken where no TensorFlow was installed
+    try:
+        return load(TfInstall, data["install"], where=path.name)
+    except ModelError as err:
+        issues.add(PROBE, err.message + (f" ({err.hint})" if err.hint else ""), path.name)
+        return None
+
+
+def probe_tensorflow(
+    root: Path,
+    issues: IssueLog,
+    cpu: CpuInfo,
+    *,
+    live: bool,
+    search_path: Sequence[str] | None = None,
+) -> TensorFlowInfo | None:
+    """The TensorFlow under `root`, or None when there is none.
+
+    `search_path` (directories, like sys.path) overrides where to look; by default it is this
+    interpreter's sys.path when `live`, and `<root>/tensorflow.json` otherwise.
+    """
+    if search_path is None and not live:
+        install = read_snapshot(root / SNAPSHOT_FILE, issues)
+        table = _distributions(issues) if install else ()
+    else:
+        table = _distributions(issues)
+        paths = live_search_path() if search_path is None else tuple(search_path)
+        install = read_install(paths, distribution_names(table))
+    return None if install is None else describe(install, cpu, table, issues)
+
+
+def save_tf_snapshot(
+    dest: Path, issues: IssueLog, *, search_path: Sequence[str] | None = None
+) -> None:
+    """Write `dest/tensorflow.json`: the facts that rebuild TensorFlowInfo under `--root dest`."""
+    from hwtune.models.convert import dump
+
+    paths = live_search_path() if search_path is None else tuple(search_path)
+    install = read_install(paths, distribution_names(_distributions(issues)))
+    for problem in install.problems if install else ():
+        issues.add(problem.probe, problem.reason, problem.path, problem.line)
+    payload = {
+        "_doc": "hwtune: the installed TensorFlow as read from disk (never imported); "
+        "`hwtune detect --root` rebuilds the model from it with this snapshot's CPU",
+        "format": SNAPSHOT_FORMAT,
+        "install": None if install is None else dump(install),
+    }
+    _write_atomic(dest / SNAPSHOT_FILE, (json.dumps(payload, indent=2) + "\n").encode())
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    import tempfile  # ~2 ms of imports that detect itself never needs
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
