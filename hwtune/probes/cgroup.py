@@ -1,0 +1,400 @@
+"""cgroup v1 and v2: which cgroup this process is in, where it is mounted, and its limits.
+
+Reading follows the kernel's own documentation: membership from `/proc/self/cgroup`
+(`hierarchy-ID:controller-list:cgroup-path`, v2 as `0::/path`; cgroups(7)), mount points from
+`/proc/self/mountinfo` (proc(5): the 4th field is the root of the mount inside the cgroup file
+system, the 5th the mount point, and after the ` - ` separator the file-system type and the
+super options, which name the v1 controllers). A cgroup path is translated to a directory the
+way uber-go/automaxprocs does (internal/cgroups/mountpoint.go, `Translate`): relative to the
+mount's root, joined to the mount point. Without mountinfo the conventional layout is tried:
+`sys/fs/cgroup/<controller>/` (v1) and `sys/fs/cgroup/` (v2).
+
+Records are NamedTuples rather than dataclasses: each dataclass costs ~0.8 ms to create at
+import, and this module is on the `hwtune detect` start-up path (bench/bench_detect.py).
+
+A limit set on an ancestor binds its descendants (a container's parent cgroup can hold the
+quota), so quota and memory are the minimum over the cgroup and every ancestor up to the mount.
+Everything is read under a root path, so a `hwtune snapshot` tree works like the live machine.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+from typing import Literal, NamedTuple
+
+from hwtune.cpulist import CpuListError, parse_cpulist
+from hwtune.probes.issues import IssueLog
+
+PROBE = "cgroup"
+PROC_CGROUP = "proc/self/cgroup"
+PROC_MOUNTINFO = "proc/self/mountinfo"
+CONTROLLERS = ("cpu", "cpuset", "memory")
+
+# Files read per controller, in both versions; `hwtune snapshot` copies exactly these.
+V1_FILES = {
+    "cpu": ("cpu.cfs_quota_us", "cpu.cfs_period_us"),
+    "cpuset": ("cpuset.effective_cpus", "cpuset.cpus", "cpuset.mems"),
+    "memory": ("memory.limit_in_bytes",),
+}
+V2_FILES = ("cpu.max", "cpuset.cpus.effective", "cpuset.cpus", "memory.max", "cgroup.controllers")
+
+# cgroup v1 reports "no memory limit" as PAGE_COUNTER_MAX pages in bytes: LONG_MAX rounded down to
+# the page size (mm/memcontrol.c; 9223372036854771712 with 4 KiB pages, less with 64 KiB pages).
+# No real limit comes near 2^62 bytes (4 EiB), so anything at or above it means "unlimited".
+V1_UNLIMITED_MEMORY = 1 << 62
+
+# v1 mount options that are not controllers (kernel/cgroup/cgroup-v1.c, cgroup1_parse_param).
+V1_NON_CONTROLLER_OPTIONS = frozenset(
+    {"rw", "ro", "xattr", "noprefix", "clone_children", "cpuset_v2_mode", "none", "all"}
+)
+
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+class Membership(NamedTuple):
+    """One line of /proc/self/cgroup."""
+
+    hierarchy: int
+    controllers: tuple[str, ...]  # () for the v2 line "0::/path"
+    path: str
+    line: int
+
+
+class Mount(NamedTuple):
+    """A cgroup or cgroup2 line of /proc/self/mountinfo."""
+
+    root: str  # the directory of the cgroup file system that is mounted
+    mount_point: str
+    version: Literal[1, 2]
+    controllers: tuple[str, ...]  # v1 super options that are controllers
+
+
+class ControllerDirs(NamedTuple):
+    """Where one controller's files are for this process: its cgroup up to the mount point."""
+
+    controller: str
+    version: Literal[1, 2]
+    cgroup_path: str  # as /proc/self/cgroup names it
+    chain: tuple[Path, ...]  # the cgroup's directory first, then each ancestor to the mount
+
+
+class CgroupLimits(NamedTuple):
+    """The limits found, each with the file (relative to the root) that set it."""
+
+    version: Literal[1, 2] | None = None
+    path: str | None = None
+    cpuset_cpus: tuple[int, ...] | None = None
+    cpuset_source: str | None = None
+    cpu_quota: float | None = None  # in CPUs, the lowest along the chain
+    cpu_quota_source: str | None = None
+    memory_limit_bytes: int | None = None  # the lowest along the chain
+    memory_limit_source: str | None = None
+
+
+def parse_proc_cgroup(text: str, issues: IssueLog, path: str = PROC_CGROUP) -> list[Membership]:
+    """Parse /proc/self/cgroup; malformed lines become issues naming the line."""
+    found: list[Membership] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        parts = raw.split(":", 2)
+        if len(parts) != 3 or not parts[0].isdigit() or not parts[2].startswith("/"):
+            issues.add(PROBE, f"not a cgroup line: {raw!r}", path=path, line=number)
+            continue
+        names = tuple(n for n in parts[1].split(",") if n and not n.startswith("name="))
+        if parts[1] and not names:
+            continue  # a named hierarchy without controllers (name=systemd)
+        found.append(Membership(int(parts[0]), names, parts[2], number))
+    return found
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo (fs/proc_namespace.c).
+    return _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), field)
+
+
+def parse_mountinfo(text: str, issues: IssueLog, path: str = PROC_MOUNTINFO) -> list[Mount]:
+    """The cgroup and cgroup2 mounts of /proc/self/mountinfo; other lines are skipped."""
+    mounts: list[Mount] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        fields = raw.split()
+        if not fields:
+            continue
+        try:
+            sep = fields.index("-", 6)
+            fstype, options = fields[sep + 1], fields[sep + 3]
+        except (ValueError, IndexError):
+            issues.add("cgroup", f"not a mountinfo line: {raw[:80]!r}", path=path, line=number)
+            continue
+        if fstype not in ("cgroup", "cgroup2"):
+            continue
+        version: Literal[1, 2] = 2 if fstype == "cgroup2" else 1
+        controllers = () if version == 2 else tuple(
+            o for o in options.split(",") if o not in V1_NON_CONTROLLER_OPTIONS and "=" not in o
+        )
+        mounts.append(Mount(_unescape(fields[3]), _unescape(fields[4]), version, controllers))
+    return mounts
+
+
+def translate(mount: Mount, cgroup_path: str) -> str | None:
+    """The cgroup's directory as a path under the mount point; None when the mount hides it."""
+    inside, base = PurePosixPath(cgroup_path), PurePosixPath(mount.root)
+    if inside == base:
+        return mount.mount_point
+    if not inside.is_relative_to(base):
+        return None
+    return str(PurePosixPath(mount.mount_point) / inside.relative_to(base))
+
+
+def _under(root: Path, absolute: str) -> Path:
+    return root / absolute.lstrip("/")
+
+
+def _chain(root: Path, mount_point: str, directory: str) -> tuple[Path, ...]:
+    """`directory` and each ancestor up to and including `mount_point`, under `root`."""
+    top = PurePosixPath(mount_point)
+    here = PurePosixPath(directory)
+    chain = [here]
+    while here != top and here.is_relative_to(top) and here.parent != here:
+        here = here.parent
+        chain.append(here)
+    return tuple(_under(root, str(p)) for p in chain)
+
+
+def _fallback_mounts(root: Path, memberships: list[Membership]) -> list[Mount]:
+    """The conventional mount points, for trees without proc/self/mountinfo."""
+    mounts: list[Mount] = []
+    for m in memberships:
+        if m.controllers:
+            for name in (",".join(m.controllers), *m.controllers):
+                point = f"/sys/fs/cgroup/{name}"
+                if _under(root, point).is_dir():
+                    mounts.append(Mount("/", point, 1, m.controllers))
+                    break
+        elif (root / "sys/fs/cgroup/cgroup.controllers").is_file():
+            mounts.append(Mount("/", "/sys/fs/cgroup", 2, ()))
+        elif (root / "sys/fs/cgroup/unified/cgroup.controllers").is_file():
+            mounts.append(Mount("/", "/sys/fs/cgroup/unified", 2, ()))
+    return mounts
+
+
+def locate(
+    root: Path, memberships: list[Membership], mounts: list[Mount], issues: IssueLog
+) -> dict[str, ControllerDirs]:
+    """Find each controller of CONTROLLERS: v1 where a v1 hierarchy has it, else the v2 group."""
+    found: dict[str, ControllerDirs] = {}
+    v2_line = next((m for m in memberships if m.hierarchy == 0 and not m.controllers), None)
+    for controller in CONTROLLERS:
+        member = next((m for m in memberships if controller in m.controllers), None)
+        if member is not None:
+            candidates = [
+                mt for mt in mounts if mt.version == 1 and controller in mt.controllers
+            ]
+            version: Literal[1, 2] = 1
+        elif v2_line is not None:
+            member = v2_line
+            # In hybrid mode several cgroup2 mounts can exist; /sys/fs/cgroup is the real one.
+            candidates = sorted(
+                (mt for mt in mounts if mt.version == 2),
+                key=lambda mt: mt.mount_point != "/sys/fs/cgroup",
+            )
+            version = 2
+        else:
+            continue
+        for mount in candidates:
+            directory = translate(mount, member.path)
+            if directory is None:
+                issues.add(
+                    PROBE,
+                    f"{controller}: cgroup {member.path} is outside the mount at "
+                    f"{mount.mount_point} (root {mount.root}); using the mount point",
+                    path=PROC_MOUNTINFO,
+                )
+                directory = mount.mount_point
+            chain = _chain(root, mount.mount_point, directory)
+            if not chain[0].is_dir():
+                issues.add(
+                    PROBE,
+                    f"{controller}: cgroup directory {directory} is missing",
+                    path=str(chain[0].relative_to(root)),
+                )
+                continue
+            found[controller] = ControllerDirs(controller, version, member.path, chain)
+            break
+    return found
+
+
+def read_text(path: Path) -> str | None:
+    """A small kernel file's text, or None when it is absent or unreadable."""
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def parse_cfs_quota(quota: str, period: str) -> float | None:
+    """v1 cpu.cfs_quota_us / cpu.cfs_period_us in CPUs; -1 (or any negative) is no quota."""
+    q, p = int(quota.strip()), int(period.strip())
+    if q < 0:
+        return None
+    if p <= 0:
+        raise ValueError(f"period {p} is not positive")
+    return q / p
+
+
+def parse_cpu_max(text: str) -> float | None:
+    """v2 cpu.max ("$MAX $PERIOD", "max 100000" = no quota) in CPUs.
+
+    A lone "$MAX" uses the default period of 100000 us (Documentation/admin-guide/cgroup-v2.rst).
+    """
+    fields = text.split()
+    if not 1 <= len(fields) <= 2:
+        raise ValueError(f"expected '$MAX $PERIOD', got {text.strip()!r}")
+    if fields[0] == "max":
+        return None
+    period = int(fields[1]) if len(fields) == 2 else 100_000
+    if period <= 0:
+        raise ValueError(f"period {period} is not positive")
+    return int(fields[0]) / period
+
+
+def parse_memory_limit(text: str, version: Literal[1, 2]) -> int | None:
+    """memory.max ("max" = none) or memory.limit_in_bytes (the huge sentinel = none)."""
+    value = text.strip()
+    if version == 2 and value == "max":
+        return None
+    limit = int(value)
+    if limit < 0:
+        raise ValueError(f"negative limit {limit}")
+    return None if version == 1 and limit >= V1_UNLIMITED_MEMORY else limit
+
+
+def _where(root: Path, path: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _min_quota(
+    root: Path, dirs: ControllerDirs, issues: IssueLog
+) -> tuple[float | None, str | None]:
+    best: tuple[float | None, str | None] = (None, None)
+    for directory in dirs.chain:
+        try:
+            if dirs.version == 1:
+                quota = read_text(directory / "cpu.cfs_quota_us")
+                period = read_text(directory / "cpu.cfs_period_us")
+                if quota is None or period is None:
+                    continue
+                value = parse_cfs_quota(quota, period)
+                source = _where(root, directory / "cpu.cfs_quota_us")
+            else:
+                text = read_text(directory / "cpu.max")
+                if text is None:
+                    continue
+                value = parse_cpu_max(text)
+                source = _where(root, directory / "cpu.max")
+        except ValueError as err:
+            name = "cpu.cfs_quota_us" if dirs.version == 1 else "cpu.max"
+            issues.add(PROBE, f"unreadable CPU quota: {err}", path=_where(root, directory / name))
+            continue
+        if value is not None and (best[0] is None or value < best[0]):
+            best = (value, source)
+    return best
+
+
+def _min_memory(
+    root: Path, dirs: ControllerDirs, issues: IssueLog
+) -> tuple[int | None, str | None]:
+    name = "memory.limit_in_bytes" if dirs.version == 1 else "memory.max"
+    best: tuple[int | None, str | None] = (None, None)
+    for directory in dirs.chain:
+        text = read_text(directory / name)
+        if text is None:
+            continue
+        try:
+            value = parse_memory_limit(text, dirs.version)
+        except ValueError as err:
+            where = _where(root, directory / name)
+            issues.add(PROBE, f"unreadable memory limit: {err}", path=where)
+            continue
+        if value is not None and (best[0] is None or value < best[0]):
+            best = (value, _where(root, directory / name))
+    return best
+
+
+def _cpuset(
+    root: Path, dirs: ControllerDirs, issues: IssueLog
+) -> tuple[tuple[int, ...] | None, str | None]:
+    """The nearest effective cpuset: the kernel already folds the ancestors into it."""
+    names = (
+        ("cpuset.effective_cpus", "cpuset.cpus")
+        if dirs.version == 1
+        else ("cpuset.cpus.effective", "cpuset.cpus")
+    )
+    for directory in dirs.chain:
+        for name in names:
+            text = read_text(directory / name)
+            # An empty cpuset.cpus means "not set here, inherit" (v2) or "not configured" (v1).
+            if text is None or not text.strip():
+                continue
+            try:
+                return parse_cpulist(text), _where(root, directory / name)
+            except CpuListError as err:
+                issues.add(PROBE, str(err), path=_where(root, directory / name), line=1)
+    return None, None
+
+
+def find_controllers(root: Path, issues: IssueLog) -> dict[str, ControllerDirs] | None:
+    """Where this process's cpu, cpuset and memory cgroups are; None when membership is unknown."""
+    text = read_text(root / PROC_CGROUP)
+    if text is None:
+        issues.add(PROBE, "cgroup membership unknown: file missing; no cgroup limits applied",
+                   path=PROC_CGROUP)
+        return None
+    memberships = parse_proc_cgroup(text, issues)
+    mountinfo = read_text(root / PROC_MOUNTINFO)
+    if mountinfo is None:
+        mounts = _fallback_mounts(root, memberships)
+        issues.add(PROBE, "mount table missing; assumed the usual layout under sys/fs/cgroup",
+                   path=PROC_MOUNTINFO)
+    else:
+        mounts = parse_mountinfo(mountinfo, issues)
+    dirs = locate(root, memberships, mounts, issues)
+    if not dirs and memberships:
+        issues.add(PROBE, "no cpu, cpuset or memory cgroup directory found; no limits applied",
+                   path="sys/fs/cgroup")
+    return dirs
+
+
+def read_cgroup_limits(root: Path, issues: IssueLog) -> CgroupLimits:
+    """This process's cgroup limits under `root`; what is missing becomes an issue."""
+    dirs = find_controllers(root, issues)
+    if not dirs:
+        return CgroupLimits()
+    main = dirs.get("cpu") or dirs.get("cpuset") or next(iter(dirs.values()))
+    none: tuple[None, None] = (None, None)
+    cpuset, cpuset_source = _cpuset(root, dirs["cpuset"], issues) if "cpuset" in dirs else none
+    quota, quota_source = _min_quota(root, dirs["cpu"], issues) if "cpu" in dirs else none
+    memory, memory_source = _min_memory(root, dirs["memory"], issues) if "memory" in dirs else none
+    return CgroupLimits(
+        version=main.version,
+        path=main.cgroup_path,
+        cpuset_cpus=cpuset,
+        cpuset_source=cpuset_source,
+        cpu_quota=quota,
+        cpu_quota_source=quota_source,
+        memory_limit_bytes=memory,
+        memory_limit_source=memory_source,
+    )
+
+
+def cgroup_files(root: Path, issues: IssueLog) -> list[Path]:
+    """Every cgroup file `read_cgroup_limits` may read, for `hwtune snapshot` to copy."""
+    files: list[Path] = []
+    for dirs in (find_controllers(root, issues) or {}).values():
+        names = V1_FILES[dirs.controller] if dirs.version == 1 else V2_FILES
+        files.extend(d / n for d in dirs.chain for n in names if (d / n).is_file())
+    return files

@@ -1,0 +1,76 @@
+"""Memory: total and available RAM from /proc/meminfo, huge pages and the THP mode.
+
+/proc/meminfo lines are `Name:   value kB` (proc(5)); the "kB" there means KiB (1024 bytes,
+fs/proc/meminfo.c shifts page counts by PAGE_SHIFT - 10). The transparent-hugepage mode is the
+bracketed word of `sys/kernel/mm/transparent_hugepage/enabled`, e.g. "always [madvise] never"
+(Documentation/admin-guide/mm/transhuge.rst).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hwtune.models.hardware import Memory
+from hwtune.probes.issues import IssueLog
+
+MEMINFO = "proc/meminfo"
+THP_ENABLED = "sys/kernel/mm/transparent_hugepage/enabled"
+UNITS = {"kB": 1024, "": 1}  # HugePages_Total and friends are plain counts
+
+
+def parse_meminfo(text: str, issues: IssueLog, path: str = MEMINFO) -> dict[str, int]:
+    """Map each /proc/meminfo name to bytes (or a count); bad lines become issues."""
+    values: dict[str, int] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        name, colon, rest = raw.partition(":")
+        fields = rest.split()
+        unit = fields[1] if len(fields) == 2 else ""
+        if not colon or not 1 <= len(fields) <= 2 or not fields[0].isdigit() or unit not in UNITS:
+            issues.add("memory", f"not a meminfo line: {raw.strip()!r}", path=path, line=number)
+            continue
+        values[name.strip()] = int(fields[0]) * UNITS[unit]
+    return values
+
+
+def parse_thp_mode(text: str) -> str | None:
+    """The selected mode of a sysfs choice file ("always [madvise] never" -> "madvise")."""
+    for word in text.split():
+        if word.startswith("[") and word.endswith("]"):
+            return word[1:-1]
+    return None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def probe_memory(root: Path, issues: IssueLog) -> Memory:
+    """RAM and huge-page facts under `root`; missing files become issues, never errors."""
+    thp: str | None = None
+    thp_text = _read(root / THP_ENABLED)
+    if thp_text is None:
+        issues.add("memory", "transparent hugepage mode unknown: file missing", path=THP_ENABLED)
+    else:
+        thp = parse_thp_mode(thp_text)
+        if thp is None:
+            issues.add("memory", f"no [selected] mode in {thp_text.strip()!r}",
+                       path=THP_ENABLED, line=1)
+    text = _read(root / MEMINFO)
+    if text is None:
+        issues.add("memory", "memory size unknown: file missing", path=MEMINFO)
+        return Memory(transparent_hugepages=thp)
+    values = parse_meminfo(text, issues)
+    for needed in ("MemTotal", "MemAvailable"):
+        if needed not in values:
+            issues.add("memory", f"{needed} missing", path=MEMINFO)
+    return Memory(
+        total_bytes=values.get("MemTotal"),
+        available_bytes=values.get("MemAvailable"),
+        hugepage_size_bytes=values.get("Hugepagesize"),
+        transparent_hugepages=thp,
+    )

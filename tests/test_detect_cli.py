@@ -1,0 +1,198 @@
+"""`hwtune detect`: JSON contract, the summary, --strict, --root, and what it imports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwtune.models.hardware import (
+    CpuInfo,
+    Gpu,
+    GpuLink,
+    Hardware,
+    Limits,
+    Memory,
+    ProbeIssue,
+    TensorFlowInfo,
+)
+from hwtune.report import isa_summary, nvlink_cliques, render_summary
+from hwtune.status import ExitStatus
+
+from .conftest import REPO, run_cli
+
+FAST = ["--no-gpu", "--no-tensorflow"]
+# Imports that would blow the 150 ms start-up budget of `hwtune detect --json`.
+HEAVY = ("pydantic", "psutil", "tensorflow", "cpuinfo")
+
+
+def require_probes(*names: str) -> None:
+    missing = [n for n in names if importlib.util.find_spec(f"hwtune.probes.{n}") is None]
+    if missing:
+        pytest.skip(f"hwtune.probes.{', '.join(missing)} (other parts of issue 2) not written yet")
+
+
+@pytest.fixture
+def cpuinfo_only(tmp_path: Path) -> Path:
+    """A root holding nothing but this machine's /proc/cpuinfo."""
+    (tmp_path / "proc").mkdir()
+    shutil.copyfile("/proc/cpuinfo", tmp_path / "proc/cpuinfo")
+    return tmp_path
+
+
+def test_json_holds_the_contract_keys() -> None:
+    require_probes("cpu", "numa")
+    result = run_cli(["detect", "--json", *FAST])
+    assert result.exit_status == 0, result.stderr
+    hw = json.loads(result.stdout)
+    for key in ("vendor", "model_name", "arch", "microarch", "x86_64_level", "flags",
+                "sockets", "physical_cores", "logical_cpus", "threads_per_core", "core_types"):
+        assert key in hw["cpu"]
+    for key in ("affinity_cpus", "cpuset_cpus", "cpu_quota", "effective_cpus", "memory_bytes"):
+        assert key in hw["limits"]
+    assert hw["cpu"]["flags"] == sorted(hw["cpu"]["flags"])
+    assert hw["limits"]["effective_cpus"] >= 1
+    assert isinstance(hw["numa"], list) and isinstance(hw["issues"], list)
+    assert hw["tensorflow"] is None and hw["gpus"] == []  # skipped by the flags
+
+
+def test_summary_on_this_machine() -> None:
+    require_probes("cpu", "numa")
+    result = run_cli(["detect", *FAST])
+    assert result.exit_status == 0, result.stderr
+    labels = [line.split()[0] for line in result.stdout.splitlines() if not line.startswith(" ")]
+    assert labels[:6] == ["CPU", "ISA", "Topology", "Effective", "Memory", "GPUs"]
+    assert "Issues" in labels
+
+
+def test_strict_turns_issues_into_an_exit_status(cpuinfo_only: Path) -> None:
+    require_probes("cpu", "numa")
+    loose = run_cli(["detect", "--root", str(cpuinfo_only), "--json", *FAST])
+    assert loose.exit_status == ExitStatus.SUCCESS
+    issues = json.loads(loose.stdout)["issues"]
+    assert {"proc/meminfo", "proc/self/status", "proc/self/cgroup"} <= {i["path"] for i in issues}
+    strict = run_cli(["detect", "--root", str(cpuinfo_only), "--strict", *FAST])
+    assert strict.exit_status == ExitStatus.ISSUES
+    assert "Issues" in strict.stdout
+
+
+def test_partial_root_keeps_the_cpu_facts(cpuinfo_only: Path) -> None:
+    require_probes("cpu", "numa")
+    hw = json.loads(run_cli(["detect", "--root", str(cpuinfo_only), "--json", *FAST]).stdout)
+    logical = Path("/proc/cpuinfo").read_text().count("\nprocessor") + 1
+    assert hw["cpu"]["logical_cpus"] == logical
+    assert hw["limits"]["effective_cpus"] == logical  # no status, no cgroup: nothing narrows
+    assert hw["root"] == str(cpuinfo_only)
+
+
+def test_missing_root_is_a_clear_error(tmp_path: Path) -> None:
+    result = run_cli(["detect", "--root", str(tmp_path / "nowhere")])
+    assert result.exit_status == ExitStatus.ERROR
+    assert "not a directory" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_detect_imports_nothing_heavy() -> None:
+    require_probes("cpu", "numa", "gpu", "tensorflow")
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "hwtune", "detect", "--json"],
+        capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    json.loads(done.stdout)
+    # -X importtime lines: "import time: self [us] | cumulative | imported package"
+    imported = {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "hwtune" in imported  # the parse is seeing real lines
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+# --- the summary, as a pure function of Hardware ---------------------------------------------
+
+
+def a100s() -> tuple[Gpu, ...]:
+    """Two NVLink islands of four GPUs each, the way a p4d-like box without NVSwitch looks."""
+    gpus = []
+    for i in range(8):
+        island = range(0, 4) if i < 4 else range(4, 8)
+        peers = tuple(p for p in island if p != i)
+        gpus.append(Gpu(
+            index=i, name="NVIDIA A100-SXM4-40GB", compute_capability="8.0",
+            architecture="Ampere", memory_bytes=40 << 30, numa_node=i // 4,
+            nvlink_peers=peers,
+            links=tuple(GpuLink(peer=p, kind="NV12", nvlinks=12) for p in peers),
+        ))
+    return tuple(gpus)
+
+
+def example() -> Hardware:
+    return Hardware(
+        cpu=CpuInfo(
+            arch="x86_64", vendor="GenuineIntel", model_name="Intel Xeon Platinum 8481C",
+            microarch="sapphirerapids", x86_64_level=4,
+            flags=("amx_bf16", "amx_tile", "avx", "avx2", "avx512_bf16", "avx512f", "fma"),
+            sockets=2, physical_cores=88, logical_cpus=176, threads_per_core=2,
+            smt_enabled=True, hypervisor="KVM",
+        ),
+        limits=Limits(
+            usable_cpus=tuple(range(176)), effective_cpus=4, cpu_quota=4.0,
+            cgroup_version=2, cgroup_path="/kubepods/pod1",
+            effective_cpus_reason="cgroup quota 4 CPUs (cpu.max) < 176 usable CPUs",
+            memory_limit_bytes=8 << 30,
+        ),
+        memory=Memory(total_bytes=64 << 30, available_bytes=60 << 30,
+                      transparent_hugepages="madvise"),
+        gpus=a100s(),
+        gpu_driver="550.54.15",
+        cuda_driver_version="12.4",
+        gpu_source="nvml",
+        tensorflow=TensorFlowInfo(
+            version="2.21.0", distribution="tensorflow", threading_runtime="eigen",
+            missing_isa=("amx_tile", "avx512_bf16"), compiled_isa=("avx", "avx2"),
+        ),
+        issues=(ProbeIssue("cpuinfo", "odd line", path="proc/cpuinfo", line=7),),
+    )
+
+
+def test_summary_names_what_matters() -> None:
+    text = render_summary(example())
+    cpu = "Intel Xeon Platinum 8481C (GenuineIntel, x86_64, sapphirerapids, x86-64-v4, on KVM)"
+    assert f"CPU         {cpu}" in text
+    assert "AVX-512 (F BF16)" in text and "AMX (TILE BF16)" in text
+    assert "2 sockets · 88 cores · 176 logical CPUs (2 threads/core, SMT on)" in text
+    assert "4 CPUs — cgroup quota 4 CPUs (cpu.max) < 176 usable CPUs" in text
+    assert "cgroup limit 8.0 GiB" in text and "THP madvise" in text
+    assert "GPU 0" in text and "CC 8.0 (Ampere)" in text and "NV12 to GPU 1-3" in text
+    assert "cliques {0,1,2,3} {4,5,6,7}" in text
+    assert "not built for this CPU's: amx_tile avx512_bf16" in text
+    assert "cpuinfo: odd line [proc/cpuinfo:7]" in text
+
+
+def test_summary_of_an_empty_model_does_not_fail() -> None:
+    text = render_summary(Hardware())
+    assert "GPUs        none" in text and "TensorFlow  not found" in text
+    assert "Issues      none" in text
+
+
+def test_isa_summary_says_what_is_absent() -> None:
+    assert isa_summary(CpuInfo(arch="x86_64", flags=("avx", "sse4_2"))) == (
+        "SSE4.2 AVX · no AVX2, AVX-512, AMX"
+    )
+    assert isa_summary(CpuInfo(arch="aarch64", flags=("asimd", "sve", "bf16"))) == "NEON SVE BF16"
+
+
+def test_nvlink_cliques() -> None:
+    assert nvlink_cliques(a100s()) == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    # A link reported by one side only still counts; a chain 0-1-2 is two cliques, not one.
+    chain = (Gpu(0, "a", nvlink_peers=(1,)), Gpu(1, "b", nvlink_peers=(2,)), Gpu(2, "c"))
+    assert nvlink_cliques(chain) == [(0, 1), (1, 2)]
+    assert nvlink_cliques((Gpu(0, "solo"),)) == []

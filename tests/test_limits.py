@@ -1,0 +1,362 @@
+"""Limits from cgroup v1/v2 trees, affinity and online CPUs, built as real files under tmp_path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hwtune.models.hardware import CpuInfo, Memory
+from hwtune.probes.cgroup import (
+    CgroupLimits,
+    Mount,
+    parse_cfs_quota,
+    parse_cpu_max,
+    parse_memory_limit,
+    parse_mountinfo,
+    parse_proc_cgroup,
+    read_cgroup_limits,
+    translate,
+)
+from hwtune.probes.issues import IssueLog
+from hwtune.probes.limits import effective_cpus, parse_affinity, probe_limits
+
+GIB = 1 << 30
+V1_UNLIMITED = "9223372036854771712\n"  # what an unlimited v1 memory cgroup reports (4 KiB pages)
+
+# A docker container on a cgroup v1 host: the container's cgroup is mounted as the root.
+V1_MOUNTINFO = """\
+22 28 0:20 / /sys rw,nosuid - sysfs sysfs rw
+30 22 0:26 / /sys/fs/cgroup ro - tmpfs tmpfs ro,mode=755
+31 30 0:27 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro - cgroup cgroup rw,cpu,cpuacct
+32 30 0:28 /docker/abc /sys/fs/cgroup/cpuset ro - cgroup cgroup rw,cpuset
+33 30 0:29 /docker/abc /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory
+34 30 0:30 /docker/abc /sys/fs/cgroup/systemd ro - cgroup cgroup rw,xattr,name=systemd
+"""
+V1_CGROUP = """\
+12:memory:/docker/abc
+4:cpu,cpuacct:/docker/abc
+3:cpuset:/docker/abc
+1:name=systemd:/docker/abc
+"""
+# A Kubernetes pod on a cgroup v2 host, seen from the host's mount namespace.
+V2_MOUNTINFO = "35 24 0:30 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+V2_CGROUP = "0::/kubepods/pod1/ctr\n"
+
+
+def make_tree(root: Path, files: dict[str, str]) -> Path:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def status(cpus: str) -> str:
+    return f"Name:\tpython3\nCpus_allowed:\tff\nCpus_allowed_list:\t{cpus}\nVmRSS:\t1 kB\n"
+
+
+def v1_tree(
+    root: Path, *, quota: str = "-1", cpus: str = "0-3", memory: str = V1_UNLIMITED
+) -> Path:
+    return make_tree(root, {
+        "proc/self/status": status("0-7"),
+        "proc/self/cgroup": V1_CGROUP,
+        "proc/self/mountinfo": V1_MOUNTINFO,
+        "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": quota + "\n",
+        "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        "sys/fs/cgroup/cpuset/cpuset.cpus": cpus + "\n",
+        "sys/fs/cgroup/cpuset/cpuset.effective_cpus": cpus + "\n",
+        "sys/fs/cgroup/memory/memory.limit_in_bytes": memory,
+    })
+
+
+def v2_tree(root: Path) -> Path:
+    return make_tree(root, {
+        "proc/self/status": status("0-7"),
+        "proc/self/cgroup": V2_CGROUP,
+        "proc/self/mountinfo": V2_MOUNTINFO,
+        "sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n",
+        "sys/fs/cgroup/kubepods/cpu.max": "max 100000\n",
+        "sys/fs/cgroup/kubepods/pod1/cpu.max": "200000 100000\n",  # the pod holds the limit
+        "sys/fs/cgroup/kubepods/pod1/ctr/cpu.max": "max 100000\n",
+        "sys/fs/cgroup/kubepods/pod1/memory.max": f"{GIB}\n",
+        "sys/fs/cgroup/kubepods/pod1/ctr/memory.max": "max\n",
+        "sys/fs/cgroup/kubepods/pod1/ctr/cpuset.cpus": "\n",  # empty: inherits
+        "sys/fs/cgroup/kubepods/pod1/ctr/cpuset.cpus.effective": "0-7\n",
+    })
+
+
+EIGHT = CpuInfo(online_cpus=tuple(range(8)), logical_cpus=8)
+RAM = Memory(total_bytes=16 * GIB)
+
+
+def limits(root: Path, cpu: CpuInfo = EIGHT, memory: Memory = RAM):  # type: ignore[no-untyped-def]
+    issues = IssueLog()
+    return probe_limits(root, issues, cpu, memory, live=False), list(issues)
+
+
+# --- pure parsers ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"),
+    [("max 100000", None), ("150000 100000", 1.5), ("50000", 0.5), ("max", None)],
+)
+def test_cpu_max(text: str, cpus: float | None) -> None:
+    assert parse_cpu_max(text) == cpus
+
+
+@pytest.mark.parametrize("text", ["", "1 2 3", "lots 100000", "100 0"])
+def test_cpu_max_rejects_malformed(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_cpu_max(text)
+
+
+def test_cfs_quota() -> None:
+    assert parse_cfs_quota("-1\n", "100000\n") is None
+    assert parse_cfs_quota("50000\n", "100000\n") == 0.5
+    assert parse_cfs_quota("250000", "100000") == 2.5
+    with pytest.raises(ValueError):
+        parse_cfs_quota("50000", "0")
+
+
+def test_memory_limit_sentinels() -> None:
+    assert parse_memory_limit(V1_UNLIMITED, 1) is None
+    assert parse_memory_limit("9223372036854710272", 1) is None  # the 64 KiB-page sentinel
+    assert parse_memory_limit("536870912\n", 1) == 512 << 20
+    assert parse_memory_limit("max\n", 2) is None
+    assert parse_memory_limit("1073741824\n", 2) == GIB
+    with pytest.raises(ValueError):
+        parse_memory_limit("max", 1)
+
+
+def test_proc_cgroup_lines_and_errors() -> None:
+    issues = IssueLog()
+    found = parse_proc_cgroup(V1_CGROUP + "garbage\n0::/\n", issues)
+    assert [(m.hierarchy, m.controllers, m.path) for m in found] == [
+        (12, ("memory",), "/docker/abc"),
+        (4, ("cpu", "cpuacct"), "/docker/abc"),
+        (3, ("cpuset",), "/docker/abc"),
+        (0, (), "/"),
+    ]
+    [issue] = list(issues)
+    assert (issue.path, issue.line) == ("proc/self/cgroup", 5)
+
+
+def test_mountinfo_cgroup_lines_only_and_escapes() -> None:
+    spaced = "40 30 0:31 / /sys/fs/cgroup/with\\040space rw - cgroup2 cgroup2 rw\n"
+    text = V1_MOUNTINFO + spaced + "bad\n"
+    issues = IssueLog()
+    mounts = parse_mountinfo(text, issues)
+    assert [m.mount_point for m in mounts] == [
+        "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuset", "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup/systemd", "/sys/fs/cgroup/with space",
+    ]
+    assert mounts[0].controllers == ("cpu", "cpuacct")
+    assert mounts[3].controllers == ()  # name=systemd is not a controller
+    assert mounts[4].version == 2
+    assert [(i.path, i.line) for i in issues] == [("proc/self/mountinfo", 8)]
+
+
+def test_translate() -> None:
+    mount = Mount(root="/docker/abc", mount_point="/sys/fs/cgroup/cpu", version=1, controllers=())
+    assert translate(mount, "/docker/abc") == "/sys/fs/cgroup/cpu"
+    assert translate(mount, "/docker/abc/sub") == "/sys/fs/cgroup/cpu/sub"
+    assert translate(mount, "/other") is None
+
+
+def test_affinity_from_status() -> None:
+    issues = IssueLog()
+    assert parse_affinity(status("0-3,8-11"), issues) == (0, 1, 2, 3, 8, 9, 10, 11)
+    assert parse_affinity("Cpus_allowed_list:\t3-1\n", issues) is None
+    assert parse_affinity("Name:\tx\n", issues) is None
+    where = [(i.path, i.line) for i in issues]
+    assert where == [("proc/self/status", 1), ("proc/self/status", None)]
+
+
+# --- trees ----------------------------------------------------------------------------------
+
+
+def test_v1_container_quota_binds(tmp_path: Path) -> None:
+    hw, issues = limits(v1_tree(tmp_path, quota="150000"))
+    assert issues == []
+    assert hw.cgroup_version == 1
+    assert hw.cgroup_path == "/docker/abc"
+    assert hw.cpuset_cpus == (0, 1, 2, 3)
+    assert hw.usable_cpus == (0, 1, 2, 3)
+    assert hw.cpu_quota == 1.5
+    assert hw.effective_cpus == 1  # floor(1.5)
+    assert "cgroup quota 1.5 CPUs" in hw.effective_cpus_reason
+    assert "cpu.cfs_quota_us" in hw.effective_cpus_reason
+    assert "< 4 usable CPUs" in hw.effective_cpus_reason
+    assert hw.memory_limit_bytes is None
+    assert hw.memory_bytes == 16 * GIB
+
+
+def test_v1_cpuset_and_memory_limit(tmp_path: Path) -> None:
+    hw, _ = limits(v1_tree(tmp_path, cpus="2-3", memory=f"{GIB}\n"))
+    assert hw.usable_cpus == (2, 3)
+    assert hw.effective_cpus == 2
+    assert "cpuset 2-3" in hw.effective_cpus_reason
+    assert hw.cpu_quota is None
+    assert hw.memory_limit_bytes == GIB
+    assert hw.memory_bytes == GIB  # min(MemTotal, limit)
+
+
+def test_v2_quota_from_an_ancestor(tmp_path: Path) -> None:
+    hw, issues = limits(v2_tree(tmp_path))
+    assert issues == []
+    assert hw.cgroup_version == 2
+    assert hw.cgroup_path == "/kubepods/pod1/ctr"
+    assert hw.cpu_quota == 2.0
+    assert hw.effective_cpus == 2
+    assert "sys/fs/cgroup/kubepods/pod1/cpu.max" in hw.effective_cpus_reason
+    assert hw.cpuset_cpus == tuple(range(8))
+    assert hw.memory_limit_bytes == GIB
+
+
+def test_v2_most_restrictive_ancestor_wins(tmp_path: Path) -> None:
+    v2_tree(tmp_path)
+    (tmp_path / "sys/fs/cgroup/kubepods/cpu.max").write_text("350000 100000\n")
+    (tmp_path / "sys/fs/cgroup/kubepods/pod1/ctr/cpu.max").write_text("300000 100000\n")
+    hw, _ = limits(tmp_path)
+    assert hw.cpu_quota == 2.0
+
+
+def test_quota_never_below_one_cpu(tmp_path: Path) -> None:
+    hw, _ = limits(v1_tree(tmp_path, quota="30000"))
+    assert hw.cpu_quota == pytest.approx(0.3)
+    assert hw.effective_cpus == 1
+
+
+def test_quota_that_does_not_bind(tmp_path: Path) -> None:
+    hw, _ = limits(v1_tree(tmp_path, quota="800000"))
+    assert hw.cpu_quota == 8.0
+    assert hw.effective_cpus == 4
+    assert "does not bind" in hw.effective_cpus_reason
+
+
+def test_hybrid_host_uses_the_v1_controllers(tmp_path: Path) -> None:
+    make_tree(tmp_path, {
+        "proc/self/status": status("0-1"),
+        "proc/self/cgroup": "4:memory:/user\n2:cpu:/\n1:cpuset:/\n0::/user.slice\n",
+        "proc/self/mountinfo": (
+            "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
+            "34 31 0:31 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n"
+            "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+            "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+        ),
+        "sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n",
+        "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+        "sys/fs/cgroup/cpuset/cpuset.cpus": "0-1\n",
+        "sys/fs/cgroup/memory/memory.limit_in_bytes": V1_UNLIMITED,
+        "sys/fs/cgroup/memory/user/memory.limit_in_bytes": "1073741824\n",
+        "sys/fs/cgroup/unified/user.slice/cgroup.procs": "",
+    })
+    hw, issues = limits(tmp_path, CpuInfo(online_cpus=(0, 1)))
+    assert issues == []
+    assert (hw.cgroup_version, hw.cgroup_path) == (1, "/")
+    assert hw.effective_cpus == 2
+    assert hw.memory_limit_bytes == GIB
+
+
+def test_without_mountinfo_the_usual_layout_is_tried(tmp_path: Path) -> None:
+    v1_tree(tmp_path, quota="50000")
+    (tmp_path / "proc/self/mountinfo").unlink()
+    # The usual host layout: the cgroup path appears below the controller's mount point.
+    (tmp_path / "proc/self/cgroup").write_text("4:cpu,cpuacct:/\n3:cpuset:/\n")
+    hw, issues = limits(tmp_path)
+    assert hw.cpu_quota == 0.5
+    assert hw.effective_cpus == 1
+    assert [i.path for i in issues] == ["proc/self/mountinfo"]
+
+
+def test_only_cpuinfo_still_works(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"proc/cpuinfo": "processor\t: 0\n\nprocessor\t: 1\n"})
+    hw, issues = limits(tmp_path, CpuInfo(logical_cpus=2))
+    assert hw.usable_cpus == (0, 1)
+    assert hw.effective_cpus == 2
+    assert hw.cgroup_version is None
+    assert hw.effective_cpus_reason == "2 online CPUs (affinity and cgroup unknown)"
+    assert {i.path for i in issues} == {"proc/self/status", "proc/self/cgroup"}
+
+
+def test_malformed_cgroup_files_are_issues(tmp_path: Path) -> None:
+    v2_tree(tmp_path)
+    (tmp_path / "sys/fs/cgroup/kubepods/pod1/cpu.max").write_text("lots of cpu\n")
+    (tmp_path / "sys/fs/cgroup/kubepods/pod1/memory.max").write_text("huge\n")
+    (tmp_path / "sys/fs/cgroup/kubepods/pod1/ctr/cpuset.cpus.effective").write_text("0-x\n")
+    hw, issues = limits(tmp_path)
+    assert hw.cpu_quota is None and hw.memory_limit_bytes is None and hw.cpuset_cpus is None
+    assert {i.path for i in issues} == {
+        "sys/fs/cgroup/kubepods/pod1/cpu.max",
+        "sys/fs/cgroup/kubepods/pod1/memory.max",
+        "sys/fs/cgroup/kubepods/pod1/ctr/cpuset.cpus.effective",
+    }
+
+
+def test_missing_cgroup_directory_is_an_issue(tmp_path: Path) -> None:
+    v2_tree(tmp_path)
+    (tmp_path / "proc/self/cgroup").write_text("0::/gone\n")
+    hw, issues = limits(tmp_path)
+    assert hw.cgroup_version is None
+    assert any("missing" in i.reason and i.path == "sys/fs/cgroup/gone" for i in issues)
+
+
+def test_affinity_narrows_and_says_so(tmp_path: Path) -> None:
+    v1_tree(tmp_path, cpus="0-7")
+    (tmp_path / "proc/self/status").write_text(status("4-5"))
+    hw, _ = limits(tmp_path)
+    assert hw.affinity_cpus == (4, 5)
+    assert hw.usable_cpus == (4, 5)
+    assert hw.effective_cpus_reason.startswith("2 of 8 online CPUs usable: affinity 4-5")
+
+
+def test_disjoint_lists_fall_back_with_an_issue() -> None:
+    issues = IssueLog()
+    usable, count, _ = effective_cpus((0, 1), (2, 3), CgroupLimits(), issues)
+    assert usable == (0, 1) and count == 2
+    assert "empty" in next(iter(issues)).reason
+
+
+def test_no_cpu_list_at_all() -> None:
+    issues = IssueLog()
+    assert effective_cpus(None, None, CgroupLimits(), issues)[1] == 1
+    assert len(issues) == 1
+
+
+def test_reads_files_under_root_only(tmp_path: Path) -> None:
+    # An empty root must not fall through to this machine's /proc.
+    assert read_cgroup_limits(tmp_path, IssueLog()) == CgroupLimits()
+
+
+cpu_sets = st.sets(st.integers(0, 63), max_size=64).map(lambda s: tuple(sorted(s)))
+
+
+@given(
+    online=cpu_sets,
+    affinity=st.none() | cpu_sets,
+    cpuset=st.none() | cpu_sets,
+    quota=st.none() | st.floats(0.01, 128, allow_nan=False),
+)
+def test_effective_cpus_properties(
+    online: tuple[int, ...],
+    affinity: tuple[int, ...] | None,
+    cpuset: tuple[int, ...] | None,
+    quota: float | None,
+) -> None:
+    group = CgroupLimits(cpuset_cpus=cpuset, cpu_quota=quota, cpu_quota_source="cpu.max")
+    usable, count, reason = effective_cpus(online or None, affinity, group, IssueLog())
+    assert count >= 1 and reason
+    assert count <= max(1, len(usable))
+    if quota is not None:
+        assert count <= max(1, int(quota))
+    expected = set(online or range(64))
+    for limit in (affinity, cpuset):
+        if limit is not None:
+            expected &= set(limit)
+    if expected and online:
+        assert set(usable) == expected
