@@ -57,7 +57,7 @@ class CommandModule(Protocol):
 
 
 def _load(name: str) -> CommandModule:
-    module: CommandModule = importlib.import_module(COMMANDS[name][0])  # type: ignore[assignment]
+    module: CommandModule = importlib.import_module(COMMANDS[name][0])
     return module
 
 

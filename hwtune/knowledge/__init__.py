@@ -51,10 +51,13 @@ def _read_entries(path: Path) -> list[Any]:
         raise KnowledgeError(f"{path}: line {err.lineno}: invalid JSON: {err.msg}") from err
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise KnowledgeError(f"{path}: expected an object with an 'entries' list")
-    return data["entries"]
+    entries: list[Any] = data["entries"]
+    return entries
 
 
-def load_table(table: str, entry_cls: type[E], extra_dirs: tuple[Path, ...] | None = None) -> tuple[E, ...]:
+def load_table(
+    table: str, entry_cls: type[E], extra_dirs: tuple[Path, ...] | None = None
+) -> tuple[E, ...]:
     """The entries of `table`: shipped ones, then user ones replacing by key or appended."""
     return _load_table(table, entry_cls, user_dirs() if extra_dirs is None else extra_dirs)
 

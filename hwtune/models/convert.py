@@ -114,7 +114,8 @@ def _convert_scalar(tp: Any, value: Any, where: str, path: str) -> Any:
 
 def _convert_dataclass(cls: type, value: Any, where: str, path: str) -> Any:
     if not isinstance(value, dict):
-        raise _fail(where, path, f"expected a table for {cls.__name__}, got {type(value).__name__}")
+        got = type(value).__name__
+        raise _fail(where, path, f"expected a table for {cls.__name__}, got {got}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = [k for k in value if k not in fields]
     if unknown:

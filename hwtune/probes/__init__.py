@@ -39,7 +39,9 @@ def _guarded(issues: IssueLog, probe: str, fallback: T, run: Callable[[], T]) ->
         return fallback
 
 
-def detect(root: str | os.PathLike[str] = "/", *, gpus: bool = True, tensorflow: bool = True) -> Hardware:
+def detect(
+    root: str | os.PathLike[str] = "/", *, gpus: bool = True, tensorflow: bool = True
+) -> Hardware:
     """Probe the machine under `root` and return its `Hardware`.
 
     Example:
@@ -52,7 +54,7 @@ def detect(root: str | os.PathLike[str] = "/", *, gpus: bool = True, tensorflow:
         gpus: probe NVIDIA GPUs (NVML live, nvidia-smi captures under a root).
         tensorflow: look for an installed TensorFlow (never imports it).
     """
-    from hwtune.models.hardware import CpuInfo, Limits, Memory
+    from hwtune.models.hardware import CpuInfo, Limits, Memory, NumaNode
     from hwtune.probes.cpu import probe_cpu
     from hwtune.probes.limits import probe_limits
     from hwtune.probes.memory import probe_memory
@@ -62,7 +64,8 @@ def detect(root: str | os.PathLike[str] = "/", *, gpus: bool = True, tensorflow:
     live = is_live(base)
     issues = IssueLog()
     cpu = _guarded(issues, "cpu", CpuInfo(), lambda: probe_cpu(base, issues))
-    numa = _guarded(issues, "numa", (), lambda: probe_numa(base, issues, cpu))
+    no_nodes: tuple[NumaNode, ...] = ()
+    numa = _guarded(issues, "numa", no_nodes, lambda: probe_numa(base, issues, cpu))
     memory = _guarded(issues, "memory", Memory(), lambda: probe_memory(base, issues))
     limits = _guarded(
         issues, "limits", Limits(), lambda: probe_limits(base, issues, cpu, memory, live=live)
@@ -94,4 +97,4 @@ def detect(root: str | os.PathLike[str] = "/", *, gpus: bool = True, tensorflow:
     )
 
 
-__all__ = ["detect", "is_live", "Hardware", "ProbeIssue"]
+__all__ = ["Hardware", "ProbeIssue", "detect", "is_live"]

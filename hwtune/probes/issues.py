@@ -16,9 +16,8 @@ class IssueLog:
     def add(
         self, probe: str, reason: str, path: str | Path | None = None, line: int | None = None
     ) -> None:
-        self._issues.append(
-            ProbeIssue(probe=probe, reason=reason, path=None if path is None else str(path), line=line)
-        )
+        where = None if path is None else str(path)
+        self._issues.append(ProbeIssue(probe=probe, reason=reason, path=where, line=line))
 
     def __len__(self) -> int:
         return len(self._issues)
