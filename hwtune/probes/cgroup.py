@@ -256,7 +256,10 @@ def parse_cpu_max(text: str) -> float | None:
     period = int(fields[1]) if len(fields) == 2 else 100_000
     if period <= 0:
         raise ValueError(f"period {period} is not positive")
-    return int(fields[0]) / period
+    quota = int(fields[0])
+    if quota < 0:  # the kernel writes only "max" or a positive quota (kernel/sched/core.c)
+        raise ValueError(f"quota {quota} is negative")
+    return quota / period
 
 
 def parse_memory_limit(text: str, version: Literal[1, 2]) -> int | None:
