@@ -1,0 +1,325 @@
+"""`/proc/cpuinfo`: read it (`read_text`) and parse it (`parse_cpuinfo`, pure).
+
+The format differs by architecture (Linux arch/*/kernel/cpu* show_cpuinfo):
+- x86: one block per processor with vendor_id, cpu family, model, stepping, model name, flags,
+  physical id, core id, siblings, cpu cores.
+- aarch64: one block per processor with Features, CPU implementer/part/variant/revision.
+- ppc64: one block per processor with cpu ("POWER9, altivec supported") and revision
+  ("2.2 (pvr 004e 1202)"), then a trailer block (timebase, platform, model, machine).
+Blocks are separated by blank lines; a new "processor" line also starts a record. Lines that are
+not `key : value` (truncated or binary input) become `ParseProblem`s with their line number.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Hashable, Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from hwtune.models.hardware import Arch
+from hwtune.probes.issues import IssueLog
+
+PROBE = "cpu"
+# x86 vendor_id strings (Linux arch/x86/kernel/cpu/*.c c_ident).
+X86_VENDORS = {
+    "GenuineIntel", "AuthenticAMD", "HygonGenuine", "CentaurHauls", "Shanghai", "Zhaoxin",
+}
+_PVR = re.compile(r"pvr\s+([0-9a-fA-F]{4})\s*([0-9a-fA-F]{4})")
+
+
+class ParseProblem(NamedTuple):
+    """A line that could not be understood; `line` is 1-based."""
+
+    line: int
+    reason: str
+
+
+class ProcessorRecord(NamedTuple):
+    """The per-processor fields of one cpuinfo block."""
+
+    processor: int | None
+    line: int  # where the block starts, for messages
+    physical_id: int | None = None
+    core_id: int | None = None
+    siblings: int | None = None
+    cpu_cores: int | None = None
+    arm_part: tuple[int, int] | None = None  # (implementer, part)
+
+
+class CpuinfoFacts(NamedTuple):
+    arch: Arch = "unknown"
+    vendor: str | None = None
+    model_name: str | None = None
+    family: int | None = None
+    model: int | None = None
+    stepping: int | None = None
+    implementer: str | None = None  # "0x41"
+    part: str | None = None  # "0xd0c", of the first processor
+    pvr: int | None = None  # POWER PVR version field
+    platform: str | None = None  # POWER: PowerNV (bare metal), pSeries (PowerVM LPAR)
+    flags: tuple[str, ...] = ()
+    processors: tuple[ProcessorRecord, ...] = ()
+    problems: tuple[ParseProblem, ...] = ()
+
+
+def read_text(root: Path, relative: str, issues: IssueLog, probe: str = "cpu") -> str | None:
+    """The text of `root/relative`, or None when absent; unreadable files become issues.
+
+    Bytes that are not UTF-8 are replaced (U+FFFD) so the parser can report the line.
+    """
+    try:
+        data = (root / relative).read_bytes()
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return None
+    except OSError as err:
+        issues.add(probe, f"cannot read: {err.strerror or err}", path=relative)
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def _int(value: str, base: int = 10) -> int | None:
+    try:
+        return int(value.strip(), base)
+    except ValueError:
+        return None
+
+
+class _Split(NamedTuple):
+    records: list[dict[str, str]]
+    lines: list[dict[str, int]]  # per record: key -> its line number
+    globals: dict[str, str]  # keys outside processor records (ppc trailer, old Arm headers)
+    problems: list[ParseProblem]
+
+
+def _split(text: str) -> _Split:
+    """Split cpuinfo text into processor records and the keys outside them."""
+    split = _Split([], [], {}, [])
+    current: dict[str, str] | None = None
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            current = None
+            continue
+        if "\x00" in line or "\ufffd" in line:
+            split.problems.append(ParseProblem(number, "binary data, not text"))
+            continue
+        key, colon, value = line.partition(":")
+        key = key.strip()
+        if not colon or not key:
+            got = line.strip()[:60]
+            split.problems.append(ParseProblem(number, f"expected 'key : value', got {got!r}"))
+            continue
+        if key == "processor":
+            current = {}
+            split.records.append(current)
+            split.lines.append({})
+        if current is None:
+            split.globals[key] = value.strip()
+        else:
+            current[key] = value.strip()
+            split.lines[-1][key] = number
+    return split
+
+
+def parse_cpuinfo(text: str) -> CpuinfoFacts:
+    """Parse /proc/cpuinfo text of any architecture Linux prints it for."""
+    split = _split(text)
+    records, problems = split.records, split.problems
+
+    def field(name: str) -> str | None:
+        for record in records:
+            if name in record:
+                return record[name]
+        return split.globals.get(name)
+
+    def number(name: str) -> int | None:
+        for record, lines in zip(records, split.lines, strict=True):
+            if name in record:
+                value = _int(record[name])
+                if value is None:
+                    problems.append(ParseProblem(lines[name], f"{name!r} is not a number: "
+                                                 f"{record[name][:40]!r}"))
+                return value
+        return None
+
+    processors = tuple(
+        _processor(record, lines, problems)
+        for record, lines in zip(records, split.lines, strict=True)
+    )
+    vendor = field("vendor_id")
+    flags_key = next((k for k in ("flags", "Features", "features") if field(k) is not None), None)
+    flags = _common_flags(records, flags_key, field(flags_key) if flags_key else None)
+    arch = _arch(vendor, field("CPU implementer"), field("CPU architecture"), field("cpu"),
+                 field("isa"))
+    facts = CpuinfoFacts(arch=arch, flags=flags, processors=processors)
+    if arch == "x86_64":
+        facts = facts._replace(
+            vendor=vendor, model_name=field("model name"), family=number("cpu family"),
+            model=number("model"),
+            # "stepping : unknown" is what some hypervisors give; not worth a problem.
+            stepping=_int(field("stepping") or ""),
+        )
+    elif arch == "aarch64":
+        first = next((p.arm_part for p in processors if p.arm_part), _arm_part(split.globals))
+        facts = facts._replace(
+            implementer=f"{first[0]:#04x}" if first else None,
+            part=f"{first[1]:#05x}" if first else None,
+            model_name=split.globals.get("Processor") or split.globals.get("model name"),
+        )
+    elif arch == "ppc64le":
+        match = _PVR.search(field("revision") or "")
+        facts = facts._replace(
+            vendor="IBM", model_name=field("cpu"), platform=field("platform"),
+            pvr=int(match.group(1), 16) if match else None,
+        )
+    else:
+        facts = facts._replace(vendor=vendor, model_name=field("model name"))
+    return facts._replace(problems=tuple(problems))
+
+
+def _arch(
+    vendor: str | None, implementer: str | None, cpu_architecture: str | None,
+    power_cpu: str | None, isa: str | None,
+) -> Arch:
+    if vendor is not None and vendor.strip() in X86_VENDORS:
+        return "x86_64"
+    if vendor is not None and vendor.startswith("IBM/S390"):
+        return "s390x"
+    if implementer is not None:
+        # 32-bit Arm kernels print "CPU architecture: 7"; aarch64 prints 8 (even on v9 cores).
+        level = _int(cpu_architecture or "8")
+        return "aarch64" if level is not None and level >= 8 else "unknown"
+    if power_cpu is not None and power_cpu.upper().startswith(("POWER", "PPC")):
+        return "ppc64le"
+    if isa is not None and isa.startswith("rv64"):
+        return "riscv64"
+    return "unknown"
+
+
+def _arm_part(record: dict[str, str]) -> tuple[int, int] | None:
+    implementer, part = record.get("CPU implementer"), record.get("CPU part")
+    if implementer is None or part is None:
+        return None
+    imp, prt = _int(implementer, 16), _int(part, 16)
+    return (imp, prt) if imp is not None and prt is not None else None
+
+
+def _processor(
+    record: dict[str, str], lines: dict[str, int], problems: list[ParseProblem]
+) -> ProcessorRecord:
+    def number(key: str) -> int | None:
+        if key not in record:
+            return None
+        value = _int(record[key])
+        if value is None:
+            bad = record[key][:40]
+            problems.append(ParseProblem(lines[key], f"{key!r} is not a number: {bad!r}"))
+        return value
+
+    return ProcessorRecord(
+        processor=number("processor"), line=lines.get("processor", 0),
+        physical_id=number("physical id"), core_id=number("core id"),
+        siblings=number("siblings"), cpu_cores=number("cpu cores"),
+        arm_part=_arm_part(record),
+    )
+
+
+def _common_flags(
+    records: list[dict[str, str]], key: str | None, first: str | None
+) -> tuple[str, ...]:
+    """Flags every processor has: a compiler target must not use what one core lacks."""
+    if key is None or first is None:
+        return ()
+    flags = set(first.split())
+    for record in records:
+        text = record.get(key)
+        if text is not None and text != first:
+            flags &= set(text.split())
+    return tuple(sorted(flags))
+
+
+class Topology:
+    """What one topology source established; None where it could not tell."""
+
+    __slots__ = (
+        "basis", "cores", "logical", "nodes", "online", "places", "smt", "sockets",
+        "threads_per_core",
+    )
+
+    def __init__(
+        self, logical: int | None = None, online: tuple[int, ...] = (), basis: str = ""
+    ) -> None:
+        self.logical = logical
+        self.online = online
+        self.basis = basis
+        self.sockets: int | None = None
+        self.cores: int | None = None
+        self.threads_per_core: int | None = None
+        self.smt: bool | None = None
+        self.places: dict[int, tuple[int | None, Hashable]] = {}  # cpu -> (socket, core group)
+        self.nodes: dict[int, int] = {}  # cpu -> NUMA node
+
+    def count(self, places: Mapping[int, tuple[int | None, Hashable]]) -> Topology:
+        """Fill sockets, cores, threads per core and SMT from per-CPU (socket, core) places."""
+        self.places = dict(places)
+        packages = {socket for socket, _ in places.values()}
+        self.sockets = None if None in packages or not packages else len(packages)
+        per_core = Counter(group for _, group in places.values())
+        self.cores = len(per_core) or None
+        threads = set(per_core.values())
+        self.threads_per_core = threads.pop() if len(threads) == 1 else None
+        self.smt = max(per_core.values()) > 1 if per_core else None
+        return self
+
+
+def cpuinfo_topology(cpuinfo: CpuinfoFacts, issues: IssueLog) -> Topology:
+    """Topology from `physical id`/`core id`, only when the records are self-consistent.
+
+    A file is taken as complete when its processors are numbered 0..n-1 and each package holds
+    `siblings` records; without per-package counts (Arm, POWER) at least two records are needed,
+    since archspec-style captures keep a single record of a much larger machine.
+    """
+    records = cpuinfo.processors
+    numbers = [r.processor for r in records if r.processor is not None]
+    topo = Topology(basis="proc/cpuinfo")
+    siblings = {r.siblings for r in records if r.siblings is not None}
+    per_package = {r.cpu_cores for r in records if r.cpu_cores is not None}
+    sib = siblings.pop() if len(siblings) == 1 else None
+    cores = per_package.pop() if len(per_package) == 1 else None
+    # Threads per core of a package is a fact of each record, true even of a fragment.
+    if sib and cores and sib % cores == 0:
+        topo.threads_per_core = sib // cores
+        topo.smt = topo.threads_per_core > 1
+    packages = Counter(r.physical_id for r in records)
+    known_packages = bool(sib) and None not in packages
+    contiguous = len(numbers) == len(records) and sorted(numbers) == list(range(len(numbers)))
+    if known_packages:
+        consistent = contiguous and all(count == sib for count in packages.values())
+    else:
+        consistent = contiguous and len(numbers) >= 2
+    if not consistent:
+        listed = (sib or 0) * len(packages) if known_packages else 0
+        at_least = max(max(numbers, default=-1) + 1, listed)
+        if at_least > len(records):
+            reason = f"only {len(records)} of >={at_least} processors present: topology unknown"
+        else:
+            reason = (f"{len(records)} processor record(s) and no sysfs or lscpu to show they "
+                      "are all the machine has: counts unknown")
+        issues.add(PROBE, reason, path="proc/cpuinfo")
+        return topo
+    topo.logical = len(numbers)
+    topo.online = tuple(sorted(numbers))
+    if all(r.physical_id is not None and r.core_id is not None for r in records):
+        threads, smt = topo.threads_per_core, topo.smt
+        topo.count({r.processor: (r.physical_id, (r.physical_id, r.core_id))
+                    for r in records if r.processor is not None})
+        topo.threads_per_core = topo.threads_per_core or threads
+        topo.smt = topo.smt if topo.smt is not None else smt
+    else:
+        issues.add(PROBE, "no physical id / core id lines: sockets and cores unknown",
+                   path="proc/cpuinfo")
+    return topo

@@ -1,0 +1,261 @@
+"""Which microarchitecture a CPU is, as the name GCC's -march/-mcpu takes, and how that was told.
+
+The knowledge is data (`knowledge/data/microarchitectures.json`); this module is the matcher,
+pure and I/O-free apart from loading that table. It follows archspec's approach, with ids first:
+
+1. Ids: vendor + family + model (x86), implementer + part (Arm), PVR or the cpu name (POWER)
+   select the candidate entries.
+2. Flags verify them: an entry fits when every flag it requires (its own and its parents') is
+   present. Among fitting candidates the most specific wins (Skylake-SP, Cascade Lake and Cooper
+   Lake share model 0x55 and differ only by avx512_vnni / avx512_bf16).
+3. When the model is unknown, or a hypervisor hides a required flag, the most specific entry of
+   the same vendor (or a generic one) whose required flags are all present is taken instead,
+   ending at an x86-64-vN level. Entries with no flags of their own (Emerald Rapids, Raptor
+   Lake…) are never chosen this way: flags cannot tell them from their parent.
+4. Nothing fits: no name, and the reason, which the caller records as an issue.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+from hwtune.errors import KnowledgeError
+from hwtune.knowledge import load_table
+from hwtune.models.hardware import Arch
+
+# MIDR_EL1.Implementer codes -> the vendor name lscpu prints. Sources: Arm ARM (MIDR_EL1),
+# archspec-json "conversions.arm_vendors", util-linux sys-utils/lscpu-arm.c (0xc0, 0x6d, 0x70).
+ARM_IMPLEMENTERS = {
+    0x41: "ARM", 0x42: "Broadcom", 0x43: "Cavium", 0x44: "DEC", 0x46: "Fujitsu", 0x48: "HiSilicon",
+    0x49: "Infineon", 0x4D: "Motorola", 0x4E: "NVIDIA", 0x50: "APM", 0x51: "Qualcomm",
+    0x53: "Samsung", 0x56: "Marvell", 0x61: "Apple", 0x66: "Faraday", 0x68: "HXT",
+    0x69: "Intel", 0x6D: "Microsoft", 0x70: "Phytium", 0xC0: "Ampere",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class MicroarchEntry:
+    """One row of `microarchitectures.json` (see its `_doc`)."""
+
+    key: str  # the GCC -march/-mcpu name
+    arch: Arch
+    name: str
+    source: str
+    vendor: str | None = None  # x86 vendor_id, Arm implementer ("0x41"), "IBM"; None: generic
+    option: Literal["-march", "-mcpu"] = "-march"
+    parents: tuple[str, ...] = ()
+    x86_ids: tuple[str, ...] = ()
+    arm_ids: tuple[str, ...] = ()
+    power_pvrs: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    extra_flags: tuple[str, ...] = ()
+    level: int | None = None
+    threads_per_core: int | None = None
+    gcc: str | None = None
+    clang: str | None = None
+
+
+class CpuIdentity(NamedTuple):
+    """What a CPU says about itself, from /proc/cpuinfo or lscpu."""
+
+    arch: Arch
+    vendor: str | None = None  # x86 vendor_id; for Arm the implementer, e.g. "0x41"
+    family: int | None = None
+    model: int | None = None
+    stepping: int | None = None
+    arm_parts: tuple[tuple[int, int], ...] = ()  # (implementer, part) of each core kind seen
+    pvr: int | None = None  # POWER PVR version field, e.g. 0x004E
+    cpu_name: str | None = None  # POWER "cpu" line, or lscpu's Arm model name
+    flags: frozenset[str] = frozenset()
+
+
+class Identification(NamedTuple):
+    microarch: str | None
+    basis: str
+    x86_64_level: int | None = None
+    threads_per_core: int | None = None  # a fact of the core design (Neoverse: 1), when known
+    problem: str | None = None  # why it could not be told; the caller records it as an issue
+
+
+class _Table:
+    """The entries with their flag closures and id indexes, built once per loaded table."""
+
+    def __init__(self, entries: tuple[MicroarchEntry, ...]) -> None:
+        self.by_key = {e.key: e for e in entries}
+        self.order = {e.key: i for i, e in enumerate(entries)}
+        self.required: dict[str, frozenset[str]] = {}
+        self.depth: dict[str, int] = {}
+        for entry in entries:
+            self._close(entry.key, ())
+        self.x86: list[tuple[str, int, int, int, MicroarchEntry]] = []
+        self.arm: dict[tuple[int, int], list[MicroarchEntry]] = {}
+        self.pvr: dict[int, list[MicroarchEntry]] = {}
+        self.names: dict[str, list[MicroarchEntry]] = {}
+        for entry in entries:
+            self._index(entry)
+
+    def _close(self, key: str, trail: tuple[str, ...]) -> frozenset[str]:
+        if key in self.required:
+            return self.required[key]
+        if key in trail:
+            cycle = " -> ".join((*trail, key))
+            raise KnowledgeError(f"microarchitectures: parents form a cycle: {cycle}")
+        entry = self.by_key.get(key)
+        if entry is None:
+            raise KnowledgeError(f"microarchitectures: {trail[-1]!r} names unknown parent {key!r}")
+        flags = set(entry.flags)
+        depth = 0
+        for parent in entry.parents:
+            flags |= self._close(parent, (*trail, key))
+            depth = max(depth, self.depth[parent] + 1)
+        self.required[key] = frozenset(flags)
+        self.depth[key] = depth
+        return self.required[key]
+
+    def _index(self, entry: MicroarchEntry) -> None:
+        try:
+            for spec in entry.x86_ids:
+                family, _, models = spec.partition(":")
+                first, _, last = models.partition("-")
+                lo, hi = int(first, 16), int(last or first, 16)
+                self.x86.append((entry.vendor or "", int(family), lo, hi, entry))
+            for spec in entry.arm_ids:
+                implementer, _, part = spec.partition(":")
+                self.arm.setdefault((int(implementer, 16), int(part, 16)), []).append(entry)
+            for pvr in entry.power_pvrs:
+                self.pvr.setdefault(int(pvr, 16), []).append(entry)
+        except ValueError as err:
+            message = f"microarchitectures: entry {entry.key!r}: bad id: {err}"
+            raise KnowledgeError(message) from err
+        for name in entry.names:
+            self.names.setdefault(name.lower(), []).append(entry)
+
+    def specificity(self, entry: MicroarchEntry) -> tuple[int, int, int]:
+        return (len(self.required[entry.key]), self.depth[entry.key], self.order[entry.key])
+
+
+def load_microarchitectures() -> tuple[MicroarchEntry, ...]:
+    """The shipped table merged with user additions (`hwtune.knowledge.load_table`)."""
+    return load_table("microarchitectures", MicroarchEntry)
+
+
+@functools.lru_cache(maxsize=4)
+def _compile(entries: tuple[MicroarchEntry, ...]) -> _Table:
+    return _Table(entries)
+
+
+def x86_64_level(
+    flags: frozenset[str], entries: tuple[MicroarchEntry, ...] | None = None
+) -> int | None:
+    """The highest x86-64 psABI level (1-4) whose flags are all present; None without flags."""
+    table = _compile(load_microarchitectures() if entries is None else entries)
+    if not flags:
+        return None
+    levels = [
+        e.level for e in table.by_key.values()
+        if e.level is not None and table.required[e.key] <= flags
+    ]
+    return max(levels, default=None)
+
+
+def identify(
+    cpu: CpuIdentity, entries: tuple[MicroarchEntry, ...] | None = None
+) -> Identification:
+    """Tell the microarchitecture of `cpu` (see the module docstring for the order of evidence)."""
+    table = _compile(load_microarchitectures() if entries is None else entries)
+    level = x86_64_level(cpu.flags, entries) if cpu.arch == "x86_64" else None
+    if not any(e.arch == cpu.arch for e in table.by_key.values()):
+        reason = ("architecture unknown" if cpu.arch == "unknown"
+                  else f"no microarchitectures known for {cpu.arch}")
+        return Identification(None, reason, level, problem=reason)
+    described, candidates = _candidates(table, cpu)
+    flags_known = bool(cpu.flags) or cpu.arch == "ppc64le"  # POWER lists no flags at all
+    fitting = [e for e in candidates if not flags_known or table.required[e.key] <= cpu.flags]
+    if fitting:
+        best = max(fitting, key=table.specificity)
+        basis = f"{described}: {best.name}"
+        if not flags_known:
+            basis += " (no flags to verify it against)"
+        elif table.required[best.key]:
+            hidden = sorted(set(best.extra_flags) - cpu.flags)
+            basis += "; its required flags are present"
+            if hidden:
+                basis += f"; not visible here (hidden by a hypervisor?): {' '.join(hidden)}"
+        return Identification(best.key, basis, level, best.threads_per_core)
+    fallback = _by_flags(table, cpu) if flags_known else None
+    if candidates:
+        best = max(candidates, key=table.specificity)
+        missing = " ".join(sorted(table.required[best.key] - cpu.flags))
+        lead = (f"{described} is {best.name}, but flags {missing} are absent "
+                "(masked by a hypervisor?)")
+    else:
+        lead = f"no table entry for {described}"
+    if fallback is None:
+        tail = "no target's required flags are all present" if flags_known else "no flags to go by"
+        reason = f"{lead}; {tail}"
+        return Identification(None, reason, level, problem=reason)
+    basis = f"{lead}; most specific target whose required flags are all present: {fallback.key}"
+    # A target taken by flags alone says nothing about the core's design, so no threads per core.
+    return Identification(fallback.key, basis, level)
+
+
+def _candidates(table: _Table, cpu: CpuIdentity) -> tuple[str, list[MicroarchEntry]]:
+    if cpu.arch == "x86_64":
+        if cpu.family is None or cpu.model is None:
+            return f"{cpu.vendor or 'unknown vendor'} (no family/model)", []
+        vendor = cpu.vendor or "unknown vendor"
+        described = f"{vendor} family {cpu.family} model {cpu.model:#x} ({cpu.model})"
+        if cpu.stepping is not None:
+            described += f" stepping {cpu.stepping}"
+        found = [
+            entry for vendor, family, lo, hi, entry in table.x86
+            if vendor == (cpu.vendor or "") and family == cpu.family and lo <= cpu.model <= hi
+        ]
+        return described, found
+    if cpu.arch == "aarch64" and cpu.arm_parts:
+        found = [e for ids in cpu.arm_parts for e in table.arm.get(ids, [])]
+        parts = ", ".join(f"implementer {i:#04x} part {p:#05x}" for i, p in cpu.arm_parts)
+        return f"CPU {parts}", found
+    # A PowerVM LPAR in compatibility mode prints "POWER8 (architected)" on POWER9 hardware, whose
+    # PVR it still shows: the architected level is what code may use, so the name wins there.
+    architected = "architected" in (cpu.cpu_name or "").lower()
+    if cpu.arch == "ppc64le" and cpu.pvr is not None and not architected:
+        found = list(table.pvr.get(cpu.pvr, []))
+        if found or not cpu.cpu_name:
+            return f"pvr {cpu.pvr:#06x}", found
+    if cpu.cpu_name:
+        # "POWER9 (architected), altivec supported" -> "power9"; lscpu's Arm "Neoverse-N1" as is.
+        name = cpu.cpu_name.split(",")[0].split("(")[0].strip().lower()
+        found = [e for e in table.names.get(name, []) if e.arch == cpu.arch]
+        return f"cpu name {cpu.cpu_name!r}", found
+    return "no model ids", []
+
+
+def _by_flags(table: _Table, cpu: CpuIdentity) -> MicroarchEntry | None:
+    vendor = cpu.vendor
+    if cpu.arch == "aarch64" and cpu.arm_parts:
+        vendor = f"{cpu.arm_parts[0][0]:#04x}"
+    fits = [
+        e for e in table.by_key.values()
+        if e.arch == cpu.arch
+        and (e.vendor is None or e.vendor == vendor)
+        # An entry adding no flags to its parents can only be told by its ids.
+        and (e.flags or e.level is not None or not e.parents)
+        and table.required[e.key] <= cpu.flags
+    ]
+    return max(fits, key=table.specificity, default=None)
+
+
+def arm_vendor_name(implementer: int) -> str | None:
+    """The vendor name lscpu prints for an Arm implementer code."""
+    return ARM_IMPLEMENTERS.get(implementer)
+
+
+def arm_implementer_code(name: str) -> int | None:
+    """The implementer code for a vendor name as lscpu prints it (case-insensitive)."""
+    wanted = name.strip().lower()
+    codes = (code for code, vendor in ARM_IMPLEMENTERS.items() if vendor.lower() == wanted)
+    return next(codes, None)

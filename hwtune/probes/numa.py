@@ -1,0 +1,89 @@
+"""`probe_numa(root, issues, cpu)`: NUMA nodes, their CPUs, memory and distances.
+
+Sources, best first:
+1. sysfs `root/sys/devices/system/node/nodeN/{cpulist, meminfo, distance}` (kernel
+   Documentation/ABI/stable/sysfs-devices-node); memory-only nodes (CXL, HBM) appear here only;
+2. the node of each CPU as `probe_cpu` found it (lscpu "NUMA nodeN CPU(s)" lines or `-p` rows);
+3. a single node holding every online CPU, only when the CPU list is known to be complete and the
+   machine has one socket (a multi-socket machine almost always has a node per socket or more),
+   recorded as an issue because it is an assumption;
+4. otherwise no nodes, and an issue.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hwtune.models.hardware import CpuInfo, NumaNode
+from hwtune.probes.cpuinfo import read_text
+from hwtune.probes.issues import IssueLog
+from hwtune.probes.sysfs_cpu import NODE_DIR, read_node_cpulists
+
+PROBE = "numa"
+_MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s*kB", re.MULTILINE)
+
+
+def parse_node_meminfo(text: str) -> int | None:
+    """Bytes of MemTotal in a `nodeN/meminfo` ("Node 0 MemTotal:  6252748 kB")."""
+    match = _MEMTOTAL.search(text)
+    return int(match.group(1)) * 1024 if match else None
+
+
+def parse_distance(text: str) -> tuple[int, ...] | None:
+    """A `nodeN/distance` line ("10 21"): the SLIT distance to every node, in node order."""
+    try:
+        return tuple(int(value) for value in text.split())
+    except ValueError:
+        return None
+
+
+def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ...]:
+    """The NUMA nodes under `root`, or () when they cannot be told (with an issue saying why)."""
+    found = read_node_cpulists(root)
+    if found is not None:
+        nodes, problems = found
+        for problem in problems:
+            issues.add(PROBE, problem.reason, path=problem.path)
+        return tuple(_sysfs_node(root, issues, node, cpus) for node, cpus in sorted(nodes.items()))
+    by_node: dict[int, list[int]] = {}
+    for logical in cpu.topology:
+        if logical.node is not None:
+            by_node.setdefault(logical.node, []).append(logical.cpu)
+    if by_node:
+        return tuple(
+            NumaNode(id=node, cpus=tuple(sorted(cpus))) for node, cpus in sorted(by_node.items())
+        )
+    complete = cpu.logical_cpus is not None and bool(cpu.online_cpus)
+    if complete and cpu.sockets == 1:
+        issues.add(PROBE, "no NUMA information (no sysfs node directories, no lscpu NUMA lines): "
+                   "assumed one node holding every online CPU of this single-socket machine",
+                   path=NODE_DIR)
+        return (NumaNode(id=0, cpus=cpu.online_cpus),)
+    reason = "no NUMA information (no sysfs node directories, no lscpu NUMA lines)"
+    if complete and cpu.sockets != 1:
+        sockets = cpu.sockets or "an unknown number of"
+        reason += f" on a machine with {sockets} sockets: nodes unknown"
+    else:
+        reason += " and the CPU list is incomplete: nodes unknown"
+    issues.add(PROBE, reason, path=NODE_DIR)
+    return ()
+
+
+def _sysfs_node(root: Path, issues: IssueLog, node: int, cpus: tuple[int, ...]) -> NumaNode:
+    base = f"{NODE_DIR}/node{node}"
+    memory = None
+    meminfo = read_text(root, f"{base}/meminfo", issues, PROBE)
+    if meminfo is not None:
+        memory = parse_node_meminfo(meminfo)
+        if memory is None:
+            issues.add(PROBE, "no 'Node N MemTotal: X kB' line", path=f"{base}/meminfo")
+    distances: tuple[int, ...] = ()
+    text = read_text(root, f"{base}/distance", issues, PROBE)
+    if text is not None:
+        parsed = parse_distance(text)
+        if parsed is None:
+            bad = text.strip()[:40]
+            issues.add(PROBE, f"not a list of numbers: {bad!r}", path=f"{base}/distance")
+        distances = parsed or ()
+    return NumaNode(id=node, cpus=cpus, memory_bytes=memory, distances=distances)
