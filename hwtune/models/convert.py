@@ -33,8 +33,17 @@ def dump(obj: Any) -> Any:
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _fields(cls: type) -> dict[str, tuple[Any, bool]]:
+    """name -> (resolved annotation, required), computed once per class: detect validates
+    every knowledge entry on each run, and re-resolving annotations dominated that cost."""
+    hints = typing.get_type_hints(cls)
+    return {
+        f.name: (
+            hints[f.name],
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+        )
+        for f in dataclasses.fields(cls)
+    }
 
 
 def load(cls: type[T], data: Any, where: str = "<data>") -> T:
@@ -116,19 +125,18 @@ def _convert_dataclass(cls: type, value: Any, where: str, path: str) -> Any:
     if not isinstance(value, dict):
         got = type(value).__name__
         raise _fail(where, path, f"expected a table for {cls.__name__}, got {got}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = _fields(cls)
     unknown = [k for k in value if k not in fields]
     if unknown:
         key = str(unknown[0])
         close = difflib.get_close_matches(key, list(fields), n=1)
         hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(fields)}"
         raise _fail(where, _join(path, key), "unknown key", hint=hint)
-    hints = _hints(cls)
     kwargs: dict[str, Any] = {}
-    for name, f in fields.items():
+    for name, (annotation, required) in fields.items():
         if name in value:
-            kwargs[name] = _convert(hints[name], value[name], where, _join(path, name))
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            kwargs[name] = _convert(annotation, value[name], where, _join(path, name))
+        elif required:
             raise _fail(where, _join(path, name), "missing required key")
     return cls(**kwargs)
 
