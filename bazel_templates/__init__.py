@@ -1,0 +1,1 @@
+"""bazelrc templates (string.Template), shipped as the package hwtune.bazel_templates."""

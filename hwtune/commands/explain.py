@@ -1,0 +1,34 @@
+"""`hwtune explain SETTING`: why a setting has its value, or why it was left out.
+
+Takes the same planning flags as `hwtune plan` (--root, --mode, --instances, --set…), so the
+answer is about the same profile. Exit status: 0; 1 for a name the profile does not have (with
+a did-you-mean hint) or a planning error; 2 on a bad command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from hwtune.cli import Environment
+from hwtune.commands.plan import add_plan_arguments, plan_from_args
+from hwtune.status import ExitStatus
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "setting",
+        metavar="SETTING",
+        help="an environment variable (KMP_AFFINITY), a profile field (threads.intra_op, "
+        "jit.level, precision, tf_data.prefetch) or a bazel option",
+    )
+    add_plan_arguments(parser)
+
+
+def run(args: argparse.Namespace, env: Environment) -> int:
+    from hwtune.planner import explain
+
+    hardware, profile = plan_from_args(args, env)
+    env.stdout.write(explain(profile, args.setting) + "\n")
+    if args.strict and hardware.issues:
+        return ExitStatus.ISSUES
+    return ExitStatus.SUCCESS

@@ -1,0 +1,271 @@
+"""User overrides: TOML config files, HWTUNE_* variables and command-line flags, in that order.
+
+Precedence, lowest first: `/etc/hwtune/config.toml`, `$XDG_CONFIG_HOME/hwtune/config.toml`
+(`~/.config` when unset), `HWTUNE_*` environment variables, then flags (`--mode`, `--set`…).
+A config file looks like this; every key is optional:
+
+    mode = "latency"            # or "throughput"
+    instances = 2
+    precision = "auto"          # off | eligible | auto
+    tf_version = "2.19"         # the TensorFlow a source build is planned for
+    jit = "off"                 # off | autoclustering | on
+    data_format = "channels_last"
+
+    [threads]
+    intra_op = 8
+    inter_op = 1
+
+    [env]                       # add or override a variable of the profile
+    TF_CPP_MIN_LOG_LEVEL = "2"
+
+Unknown keys and wrong types are a `ConfigError` naming the file, the key and a hint. The result
+is an `Overrides`, which `plan()` applies last: the user's word outranks rules and measurements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from hwtune.errors import ConfigError, ModelError
+from hwtune.models.profile import Mode, PrecisionIntent
+
+JitLevel = Literal["off", "autoclustering", "on"]
+DataFormat = Literal["channels_last", "channels_first"]
+
+SYSTEM_CONFIG = Path("/etc/hwtune/config.toml")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_TF_VERSION = re.compile(r"\d+\.\d+(\.\d+)?\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """What the user asked for; every field None (or empty) means "let hwtune decide"."""
+
+    env: dict[str, str] = field(default_factory=dict)  # reason "set by the user", source "user"
+    mode: Mode | None = None
+    instances: int | None = None
+    instance: int | None = None
+    precision: PrecisionIntent | None = None
+    tf_version: str | None = None
+    intra_op: int | None = None
+    inter_op: int | None = None
+    jit: JitLevel | None = None
+    data_format: DataFormat | None = None
+    # "mode", "intra_op", "env.NAME" -> where the value came from, for reasons and explain
+    origins: dict[str, str] = field(default_factory=dict)
+
+    def origin(self, key: str) -> str | None:
+        return self.origins.get(key)
+
+    def merged(self, later: Overrides) -> Overrides:
+        """These overrides with `later`'s set fields on top (a later source wins)."""
+        changes: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name in ("env", "origins"):
+                continue
+            value = getattr(later, f.name)
+            if value is not None:
+                changes[f.name] = value
+        return dataclasses.replace(
+            self,
+            env={**self.env, **later.env},
+            origins={**self.origins, **later.origins},
+            **changes,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _ThreadsTable:
+    intra_op: int | None = None
+    inter_op: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _ConfigFile:
+    """The schema of config.toml, validated by `models.convert.load`."""
+
+    mode: Mode | None = None
+    instances: int | None = None
+    instance: int | None = None
+    precision: PrecisionIntent | None = None
+    tf_version: str | None = None
+    jit: JitLevel | None = None
+    data_format: DataFormat | None = None
+    threads: _ThreadsTable = field(default_factory=_ThreadsTable)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+# HWTUNE_* variable -> (Overrides field, parser). Other HWTUNE_* names belong to other parts of
+# hwtune (HWTUNE_KNOWLEDGE_DIR…) and are left alone unless they look like a typo of these.
+_ENV_FIELDS: dict[str, str] = {
+    "HWTUNE_MODE": "mode",
+    "HWTUNE_INSTANCES": "instances",
+    "HWTUNE_INSTANCE": "instance",
+    "HWTUNE_PRECISION": "precision",
+    "HWTUNE_TF_VERSION": "tf_version",
+    "HWTUNE_INTRA_OP": "intra_op",
+    "HWTUNE_INTER_OP": "inter_op",
+    "HWTUNE_JIT": "jit",
+    "HWTUNE_DATA_FORMAT": "data_format",
+}
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "mode": ("throughput", "latency"),
+    "precision": ("off", "eligible", "auto"),
+    "jit": ("off", "autoclustering", "on"),
+    "data_format": ("channels_last", "channels_first"),
+}
+_MINIMUM = {"instances": 1, "instance": 0, "intra_op": 1, "inter_op": 1}
+
+
+def config_paths(environ: Mapping[str, str]) -> tuple[Path, ...]:
+    """System config, then the user's ($XDG_CONFIG_HOME, else ~/.config).
+
+    A relative $XDG_CONFIG_HOME is ignored, as the XDG Base Directory spec requires.
+    """
+    config_home = environ.get("XDG_CONFIG_HOME", "")
+    if not Path(config_home).is_absolute():
+        home = environ.get("HOME") or str(Path.home())
+        config_home = str(Path(home) / ".config")
+    return (SYSTEM_CONFIG, Path(config_home) / "hwtune" / "config.toml")
+
+
+default_config_paths = config_paths  # for callers whose parameter is named config_paths
+
+
+def load_overrides(
+    environ: Mapping[str, str],
+    argv_sets: Sequence[str] = (),
+    config_paths: Iterable[Path] | None = None,
+) -> Overrides:
+    """Merge config files, HWTUNE_* variables and `--set NAME=VALUE` flags, later winning."""
+    result = Overrides()
+    paths = default_config_paths(environ) if config_paths is None else tuple(config_paths)
+    for path in paths:
+        if Path(path).is_file():
+            result = result.merged(read_config_file(Path(path)))
+    result = result.merged(overrides_from_environ(environ))
+    return result.merged(parse_sets(argv_sets))
+
+
+def read_config_file(path: Path) -> Overrides:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read: {err}") from err
+    return parse_config_text(text, str(path))
+
+
+def parse_config_text(text: str, where: str) -> Overrides:
+    """Validate one config file's text; `where` names it in errors and origins."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the same parser, from PyPI
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{where}: invalid TOML: {err}") from err
+    from hwtune.models.convert import load
+
+    try:
+        parsed = load(_ConfigFile, data, where=where)
+    except ModelError as err:
+        raise ConfigError(err.message, hint=err.hint) from err
+    values: dict[str, Any] = {
+        f.name: getattr(parsed, f.name)
+        for f in dataclasses.fields(_ConfigFile)
+        if f.name not in ("threads", "env")
+    }
+    values["intra_op"] = parsed.threads.intra_op
+    values["inter_op"] = parsed.threads.inter_op
+    origins: dict[str, str] = {}
+    for name, value in values.items():
+        if value is not None:
+            key = f"threads.{name}" if name in ("intra_op", "inter_op") else name
+            _check_value(name, value, f"{where}: '{key}'")
+            origins[name] = where
+    for name in parsed.env:
+        _check_env_name(name, f"{where}: '[env].{name}'")
+        origins[f"env.{name}"] = where
+    return Overrides(env=dict(parsed.env), origins=origins, **values)
+
+
+def overrides_from_environ(environ: Mapping[str, str]) -> Overrides:
+    """HWTUNE_MODE, HWTUNE_INSTANCES… (empty values count as unset)."""
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for name in environ:
+        if not name.startswith("HWTUNE_") or name in _ENV_FIELDS:
+            continue
+        close = difflib.get_close_matches(name, list(_ENV_FIELDS), n=1, cutoff=0.85)
+        if close:
+            raise ConfigError(f"unknown variable {name}", hint=f"did you mean {close[0]}?")
+    for var, name in _ENV_FIELDS.items():
+        raw = environ.get(var, "").strip()
+        if not raw:
+            continue
+        value: Any = raw
+        if name in _MINIMUM:
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ConfigError(
+                    f"{var}={raw!r}: expected a whole number", hint=f"for example {var}=2"
+                ) from None
+        _check_value(name, value, var)
+        values[name] = value
+        origins[name] = var
+    return Overrides(origins=origins, **values)
+
+
+def parse_sets(argv_sets: Sequence[str]) -> Overrides:
+    """`--set NAME=VALUE` flags: environment variables of the profile."""
+    env: dict[str, str] = {}
+    for item in argv_sets:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(
+                f"--set {item!r}: expected NAME=VALUE", hint="e.g. --set KMP_BLOCKTIME=0"
+            )
+        _check_env_name(name, f"--set {item!r}")
+        env[name] = value
+    return Overrides(env=env, origins={f"env.{name}": "--set" for name in env})
+
+
+def with_flags(overrides: Overrides, **flags: Any) -> Overrides:
+    """Put command-line flags (None = not given) on top of loaded overrides."""
+    given = {name: value for name, value in flags.items() if value is not None}
+    for name, value in given.items():
+        _check_value(name, value, f"--{name.replace('_', '-')}")
+    flag_overrides = Overrides(
+        origins={name: f"--{name.replace('_', '-')}" for name in given}, **given
+    )
+    return overrides.merged(flag_overrides)
+
+
+def _check_value(name: str, value: Any, where: str) -> None:
+    if name in _CHOICES and value not in _CHOICES[name]:
+        close = difflib.get_close_matches(str(value), _CHOICES[name], n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"one of {', '.join(_CHOICES[name])}"
+        raise ConfigError(
+            f"{where}: {value!r} is not one of {', '.join(_CHOICES[name])}", hint=hint
+        )
+    if name in _MINIMUM and value < _MINIMUM[name]:
+        raise ConfigError(f"{where}: {value} is below the minimum {_MINIMUM[name]}")
+    if name == "tf_version" and not _TF_VERSION.match(str(value)):
+        raise ConfigError(f"{where}: {value!r} is not a TensorFlow version", hint="e.g. 2.19")
+
+
+def _check_env_name(name: str, where: str) -> None:
+    if not _ENV_NAME.match(name):
+        raise ConfigError(
+            f"{where}: {name!r} is not an environment variable name",
+            hint="letters, digits and underscores, not starting with a digit",
+        )

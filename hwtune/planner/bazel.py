@@ -1,0 +1,279 @@
+"""Bazel options and a bazelrc for building TensorFlow from source for this machine.
+
+Facts per TensorFlow version come from knowledge (tensorflow_versions.json, compilers.json);
+the rules: one -march/-mcpu for the microarchitecture, checked against the clang the version's
+official build uses and against the CPU flags the guest really shows, else the next safer
+target, down to an x86-64-vN level (tf-build.md §5); the GPUs' compute capabilities in the
+version's scheme (TF_CUDA_COMPUTE_CAPABILITIES ≤ 2.17, HERMETIC_CUDA_COMPUTE_CAPABILITIES from
+2.18), SASS for all but the highest, PTX+SASS for it; `--config` names only from that
+version's .bazelrc. The options go into a bazelrc (bazel_templates/*.tmpl) rather than
+`--config=opt`, which exists only after ./configure ran (tensorflow/tensorflow#60217).
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from collections.abc import Callable
+from string import Template
+
+from hwtune.errors import KnowledgeError, PlanError
+from hwtune.models.hardware import Gpu, Hardware
+from hwtune.models.profile import Bazel, Intent, LeftOut
+from hwtune.planner.knowledge import CompilerTarget, Knowledge, TfVersionEntry, version_tuple
+
+GENERIC_TARGETS = {
+    "x86_64": ("x86-64-v4", "x86-64-v3", "x86-64-v2", "x86-64"),
+    "aarch64": ("armv8-a",),
+    "ppc64le": ("powerpc64le",),
+}
+
+
+def resolve_tf_version(
+    hw: Hardware, intent: Intent, knowledge: Knowledge
+) -> tuple[TfVersionEntry | None, str]:
+    known = sorted(knowledge.tf_by_version, key=version_tuple)
+    span = f"{known[0]}–{known[-1]}" if known else "none"
+    if intent.tf_version:
+        key = _minor(intent.tf_version)
+        entry = knowledge.tf_by_version.get(key)
+        if entry is None:
+            close = difflib.get_close_matches(key, known, n=1)
+            raise PlanError(
+                f"--tf-version {intent.tf_version}: hwtune knows TensorFlow {span} only",
+                hint=f"did you mean {close[0]}?"
+                if close
+                else "add an entry to tensorflow_versions.json",
+            )
+        return entry, f"TensorFlow {key}, as asked (--tf-version)"
+    if hw.tensorflow is not None:
+        key = _minor(hw.tensorflow.version)
+        entry = knowledge.tf_by_version.get(key)
+        if entry is None:
+            return None, (
+                f"left out: the installed TensorFlow {hw.tensorflow.version} is not in the "
+                f"knowledge (TensorFlow {span}); pass --tf-version"
+            )
+        return (
+            entry,
+            f"the installed TensorFlow ({hw.tensorflow.distribution} {hw.tensorflow.version})",
+        )
+    newest = knowledge.newest_tf
+    return newest, f"no TensorFlow installed: the newest version hwtune knows ({newest.key})"
+
+
+def _minor(version: str) -> str:
+    parts = version_tuple(version)
+    return ".".join(str(p) for p in parts[:2]) if len(parts) >= 2 else version
+
+
+def choose_target(
+    hw: Hardware, tf: TfVersionEntry, knowledge: Knowledge
+) -> tuple[CompilerTarget | None, list[str]]:
+    """The most specific target both the CPU and TF's compiler accept, and why others were not."""
+    table = knowledge.compiler_by_name
+    notes: list[str] = []
+    name = hw.cpu.microarch
+    target = table.get(name) if name else None
+    if name and target is None:
+        notes.append(f"{name} is not in the compiler table")
+    seen: set[str] = set()
+    while target is not None and target.key not in seen:
+        seen.add(target.key)
+        problem = target_problem(hw, tf, target)
+        if problem is None:
+            return target, notes
+        notes.append(f"not {target.flag}: {problem}")
+        target = table.get(target.fallback) if target.fallback else None
+    for key in GENERIC_TARGETS.get(hw.cpu.arch, ()):
+        generic = table.get(key)
+        if generic is not None and target_problem(hw, tf, generic) is None:
+            return generic, notes
+    return None, notes
+
+
+def target_problem(hw: Hardware, tf: TfVersionEntry, target: CompilerTarget) -> str | None:
+    """Why `target` cannot be used, or None."""
+    if target.arch != hw.cpu.arch:
+        return f"a {target.arch} target on a {hw.cpu.arch} CPU"
+    if version_tuple(target.clang_min) > version_tuple(tf.clang):
+        return (
+            f"TensorFlow {tf.key} builds with clang {tf.clang}, which predates it "
+            f"(needs clang ≥ {target.clang_min})"
+        )
+    missing = [flag for flag in target.requires if flag not in hw.cpu.flags]
+    if missing:
+        return f"the CPU does not show {', '.join(missing)} (masked by a hypervisor?)"
+    return None
+
+
+def cuda_capabilities(gpus: tuple[Gpu, ...], tf: TfVersionEntry) -> tuple[str | None, list[str]]:
+    """ "sm_70,compute_80": SASS for all but the highest capability, PTX+SASS for the highest."""
+    notes: list[str] = []
+    lowest, highest = version_tuple(tf.min_cuda_cc), version_tuple(tf.max_cuda_cc)
+    ccs: set[tuple[int, ...]] = set()
+    for gpu in gpus:
+        cc = version_tuple(gpu.compute_capability or "")[:2]
+        if len(cc) < 2:
+            notes.append(f"GPU {gpu.index}: compute capability unknown, not compiled for")
+        elif cc < lowest:
+            notes.append(
+                f"GPU {gpu.index}: {_dotted(cc)} is below TF {tf.key}'s minimum {tf.min_cuda_cc}"
+            )
+        elif cc > highest:
+            notes.append(
+                f"GPU {gpu.index}: CUDA {tf.cuda_version} cannot compile SASS for sm_{_code(cc)}; "
+                f"compute_{_code(highest)} PTX is JIT-compiled on it by the driver"
+            )
+            ccs.add(highest)
+        else:
+            ccs.add(cc)
+    if not ccs:
+        return None, notes
+    ordered = sorted(ccs)
+    codes = [f"sm_{_code(cc)}" for cc in ordered[:-1]] + [f"compute_{_code(ordered[-1])}"]
+    return ",".join(codes), notes
+
+
+def _code(cc: tuple[int, ...]) -> str:
+    return f"{cc[0]}{cc[1]}"
+
+
+def _dotted(cc: tuple[int, ...]) -> str:
+    return ".".join(str(p) for p in cc)
+
+
+def plan_bazel(
+    hw: Hardware, intent: Intent, gpus: tuple[Gpu, ...], knowledge: Knowledge, fingerprint: str
+) -> tuple[Bazel | None, list[LeftOut]]:
+    tf, why_version = resolve_tf_version(hw, intent, knowledge)
+    if tf is None:
+        return None, [LeftOut("bazel", why_version)]
+    options: list[str] = []
+    reasons: list[str] = [f"tf_version {tf.key}: {why_version}"]
+    env: dict[str, str] = {
+        "TF_NEED_CLANG": "1",
+        "TF_NEED_ROCM": "0",
+        "TF_SET_ANDROID_WORKSPACE": "0",
+    }
+
+    def add(option: str, reason: str) -> None:
+        options.append(option)
+        reasons.append(f"{option}: {reason}")
+
+    def config(name: str, reason: str) -> None:
+        if name in tf.configs:  # never a name this version's .bazelrc lacks
+            add(f"--config={name}", reason)
+        else:
+            reasons.append(
+                f"--config={name}: left out, TensorFlow {tf.key}'s .bazelrc has no build:{name}"
+            )
+
+    caps, cap_notes = cuda_capabilities(gpus, tf) if gpus else (None, [])
+    if caps:
+        config(
+            "cuda_clang",
+            "CUDA with clang, the official toolchain (configure's default TF_CUDA_CLANG=1)",
+        )
+        if tf.cuda_scheme == "hermetic":
+            config("cuda_wheel", "the wheel uses the pip nvidia-* CUDA libraries (TF ≥ 2.18)")
+    if hw.cpu.arch == "aarch64":
+        config(
+            "mkl_aarch64_threadpool",
+            "oneDNN + Arm Compute Library on TensorFlow's Eigen pool, "
+            "as the official aarch64 wheel",
+        )
+    target, target_notes = choose_target(hw, tf, knowledge)
+    reasons.extend(f"cpu target: {note}" for note in target_notes)
+    if target is not None:
+        why = (
+            f"{hw.cpu.microarch or 'this CPU'} → {target.key}, accepted by clang {tf.clang} "
+            f"(TF {tf.key}'s official compiler; needs ≥ {target.clang_min})"
+        )
+        add(f"--copt={target.flag}", why)
+        add(f"--host_copt={target.flag}", "built on this machine, so tools may use its ISA too")
+        env["CC_OPT_FLAGS"] = f"{target.flag} -Wno-sign-compare"
+    else:
+        reasons.append(f"cpu target: none for arch {hw.cpu.arch}; the compiler default is kept")
+    env["TF_NEED_CUDA"] = "1" if caps else "0"
+    if caps:
+        var = (
+            "HERMETIC_CUDA_COMPUTE_CAPABILITIES"
+            if tf.cuda_scheme == "hermetic"
+            else "TF_CUDA_COMPUTE_CAPABILITIES"
+        )
+        # After the configs: cuda_clang sets the official list, and the last --repo_env wins.
+        add(
+            f"--repo_env={var}={caps}",
+            f"the detected GPUs, {tf.cuda_scheme} scheme of TF {tf.key}",
+        )
+        env[var] = caps
+        env["TF_CUDA_CLANG"] = "1"
+        if tf.cuda_scheme == "legacy":
+            env["TF_NEED_TENSORRT"] = "0"
+    reasons.extend(f"cuda: {note}" for note in cap_notes)
+    if tf.wheel_name_env:
+        wheel = "tensorflow" if caps else "tensorflow_cpu"
+        add(f"--repo_env=WHEEL_NAME={wheel}", f"{tf.pip_target} names the wheel from WHEEL_NAME")
+    _resources(hw, add)
+    configure_env = {key: value for key, value in env.items() if key in tf.cc_env}
+    bazel = Bazel(
+        tf_version=tf.key,
+        options=tuple(options),
+        bazelrc="",
+        configure_env=configure_env,
+        reasons=tuple(reasons),
+    )
+    text = render_bazelrc(bazel, tf, knowledge, fingerprint)
+    return Bazel(tf.key, bazel.options, text, configure_env, bazel.reasons), []
+
+
+def _resources(hw: Hardware, add: Callable[[str, str], None]) -> None:
+    """Bazel sizes its local job pool from the host, not the cgroup: give it the real budget."""
+    online = len(hw.cpu.online_cpus) or hw.cpu.logical_cpus or 0
+    if online and hw.limits.effective_cpus < online:
+        add(
+            f"--local_cpu_resources={hw.limits.effective_cpus}",
+            f"{hw.limits.effective_cpus} effective CPUs of {online} online; "
+            "Bazel counts the host's",
+        )
+    limit = hw.limits.memory_limit_bytes
+    if limit is not None and (hw.memory.total_bytes is None or limit < hw.memory.total_bytes):
+        megabytes = limit * 2 // 3 // 2**20  # Bazel's own default is HOST_RAM*.67
+        add(f"--local_ram_resources={megabytes}", "two thirds of the cgroup memory limit, in MB")
+
+
+def _render(knowledge: Knowledge, name: str, values: dict[str, str]) -> str:
+    try:
+        return Template(knowledge.templates[name]).substitute(values)
+    except (KeyError, ValueError) as err:
+        raise KnowledgeError(f"bazel_templates/{name}: cannot render: {err!r}") from err
+
+
+def render_bazelrc(
+    bazel: Bazel, tf: TfVersionEntry, knowledge: Knowledge, fingerprint: str
+) -> str:
+    return _render(
+        knowledge,
+        "tensorflow.bazelrc.tmpl",
+        {
+            "tf_version": tf.key,
+            "bazel_version": tf.bazel,
+            "clang": tf.clang,
+            "fingerprint": fingerprint or "-",
+            "build_command": f"bazel --bazelrc=hwtune.bazelrc build {tf.pip_target}",
+            "reasons": "\n".join(f"#   {line}" for line in bazel.reasons),
+            "build_lines": "\n".join(f"build {option}" for option in bazel.options),
+        },
+    )
+
+
+def render_configure_env(bazel: Bazel, knowledge: Knowledge) -> str:
+    """A shell file exporting `bazel.configure_env`, for `. ./file && yes "" | ./configure`."""
+    exports = "\n".join(
+        f"export {name}={shlex.quote(value)}"
+        for name, value in sorted(bazel.configure_env.items())
+    )
+    return _render(
+        knowledge, "configure_env.sh.tmpl", {"tf_version": bazel.tf_version, "exports": exports}
+    )

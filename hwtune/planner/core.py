@@ -1,0 +1,270 @@
+"""`plan()`: hardware (+ intent, overrides, measurements) -> Profile. Pure: no I/O, no
+os.environ, no TensorFlow. Each setting is decided in three layers, later winning: the rule
+(source "rule"), a tuner measurement (source "measured", keyed like "threads.intra_op" or
+"env.KMP_BLOCKTIME"), and the user's override (config, HWTUNE_*, flags; source "user").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from hwtune.config import Overrides
+from hwtune.errors import PlanError
+from hwtune.models.hardware import Hardware
+from hwtune.models.profile import (
+    Intent,
+    Jit,
+    LeftOut,
+    Precision,
+    Profile,
+    Setting,
+    TfData,
+    Threads,
+)
+from hwtune.planner import accel, data, knobs, multigpu, threads
+from hwtune.planner.bazel import plan_bazel
+from hwtune.planner.instances import split
+from hwtune.planner.knowledge import Knowledge, default_knowledge
+
+INTENT_FIELDS = ("mode", "instances", "instance", "precision", "tf_version")
+# measured keys that name the same decision
+_ALIASES = {
+    "env.TF_NUM_INTRAOP_THREADS": "threads.intra_op",
+    "env.TF_NUM_INTEROP_THREADS": "threads.inter_op",
+    "jit": "jit.level",
+    "precision": "precision.enabled",
+}
+
+
+def user_reason(origin: str | None) -> str:
+    return f"set by the user ({origin})" if origin else "set by the user"
+
+
+class _Layers:
+    """Rule -> measured -> user, for one plan."""
+
+    def __init__(self, overrides: Overrides, measured: Mapping[str, Setting]) -> None:
+        self.overrides = overrides
+        self.measured = {_ALIASES.get(key, key): value for key, value in measured.items()}
+        self.user_env = dict(overrides.env)
+
+    def pick(self, key: str, rule: Setting, user: Any, origin_key: str) -> Setting:
+        result = rule
+        found = self.measured.get(key)
+        if found is not None:
+            result = Setting(found.value, found.reason, "measured")
+        if user is not None:
+            result = Setting(user, user_reason(self.overrides.origin(origin_key)), "user")
+        return result
+
+    def pick_threads(
+        self, key: str, env_name: str, rule: Setting, typed: int | None, cap: int
+    ) -> Setting:
+        origin_key = key.split(".")[1]
+        user: int | None = typed
+        if user is None and _as_int(self.user_env.get(env_name)) is not None:
+            user = _as_int(self.user_env.pop(env_name))
+            origin_key = f"env.{env_name}"
+        elif typed is not None:
+            self.user_env.pop(env_name, None)  # the typed override wins over a raw variable
+        found = self.measured.get(key)
+        if found is not None and _as_int(found.value) is not None:
+            value = _as_int(found.value) or 1
+            reason = found.reason
+            if value > cap:
+                value, reason = cap, f"{reason} (capped at this slice's {cap} effective CPUs)"
+            self.measured[key] = Setting(value, reason, "measured")
+        return self.pick(key, rule, user, origin_key)
+
+    def pick_env(self, name: str, rule: Setting) -> Setting:
+        user = self.user_env.pop(name, None)
+        return self.pick(f"env.{name}", rule, user, f"env.{name}")
+
+
+def _as_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        return None
+    return number if number >= 1 else None
+
+
+def resolve_intent(base: Intent, overrides: Overrides, measured: Mapping[str, Setting]) -> Intent:
+    changes: dict[str, Any] = {
+        name: getattr(overrides, name)
+        for name in INTENT_FIELDS
+        if getattr(overrides, name) is not None
+    }
+    if "instances" not in changes and "instances" in measured:
+        count = _as_int(measured["instances"].value)
+        if count is not None:
+            changes["instances"] = count
+    intent = dataclasses.replace(base, **changes)
+    if intent.mode not in ("throughput", "latency"):
+        raise PlanError(f"mode {intent.mode!r} is not throughput or latency")
+    if intent.precision not in ("off", "eligible", "auto"):
+        raise PlanError(f"precision {intent.precision!r} is not off, eligible or auto")
+    if intent.instances < 1:
+        raise PlanError(f"instances must be at least 1, not {intent.instances}")
+    if not 0 <= intent.instance < intent.instances:
+        raise PlanError(
+            f"instance {intent.instance} does not exist: instances are numbered "
+            f"0 to {intent.instances - 1}",
+            hint="--instance K takes 0 ≤ K < --instances N",
+        )
+    return intent
+
+
+def fingerprint(hw: Hardware) -> str:
+    """A short hash of the hardware facts a plan depends on (not free memory or probe issues).
+
+    The repr of the frozen models is deterministic (fields in order; tuples, strings, numbers),
+    and ten times cheaper than dumping to JSON on a 96-CPU, 8-GPU machine.
+    """
+    facts = (hw.cpu, hw.numa, hw.limits, hw.memory.total_bytes, hw.gpus, hw.tensorflow)
+    return hashlib.sha256(repr(facts).encode()).hexdigest()[:16]
+
+
+def plan(
+    hardware: Hardware,
+    intent: Intent | None = None,
+    overrides: Overrides | None = None,
+    measured: Mapping[str, Setting] | None = None,
+    knowledge: Knowledge | None = None,
+    **intent_fields: Any,
+) -> Profile:
+    """Plan TensorFlow settings for `hardware`; every setting carries its value, reason, source.
+
+    Example:
+        >>> profile = plan(hw, mode="latency", instances=2, instance=1)
+        >>> profile.env["TF_NUM_INTRAOP_THREADS"].value
+
+    Raises PlanError for an impossible intent (more instances than physical cores, an unknown
+    --tf-version). `knowledge` defaults to the shipped tables, loaded once.
+    """
+    unknown = set(intent_fields) - set(INTENT_FIELDS)
+    if unknown:
+        raise TypeError(f"plan() got unknown intent fields: {', '.join(sorted(unknown))}")
+    knowledge = default_knowledge() if knowledge is None else knowledge
+    overrides = overrides or Overrides()
+    measured = measured or {}
+    base = dataclasses.replace(intent or Intent(), **intent_fields)
+    resolved = resolve_intent(base, overrides, measured)
+    layers = _Layers(overrides, measured)
+    hw = hardware
+
+    tf_gpus, no_gpu_reason = accel.gpus_tensorflow_can_use(hw)
+    slices = split(hw, resolved.instances, tf_gpus)
+    mine = slices[resolved.instance]
+    on_gpu = bool(mine.gpus)
+
+    intra = layers.pick_threads(
+        "threads.intra_op",
+        "TF_NUM_INTRAOP_THREADS",
+        threads.intra_op(hw, resolved, mine),
+        overrides.intra_op,
+        mine.budget,
+    )
+    inter = layers.pick_threads(
+        "threads.inter_op",
+        "TF_NUM_INTEROP_THREADS",
+        threads.inter_op(hw, resolved, mine, int(intra.value or 1)),
+        overrides.inter_op,
+        mine.budget,
+    )
+    eligible, why_eligible = accel.eligible_precisions(hw, mine.gpus)
+    bf16_on_cpu = not on_gpu and "mixed_bfloat16" in eligible
+    onednn = layers.pick_env(
+        "TF_ENABLE_ONEDNN_OPTS", knobs.onednn(hw, int(intra.value or 1), bf16_on_cpu)
+    )
+    env: dict[str, Setting] = {
+        "TF_NUM_INTRAOP_THREADS": Setting(str(intra.value), intra.reason, intra.source),
+        "TF_NUM_INTEROP_THREADS": Setting(str(inter.value), inter.reason, inter.source),
+        "TF_ENABLE_ONEDNN_OPTS": onednn,
+    }
+    left_out: list[LeftOut] = []
+    openmp, omitted = knobs.openmp_env(hw, resolved, intra)
+    env.update(openmp)
+    left_out.extend(omitted)
+
+    precision = _precision(resolved, eligible, why_eligible, on_gpu, onednn, layers)
+    jit = layers.pick("jit.level", accel.jit_rule(on_gpu), overrides.jit, "jit")
+    flags = accel.xla_flags(str(jit.value), on_gpu)
+    if flags:
+        env["TF_XLA_FLAGS"] = Setting(flags, jit.reason, jit.source)
+    else:
+        left_out.append(LeftOut("TF_XLA_FLAGS", f"left out: XLA stays off — {jit.reason}"))
+    data_format = layers.pick(
+        "data_format", accel.data_format_rule(on_gpu), overrides.data_format, "data_format"
+    )
+    gpu_env, omitted = multigpu.gpu_env(resolved, mine, no_gpu_reason)
+    env.update(gpu_env)
+    left_out.extend(omitted)
+
+    # Measured variables the rules above did not decide (KMP_BLOCKTIME…), then the user's [env].
+    # A measurement never brings back a variable the rules left out (KMP_* on an Eigen build):
+    # only the user can.
+    omitted_names = {item.name for item in left_out}
+    for key, found in layers.measured.items():
+        name = key[4:] if key.startswith("env.") else None
+        if name and name != "TF_ENABLE_ONEDNN_OPTS" and name not in omitted_names:
+            env[name] = Setting(str(found.value), found.reason, "measured")
+    for name, value in layers.user_env.items():
+        env[name] = Setting(value, user_reason(overrides.origin(f"env.{name}")), "user")
+    left_out = [item for item in left_out if item.name not in env]
+
+    plan_fingerprint = fingerprint(hw)
+    bazel, omitted = plan_bazel(hw, resolved, hw.gpus, knowledge, plan_fingerprint)
+    left_out.extend(omitted)
+    return Profile(
+        intent=resolved,
+        env=env,
+        threads=Threads(intra_op=intra, inter_op=inter),
+        jit=Jit(level=jit),
+        precision=precision,
+        data_format=data_format,
+        tf_data=_tf_data(data.tf_data(hw, resolved, mine), layers),
+        instance=mine.to_model(),
+        instances=tuple(s.to_model() for s in slices),
+        distribution=multigpu.distribution(mine.gpus),
+        bazel=bazel,
+        allow_soft_placement=Setting(
+            True,
+            "ops without a GPU kernel fall back to the CPU instead of failing (TensorFlow 2's "
+            "default, kept explicit for ConfigProto users)",
+        )
+        if on_gpu
+        else None,
+        left_out=tuple(left_out),
+        fingerprint=plan_fingerprint,
+    )
+
+
+def _precision(
+    intent: Intent,
+    eligible: tuple[str, ...],
+    why_eligible: str,
+    on_gpu: bool,
+    onednn: Setting,
+    layers: _Layers,
+) -> Precision:
+    enabled, why = accel.enabled_precision(intent, eligible, on_gpu, onednn.value == "1")
+    found = layers.measured.get("precision.enabled")
+    if found is not None and intent.precision != "off":
+        value = None if found.value in (None, "", "float32") else str(found.value)
+        return Precision(eligible, value, f"{why_eligible}; {found.reason}", "measured")
+    return Precision(eligible, enabled, f"{why_eligible}; {why}", "rule")
+
+
+def _tf_data(rule: TfData, layers: _Layers) -> TfData:
+    changes = {
+        f.name: Setting(found.value, found.reason, "measured")
+        for f in dataclasses.fields(TfData)
+        if (found := layers.measured.get(f"tf_data.{f.name}")) is not None
+    }
+    return dataclasses.replace(rule, **changes) if changes else rule

@@ -1,0 +1,69 @@
+"""tf.data options for one instance: the input pipeline gets the slice, not the host.
+
+tf.data sizes its defaults from the host: `cpu_budget` from the schedulable cores, `ram_budget`
+from half the RAM, interleave `cycle_length` from the CPU count
+(tf.data.experimental.AutotuneOptions; tf.data.Dataset.interleave). In a container those are
+the host's numbers, so hwtune passes the slice's effective CPUs and half of the cgroup memory
+limit instead. The private thread pool includes SMT siblings: pipeline stages wait on memory
+and I/O, which is where a second hardware thread per core pays off.
+"""
+
+from __future__ import annotations
+
+from hwtune.models.hardware import Hardware
+from hwtune.models.profile import Intent, Setting, TfData
+from hwtune.planner.instances import Slice
+
+AUTOTUNE = -1  # tf.data.AUTOTUNE
+
+
+def tf_data(hw: Hardware, intent: Intent, mine: Slice) -> TfData:
+    cpus = mine.budget
+    return TfData(
+        private_threadpool_size=Setting(
+            cpus,
+            f"the slice's {mine.budget_reason}, SMT siblings included (input stages wait on "
+            "memory and I/O, where SMT helps)",
+        ),
+        autotune_cpu_budget=Setting(
+            cpus,
+            f"the slice's {mine.budget_reason}; tf.data's default counts the host's cores",
+        ),
+        autotune_ram_budget=_ram_budget(hw, intent),
+        parallel_calls=Setting(
+            AUTOTUNE,
+            "tf.data.AUTOTUNE: map parallelism tuned at run time within the CPU budget "
+            "(tf.data performance guide)",
+        ),
+        interleave_cycle_length=Setting(
+            cpus,
+            f"the slice's {cpus} effective CPUs; tf.data's default cycle length is the host's "
+            "CPU count",
+        ),
+        prefetch=Setting(
+            AUTOTUNE,
+            "tf.data.AUTOTUNE: prefetch depth tuned at run time so the next batch is ready "
+            "when the step ends (tf.data performance guide)",
+        ),
+    )
+
+
+def _ram_budget(hw: Hardware, intent: Intent) -> Setting:
+    limit = hw.limits.memory_bytes
+    basis = "memory limit"
+    if hw.limits.memory_limit_bytes is not None and limit == hw.limits.memory_limit_bytes:
+        basis = "cgroup memory limit"
+    if limit is None:
+        limit, basis = hw.memory.total_bytes, "RAM"
+    if limit is None:
+        return Setting(None, "memory size unknown: tf.data keeps its default (half of RAM)")
+    share = limit // 2 // intent.instances
+    split = f", split over {intent.instances} instances" if intent.instances > 1 else ""
+    return Setting(
+        share,
+        f"half of the {_gib(limit)} {basis}, as tf.data's default takes half of RAM{split}",
+    )
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB"

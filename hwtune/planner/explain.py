@@ -1,0 +1,127 @@
+"""`explain(profile, name)`: why a setting has its value, or why hwtune left it out.
+
+Names: environment variables (TF_NUM_INTRAOP_THREADS, KMP_AFFINITY…, any case), dotted
+profile fields (threads.intra_op, jit.level, precision, data_format, tf_data.prefetch,
+distribution.strategy, instance, bazel.tf_version, bazel.options) and bazel options themselves
+(--copt=-march=znver4). An unknown name is a PlanError with a did-you-mean hint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+
+from hwtune.cpulist import format_cpulist
+from hwtune.errors import PlanError
+from hwtune.models.profile import Profile, Setting
+
+
+def _setting(name: str, setting: Setting) -> str:
+    return f"{name} = {_show(setting.value)}\n  source: {setting.source}\n  why: {setting.reason}"
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "(unset)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _entries(profile: Profile) -> dict[str, str]:
+    entries: dict[str, str] = {}
+    for item in profile.left_out:
+        reason = item.reason if item.reason.startswith("left out") else f"left out: {item.reason}"
+        entries[item.name] = f"{item.name}: {reason}"
+    for name, setting in profile.env.items():
+        entries[name] = _setting(name, setting)
+    entries["threads.intra_op"] = _setting("threads.intra_op", profile.threads.intra_op)
+    entries["threads.inter_op"] = _setting("threads.inter_op", profile.threads.inter_op)
+    entries["jit.level"] = _setting("jit.level", profile.jit.level)
+    precision = profile.precision
+    entries["precision"] = (
+        f"precision: eligible {', '.join(precision.eligible) or 'none'}; "
+        f"enabled {precision.enabled or 'none'}\n  source: {precision.source}\n"
+        f"  why: {precision.reason}"
+    )
+    entries["data_format"] = _setting("data_format", profile.data_format)
+    for f in dataclasses.fields(profile.tf_data):
+        entries[f"tf_data.{f.name}"] = _setting(
+            f"tf_data.{f.name}", getattr(profile.tf_data, f.name)
+        )
+    if profile.distribution is not None:
+        dist = profile.distribution
+        for key in ("strategy", "cross_device_ops", "variable_placement"):
+            entries[f"distribution.{key}"] = _setting(f"distribution.{key}", getattr(dist, key))
+        entries["distribution"] = "\n".join(
+            entries[f"distribution.{key}"]
+            for key in ("strategy", "cross_device_ops", "variable_placement")
+        )
+    if profile.allow_soft_placement is not None:
+        entries["allow_soft_placement"] = _setting(
+            "allow_soft_placement", profile.allow_soft_placement
+        )
+    mine = profile.instance
+    entries["instance"] = (
+        f"instance {mine.index} of {profile.intent.instances}: CPUs {format_cpulist(mine.cpus)}"
+        + (f", NUMA {','.join(map(str, mine.numa_nodes))}" if mine.numa_nodes else "")
+        + (f", GPUs {','.join(map(str, mine.gpus))}" if mine.gpus else "")
+        + f"\n  mode {profile.intent.mode}; instances never share a physical core"
+    )
+    if profile.bazel is not None:
+        _bazel_entries(profile, entries)
+    return entries
+
+
+def _bazel_entries(profile: Profile, entries: dict[str, str]) -> None:
+    assert profile.bazel is not None
+    bazel = profile.bazel
+    why: dict[str, str] = {}
+    for line in bazel.reasons:
+        key, _, reason = line.partition(": ")
+        why.setdefault(key, reason)
+    entries["bazel.tf_version"] = (
+        f"bazel.tf_version = {bazel.tf_version}\n"
+        f"  why: {why.get(f'tf_version {bazel.tf_version}', '')}"
+    )
+    for option in bazel.options:
+        entries[option] = f"{option}\n  why: {why.get(option, '')}"
+    entries["bazel.options"] = (
+        "\n".join(entries[option] for option in bazel.options) or "no options"
+    )
+    entries["bazel"] = "bazel:\n" + "\n".join(f"  {line}" for line in bazel.reasons)
+    for line in bazel.reasons:
+        if line.startswith("--config=") and "left out" in line:
+            name = line.partition(":")[0]
+            entries.setdefault(name, line)
+
+
+def setting_names(profile: Profile) -> list[str]:
+    """Every name `explain` answers for, in the profile's order."""
+    return list(_entries(profile))
+
+
+def explain(profile: Profile, name: str) -> str:
+    entries = _entries(profile)
+    wanted = name.strip()
+    if wanted in entries:
+        return entries[wanted]
+    folded = {key.casefold(): key for key in entries}
+    if wanted.casefold() in folded:
+        return entries[folded[wanted.casefold()]]
+    aliases = {
+        "jit": "jit.level",
+        "intra_op": "threads.intra_op",
+        "inter_op": "threads.inter_op",
+        "precision.enabled": "precision",
+        "precision.eligible": "precision",
+    }
+    if wanted in aliases:
+        return entries[aliases[wanted]]
+    close = difflib.get_close_matches(
+        wanted, list(entries), n=1, cutoff=0.6
+    ) or difflib.get_close_matches(wanted.upper(), list(entries), n=1, cutoff=0.6)
+    raise PlanError(
+        f"no setting named {wanted!r} in this profile",
+        hint=f"did you mean {close[0]}?" if close else "`hwtune plan` lists the settings",
+    )

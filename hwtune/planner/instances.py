@@ -1,0 +1,190 @@
+"""Split the usable CPUs and GPUs of a node into `instances` slices, one per process.
+
+Rules (issue 3): instances never share a physical core; slices follow NUMA nodes where the
+counts allow (cores are dealt in NUMA-node order, so N instances on N equal nodes get one node
+each); when GPUs exist, an instance takes the cores local to its GPUs first (the NUMA node
+or `cpu_affinity` nvidia-smi reports), as PyTorch's run_cpu and NVIDIA's guidance bind data
+loaders next to their GPU. Each slice also gets its share of the CPU budget: with a cgroup
+quota, `limits.effective_cpus` is split in proportion to the slice's CPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwtune.cpulist import format_cpulist
+from hwtune.errors import PlanError
+from hwtune.models.hardware import Gpu, Hardware, LogicalCpu
+from hwtune.models.profile import InstanceSlice
+
+
+@dataclass(frozen=True, slots=True)
+class Core:
+    """One physical core as far as this process may use it: its usable logical CPUs."""
+
+    cpus: tuple[int, ...]
+    node: int | None
+    socket: int | None
+    kind: str | None
+    known: bool = True  # False: no topology for this CPU, so it stands for itself
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """An instance's share: its cores, its GPUs and its CPU budget (logical CPUs, quota-capped)."""
+
+    index: int
+    cores: tuple[Core, ...]
+    gpus: tuple[Gpu, ...]
+    budget: int  # effective CPUs of this slice: what its thread pools may use at once
+    budget_reason: str
+
+    @property
+    def cpus(self) -> tuple[int, ...]:
+        return tuple(sorted(cpu for core in self.cores for cpu in core.cpus))
+
+    @property
+    def numa_nodes(self) -> tuple[int, ...]:
+        return tuple(sorted({core.node for core in self.cores if core.node is not None}))
+
+    @property
+    def sockets(self) -> tuple[int, ...]:
+        return tuple(sorted({core.socket for core in self.cores if core.socket is not None}))
+
+    def to_model(self) -> InstanceSlice:
+        return InstanceSlice(
+            index=self.index,
+            cpus=self.cpus,
+            numa_nodes=self.numa_nodes,
+            gpus=tuple(gpu.index for gpu in self.gpus),
+        )
+
+
+def usable_cpus(hw: Hardware) -> tuple[int, ...]:
+    """online ∩ affinity ∩ cpuset as the limits probe saw it, with fallbacks for sparse input."""
+    if hw.limits.usable_cpus:
+        return tuple(sorted(hw.limits.usable_cpus))
+    if hw.cpu.online_cpus:
+        return tuple(sorted(hw.cpu.online_cpus))
+    count = hw.cpu.logical_cpus or max(hw.limits.effective_cpus, 1)
+    return tuple(range(count))
+
+
+def physical_cores(hw: Hardware, cpus: tuple[int, ...]) -> list[Core]:
+    """Group `cpus` into physical cores (SMT siblings share a core index), in NUMA order."""
+    topology: dict[int, LogicalCpu] = {lc.cpu: lc for lc in hw.cpu.topology}
+    node_of: dict[int, int] = {}
+    for numa_node in hw.numa:
+        for cpu in numa_node.cpus:
+            node_of.setdefault(cpu, numa_node.id)
+    groups: dict[tuple[object, ...], list[int]] = {}
+    info: dict[tuple[object, ...], tuple[int | None, int | None, str | None]] = {}
+    for cpu in cpus:
+        lc = topology.get(cpu)
+        node = lc.node if lc is not None and lc.node is not None else node_of.get(cpu)
+        if lc is not None and lc.core is not None:
+            key: tuple[object, ...] = ("core", lc.socket, lc.core)
+        else:  # no topology for this CPU: count it as its own core (no SMT assumed)
+            key = ("cpu", cpu)
+        groups.setdefault(key, []).append(cpu)
+        info.setdefault(key, (node, lc.socket if lc else None, lc.kind if lc else None))
+    cores = [
+        Core(
+            cpus=tuple(sorted(members)),
+            node=info[key][0],
+            socket=info[key][1],
+            kind=info[key][2],
+            known=key[0] == "core",
+        )
+        for key, members in groups.items()
+    ]
+    cores.sort(key=lambda c: (_order(c.node), _order(c.socket), c.cpus[0]))
+    return cores
+
+
+def _order(value: int | None) -> int:
+    return value if value is not None else -1
+
+
+def split(hw: Hardware, instances: int, gpus: tuple[Gpu, ...]) -> tuple[Slice, ...]:
+    """Every instance's slice. Raises PlanError when instances outnumber the usable cores."""
+    cpus = usable_cpus(hw)
+    cores = physical_cores(hw, cpus)
+    if instances > len(cores):
+        raise PlanError(
+            f"{instances} instances need {instances} physical cores, but only {len(cores)} "
+            f"are usable (CPUs {format_cpulist(cpus)})",
+            hint=f"use --instances {len(cores)} or fewer: instances never share a core",
+        )
+    gpu_shares = _deal_gpus(gpus, instances)
+    sizes = [
+        len(cores) // instances + (1 if i < len(cores) % instances else 0)
+        for i in range(instances)
+    ]
+    taken: set[int] = set()
+    slices: list[Slice] = []
+    for index in range(instances):
+        local = _local_cpus(gpu_shares[index])
+        preferred = [
+            i
+            for i, core in enumerate(cores)
+            if i not in taken and local is not None and _is_local(core, local)
+        ]
+        rest = [i for i in range(len(cores)) if i not in taken and i not in preferred]
+        chosen = (preferred + rest)[: sizes[index]]
+        taken.update(chosen)
+        mine = tuple(cores[i] for i in sorted(chosen))
+        budget, reason = _budget(hw, mine, len(cpus), instances)
+        slices.append(Slice(index, mine, gpu_shares[index], budget, reason))
+    return tuple(slices)
+
+
+def _deal_gpus(gpus: tuple[Gpu, ...], instances: int) -> list[tuple[Gpu, ...]]:
+    """GPUs in NUMA-node order, dealt in contiguous runs; with fewer GPUs than instances,
+    instances share them (i -> GPU i*G//N), since a GPU can serve several processes."""
+    ordered = sorted(gpus, key=lambda g: (_order(g.numa_node), g.index))
+    count = len(ordered)
+    if count == 0:
+        return [() for _ in range(instances)]
+    if count < instances:
+        return [(ordered[i * count // instances],) for i in range(instances)]
+    shares: list[tuple[Gpu, ...]] = []
+    start = 0
+    for i in range(instances):
+        size = count // instances + (1 if i < count % instances else 0)
+        shares.append(tuple(ordered[start : start + size]))
+        start += size
+    return shares
+
+
+def _local_cpus(gpus: tuple[Gpu, ...]) -> tuple[set[int], set[int]] | None:
+    """(CPUs, NUMA nodes) local to these GPUs, or None when nothing is known."""
+    cpus = {cpu for gpu in gpus for cpu in gpu.cpu_affinity}
+    nodes = {gpu.numa_node for gpu in gpus if gpu.numa_node is not None}
+    return (cpus, nodes) if cpus or nodes else None
+
+
+def _is_local(core: Core, local: tuple[set[int], set[int]]) -> bool:
+    cpus, nodes = local
+    if cpus:
+        return set(core.cpus) <= cpus
+    return core.node in nodes
+
+
+def _budget(
+    hw: Hardware, cores: tuple[Core, ...], usable_count: int, instances: int
+) -> tuple[int, str]:
+    logical = sum(len(core.cpus) for core in cores)
+    effective = max(1, min(hw.limits.effective_cpus or usable_count, usable_count))
+    if effective >= usable_count:
+        return logical, f"{logical} usable CPUs"
+    # A quota is shared by every process of the cgroup: each slice gets its proportion.
+    share = max(1, effective * logical // usable_count)
+    basis = hw.limits.effective_cpus_reason or f"{effective} effective CPUs"
+    if instances == 1:
+        return min(logical, share), f"{min(logical, share)} effective CPUs ({basis})"
+    return (
+        min(logical, share),
+        f"{min(logical, share)} of {effective} effective CPUs, in proportion to this slice's "
+        f"{logical} of {usable_count} usable CPUs ({basis})",
+    )

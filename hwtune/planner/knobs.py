@@ -1,0 +1,126 @@
+"""Environment knobs for TensorFlow's CPU runtime: oneDNN, and OpenMP only where it is linked.
+
+Stock TensorFlow runs oneDNN on its own Eigen thread pool, so OMP_NUM_THREADS and KMP_* do
+nothing there; only OpenMP builds (intel-tensorflow, `--config=mkl` builds, ITEX with its OMP
+pool) read them (tensorflow/tensorflow#56697; TF .bazelrc `build:mkl` sets
+build_with_openmp=true while the release configs do not; Intel: "OpenMP tuning only applies to
+Intel Optimization for TensorFlow"). hwtune emits what takes effect and says why it left the
+rest out (`hwtune explain KMP_AFFINITY`).
+"""
+
+from __future__ import annotations
+
+from hwtune.models.hardware import Hardware
+from hwtune.models.profile import Intent, LeftOut, Setting
+
+OPENMP_KNOBS = ("OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME", "KMP_SETTINGS")
+EIGEN_REASON = (
+    "left out: this TensorFlow runs oneDNN on its Eigen thread pool (no OpenMP linked), so "
+    "{what} has no effect — anchors.md §0 / TF #56697"
+)
+
+# Intel's TensorFlow CPU BKMs (Model Zoo per-model config.json, e.g. ResNet50 v1.5; the ITEX
+# launcher; PyTorch's run_cpu): compact,1,0 puts one thread per core before any SMT sibling;
+# a 1 ms block time keeps threads spinning between the back-to-back ops of one step and then
+# frees the core (the default, 200 ms, starves other pools and instances). The guides give the
+# same values for max-throughput and real-time inference; OMP_NUM_THREADS follows intra-op.
+KMP_VALUES: dict[str, dict[str, str]] = {
+    "throughput": {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1"},
+    "latency": {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1"},
+}
+
+
+def onednn(hw: Hardware, intra: int, bf16_on_cpu: bool) -> Setting:
+    """TF_ENABLE_ONEDNN_OPTS, planned together with CPU bf16."""
+    if hw.cpu.arch not in ("x86_64", "aarch64", "unknown"):
+        return Setting(
+            "0",
+            f"TensorFlow builds oneDNN only for x86-64 and aarch64, not {hw.cpu.arch}",
+        )
+    if bf16_on_cpu:
+        return Setting(
+            "1",
+            "planned with bf16: oneDNN's bf16 kernels made a small Keras CNN 1.5× faster here, "
+            "and with TF_ENABLE_ONEDNN_OPTS=0 the same model in bf16 ran 40× slower",
+        )
+    if intra <= 1:
+        return Setting(
+            "0",
+            "a single intra-op thread: oneDNN ON with intra=inter=1 took 31.1 s vs 16.9 s OFF "
+            "on Sapphire Rapids, and was faster only with more threads "
+            "(tensorflow/tensorflow#56350)",
+        )
+    if hw.cpu.arch == "aarch64":
+        return Setting(
+            "1",
+            "oneDNN with the Arm Compute Library is TensorFlow's fast aarch64 CPU path (AWS's "
+            "Graviton TensorFlow guide sets TF_ENABLE_ONEDNN_OPTS=1)",
+        )
+    return Setting(
+        "1",
+        "oneDNN kernels are TensorFlow's fast CPU path: on by default since TF 2.9 only on CPUs "
+        "with AVX512_VNNI/BF16/AMX, set here so that every x86 CPU gets them (TF 2.9 release "
+        "notes; numerics may differ slightly in the last bits)",
+    )
+
+
+def openmp_env(
+    hw: Hardware, intent: Intent, intra: Setting
+) -> tuple[dict[str, Setting], list[LeftOut]]:
+    """OMP_*/KMP_* where the installed TensorFlow links an OpenMP runtime, else left_out."""
+    tf = hw.tensorflow
+    if tf is None or tf.threading_runtime != "openmp":
+        basis = ""
+        if tf is None:
+            basis = " (no TensorFlow found: planned for stock TensorFlow)"
+        elif tf.threading_runtime_basis:  # its first clause says what was looked at
+            basis = f" (detected: {tf.threading_runtime_basis.split(';')[0]})"
+        left = [
+            LeftOut(name, EIGEN_REASON.format(what=_what(name)) + basis) for name in OPENMP_KNOBS
+        ]
+        return {}, left
+    library = tf.openmp_library or "an OpenMP runtime"
+    build = f"{tf.distribution} {tf.version} links {library}"
+    env = {
+        "OMP_NUM_THREADS": Setting(
+            str(intra.value),
+            f"{build}: its OpenMP pool runs the oneDNN kernels, one thread per intra-op thread "
+            f"({intra.value}; Intel: OMP_NUM_THREADS = physical cores used)",
+            intra.source,
+        )
+    }
+    if "gomp" in library:
+        # GNU OpenMP ignores KMP_*; its equivalents are the standard OMP_PROC_BIND/OMP_PLACES.
+        env["OMP_PROC_BIND"] = Setting(
+            "close",
+            f"{build}: GNU OpenMP pins with OMP_PROC_BIND "
+            "(KMP_AFFINITY is Intel/LLVM OpenMP only)",
+        )
+        env["OMP_PLACES"] = Setting(
+            "cores",
+            f"{build}: one place per physical core, so threads "
+            "do not share a core's SMT siblings (OpenMP 4.0 spec)",
+        )
+        why = f"left out: {build}, and GNU OpenMP ignores KMP_* (it reads OMP_*/GOMP_*)"
+        return env, [LeftOut(name, why) for name in OPENMP_KNOBS if name.startswith("KMP_")]
+    values = KMP_VALUES[intent.mode]
+    env["KMP_AFFINITY"] = Setting(
+        values["KMP_AFFINITY"],
+        f"{build}: pin one thread per physical core before any SMT sibling (Intel Model Zoo "
+        "BKMs; ITEX and PyTorch launchers use the same value)",
+    )
+    env["KMP_BLOCKTIME"] = Setting(
+        values["KMP_BLOCKTIME"],
+        f"{build}: spin 1 ms after a parallel region, then yield the core (Intel BKM for "
+        f"{intent.mode}; the 200 ms default starves other thread pools and instances)",
+    )
+    env["KMP_SETTINGS"] = Setting(
+        "1",
+        f"{build}: print the OpenMP runtime's settings at start-up, so a run shows they took "
+        "effect (Intel Model Zoo BKMs set it)",
+    )
+    return env, []
+
+
+def _what(name: str) -> str:
+    return "KMP_*" if name.startswith("KMP_") else name

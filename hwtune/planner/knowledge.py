@@ -1,0 +1,144 @@
+"""The facts the planner reads: TensorFlow versions, compiler targets, bazelrc templates.
+
+Loading (files, user knowledge dirs) happens here, once, outside the pure planner: `plan()` takes
+a `Knowledge` and reads nothing. Tests build one with `load_knowledge(extra_dirs=())` so that a
+user's own knowledge directory cannot change their outcome.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from hwtune.errors import KnowledgeError
+
+TEMPLATE_NAMES = ("tensorflow.bazelrc.tmpl", "configure_env.sh.tmpl")
+
+
+@dataclass(frozen=True, slots=True)
+class TfVersionEntry:
+    """One TensorFlow minor version's build facts (tensorflow_versions.json)."""
+
+    key: str  # "2.19"
+    source: str
+    bazel: str
+    clang: str  # the clang of the official build: -march names are checked against it
+    cuda_scheme: Literal["legacy", "hermetic"]
+    cuda_version: str
+    cudnn_version: str
+    official_cuda_compute_capabilities: str
+    min_cuda_cc: str
+    max_cuda_cc: str  # the newest CC the version's CUDA compiles SASS for
+    configs: tuple[str, ...]  # build:<name> configs the planner may emit
+    cc_env: tuple[str, ...]  # variables ./configure reads
+    pip_target: str
+    configs_uncertain: tuple[str, ...] = ()
+    gcc_min: str | None = None
+    python: str | None = None
+    wheel_name_env: bool = False  # the :wheel target takes --repo_env=WHEEL_NAME
+    notes: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CompilerTarget:
+    """A -march/-mcpu target, the oldest compilers that accept it (compilers.json)."""
+
+    key: str  # GCC's name: "znver4", "neoverse-v1", "x86-64-v3"
+    arch: str
+    flag: str  # "-march=znver4", "-mcpu=neoverse-v1"
+    gcc_min: str
+    clang_min: str
+    source: str
+    requires: tuple[str, ...] = ()  # kernel CPU flags the target lets the compiler emit
+    fallback: str | None = None  # the next safer target
+    aliases: tuple[str, ...] = ()  # archspec-style names: "zen4", "skylake_avx512"
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """Everything `plan()` needs besides the hardware, loaded once and passed in."""
+
+    tf_versions: tuple[TfVersionEntry, ...]
+    compilers: tuple[CompilerTarget, ...]
+    templates: Mapping[str, str] = field(default_factory=dict)
+
+    @functools.cached_property
+    def tf_by_version(self) -> dict[str, TfVersionEntry]:
+        return {e.key: e for e in self.tf_versions}
+
+    @functools.cached_property
+    def compiler_by_name(self) -> dict[str, CompilerTarget]:
+        table: dict[str, CompilerTarget] = {}
+        for entry in self.compilers:
+            for alias in entry.aliases:
+                table.setdefault(alias, entry)
+        for entry in self.compilers:  # a real key wins over an alias of the same spelling
+            table[entry.key] = entry
+        return table
+
+    @functools.cached_property
+    def newest_tf(self) -> TfVersionEntry:
+        return max(self.tf_versions, key=lambda e: version_tuple(e.key))
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """ "2.19.0rc1" -> (2, 19, 0); "16.0.6" -> (16, 0, 6). Stops at the first non-number part."""
+    parts: list[int] = []
+    for piece in text.strip().split("."):
+        digits = ""
+        for char in piece:
+            if not char.isdigit():
+                break
+            digits += char
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(digits) != len(piece):
+            break
+    return tuple(parts)
+
+
+def _template_dir() -> Path:
+    # Installed: the package hwtune.bazel_templates (pyproject maps bazel_templates/ to it).
+    # From a source checkout (editable installs map only `hwtune`): the folder at the top.
+    try:
+        import importlib.resources
+
+        packaged = Path(str(importlib.resources.files("hwtune.bazel_templates")))
+        if (packaged / TEMPLATE_NAMES[0]).is_file():
+            return packaged
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parents[2] / "bazel_templates"
+
+
+def load_templates(directory: Path | None = None) -> dict[str, str]:
+    base = directory or _template_dir()
+    templates: dict[str, str] = {}
+    for name in TEMPLATE_NAMES:
+        path = base / name
+        try:
+            templates[name] = path.read_text(encoding="utf-8")
+        except OSError as err:
+            raise KnowledgeError(f"{path}: cannot read bazel template: {err}") from err
+    return templates
+
+
+def load_knowledge(extra_dirs: tuple[Path, ...] | None = None) -> Knowledge:
+    """Read the shipped tables (plus user ones, see `hwtune.knowledge`) and the templates."""
+    from hwtune.knowledge import load_table
+
+    return Knowledge(
+        tf_versions=load_table("tensorflow_versions", TfVersionEntry, extra_dirs),
+        compilers=load_table("compilers", CompilerTarget, extra_dirs),
+        templates=load_templates(),
+    )
+
+
+@functools.cache
+def default_knowledge() -> Knowledge:
+    """The shipped tables plus the user's knowledge dirs, loaded on first use."""
+    return load_knowledge()

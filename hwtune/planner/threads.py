@@ -1,0 +1,99 @@
+"""Intra-op and inter-op thread counts for one instance's slice (rules only; the planner layers
+measured results and user overrides on top).
+
+Intra-op: one thread per physical core of the slice, capped by the slice's effective CPUs
+(affinity ∩ cpuset ∩ cgroup quota). SMT siblings are not counted: two GEMM/convolution threads
+on one core share its vector units, and every CPU guide hwtune follows sizes compute pools by
+physical cores (Intel's TF inference BKMs "exercise all the physical cores"; ONNX Runtime's
+default intra-op count is the physical cores; PyTorch's CPU tuning guide: avoid logical
+cores). Where SMT does help is the input pipeline, which waits on memory and I/O: tf.data's
+private pool gets the siblings (see data.py). The tuner may still measure SMT for intra-op and
+win (source "measured").
+
+Hybrid parts: in latency mode only performance cores count (a single op is as slow as its
+slowest shard; OpenVINO's LATENCY hint also schedules on P-cores); throughput uses all cores.
+
+Inter-op: latency mode runs one op at a time with every intra-op thread (1, as the ITEX and
+IPEX launchers and Intel's real-time-inference BKM use). Throughput mode runs one op per socket
+the slice spans (Intel Model Zoo launch_benchmark: inter = number of sockets for all-socket
+runs, 1 for a single socket), falling back to NUMA nodes when sockets are unknown; never more
+than intra-op threads.
+"""
+
+from __future__ import annotations
+
+from hwtune.cpulist import format_cpulist
+from hwtune.models.hardware import Hardware
+from hwtune.models.profile import Intent, Setting
+from hwtune.planner.instances import Slice
+
+
+def intra_op(hw: Hardware, intent: Intent, mine: Slice) -> Setting:
+    cores = list(mine.cores)
+    hybrid_note = ""
+    if intent.mode == "latency" and any(core.kind == "performance" for core in cores):
+        others = [core for core in cores if core.kind != "performance"]
+        cores = [core for core in cores if core.kind == "performance"]
+        if others:
+            hybrid_note = (
+                f"; latency mode leaves out the {len(others)} efficiency cores (an op waits for "
+                "its slowest shard; OpenVINO's LATENCY hint also uses P-cores)"
+            )
+    physical = len(cores)
+    guessed = [core for core in cores if not core.known]
+    per_core = hw.cpu.threads_per_core or 1
+    if guessed and per_core > 1:
+        # No per-CPU core ids (an lscpu summary without its table): count cores from the
+        # summary's threads per core rather than take every CPU for a core.
+        physical = physical - len(guessed) + max(1, -(-len(guessed) // per_core))
+        hybrid_note += (
+            f"; per-CPU core ids unknown: {len(guessed)} CPUs at {per_core} threads per core"
+        )
+    where = f"CPUs {format_cpulist(mine.cpus)}"
+    if mine.numa_nodes:
+        where += f", NUMA node{'s' if len(mine.numa_nodes) > 1 else ''} " + ",".join(
+            str(n) for n in mine.numa_nodes
+        )
+    smt = sum(len(core.cpus) for core in cores) > physical and not guessed
+    smt_note = (
+        "; SMT siblings are left to tf.data: two GEMM threads on one core share its vector units"
+        if smt
+        else ""
+    )
+    if mine.budget < physical:
+        return Setting(
+            mine.budget,
+            f"capped at the slice's {mine.budget_reason}, below its {physical} physical cores "
+            f"({where}): more threads than CPU time only adds CFS throttling{hybrid_note}",
+        )
+    return Setting(
+        physical,
+        f"one thread per physical core: {physical} in this slice ({where}){smt_note}"
+        f"{hybrid_note} (Intel TF BKMs; ONNX Runtime's default is physical cores)",
+    )
+
+
+def inter_op(hw: Hardware, intent: Intent, mine: Slice, intra: int) -> Setting:
+    if intent.mode == "latency":
+        return Setting(
+            1,
+            "latency mode: one op at a time, each using every intra-op thread (Intel's "
+            "real-time-inference BKM; the ITEX and IPEX launchers set 1)",
+        )
+    sockets = len(mine.sockets)
+    if not sockets and hw.cpu.sockets and len(mine.cpus) == len(hw.cpu.online_cpus or mine.cpus):
+        sockets = hw.cpu.sockets  # no per-CPU socket ids, but the slice is the whole machine
+    if sockets:
+        count, unit = sockets, "socket"
+    elif mine.numa_nodes:
+        count, unit = len(mine.numa_nodes), "NUMA node"
+    else:
+        count, unit = 1, "socket"
+    value = max(1, min(count, intra))
+    plural = "s" if count != 1 else ""
+    return Setting(
+        value,
+        f"throughput mode: one concurrent op per {unit} the slice spans ({count} {unit}{plural}; "
+        "Intel Model Zoo: inter-op = number of sockets)"
+        + (f", capped at the {intra} intra-op threads" if value < count else ""),
+    )

@@ -1,0 +1,153 @@
+"""Overrides from config files, HWTUNE_* variables, --set and flags: precedence and errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hwtune.config import (
+    Overrides,
+    default_config_paths,
+    load_overrides,
+    parse_config_text,
+    with_flags,
+)
+from hwtune.errors import ConfigError
+
+FULL = """
+mode = "latency"
+instances = 2
+instance = 1
+precision = "auto"
+tf_version = "2.19"
+jit = "off"
+data_format = "channels_last"
+
+[threads]
+intra_op = 8
+inter_op = 1
+
+[env]
+TF_CPP_MIN_LOG_LEVEL = "2"
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_full_config_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", FULL)
+    got = load_overrides({}, [], [path])
+    assert (got.mode, got.instances, got.instance, got.precision) == ("latency", 2, 1, "auto")
+    assert (got.tf_version, got.jit, got.data_format) == ("2.19", "off", "channels_last")
+    assert (got.intra_op, got.inter_op) == (8, 1)
+    assert got.env == {"TF_CPP_MIN_LOG_LEVEL": "2"}
+    assert got.origin("mode") == str(path) and got.origin("env.TF_CPP_MIN_LOG_LEVEL") == str(path)
+
+
+def test_precedence_system_user_environ_sets_flags(tmp_path: Path) -> None:
+    system = write(
+        tmp_path / "etc.toml",
+        'mode = "latency"\ninstances = 4\n[env]\nA = "system"\nB = "system"\n',
+    )
+    user = write(tmp_path / "user.toml", 'instances = 3\n[env]\nB = "user"\n')
+    environ = {"HWTUNE_INSTANCES": "2", "HWTUNE_KNOWLEDGE_DIR": "/elsewhere"}
+    got = load_overrides(environ, ["B=flag"], [system, user, tmp_path / "missing.toml"])
+    assert got.mode == "latency" and got.origin("mode") == str(system)
+    assert got.instances == 2 and got.origin("instances") == "HWTUNE_INSTANCES"
+    assert got.env == {"A": "system", "B": "flag"} and got.origin("env.B") == "--set"
+    flagged = with_flags(got, mode="throughput", instances=None)
+    assert flagged.mode == "throughput" and flagged.origin("mode") == "--mode"
+    assert flagged.instances == 2
+
+
+def test_default_paths_follow_xdg(tmp_path: Path) -> None:
+    assert (
+        default_config_paths({"XDG_CONFIG_HOME": str(tmp_path)})[1]
+        == tmp_path / "hwtune" / "config.toml"
+    )
+    assert default_config_paths({"HOME": "/home/u"})[1] == Path(
+        "/home/u/.config/hwtune/config.toml"
+    )
+    assert default_config_paths({})[0] == Path("/etc/hwtune/config.toml")
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "hint"),
+    [
+        ('mdoe = "latency"', "at 'mdoe': unknown key", "did you mean 'mode'?"),
+        (
+            "[threads]\nintra_ops = 2",
+            "at 'threads.intra_ops': unknown key",
+            "did you mean 'intra_op'?",
+        ),
+        ('instances = "two"', "at 'instances'", None),
+        ("[env]\nOMP_NUM_THREADS = 4", "at 'env.OMP_NUM_THREADS': expected str", None),
+        ('mode = "fast"', "is not one of", None),
+        ("instances = 0", "'instances': 0 is below the minimum 1", None),
+        ('tf_version = "latest"', "is not a TensorFlow version", "e.g. 2.19"),
+        ('[env]\n"1BAD" = "x"', "is not an environment variable name", None),
+        ("mode = ", "invalid TOML", None),
+    ],
+)
+def test_bad_config_names_file_key_and_hint(text: str, message: str, hint: str | None) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config_text(text, "/etc/hwtune/config.toml")
+    assert err.value.message.startswith("/etc/hwtune/config.toml")
+    assert message in err.value.message
+    if hint:
+        assert err.value.hint == hint
+
+
+def test_invalid_toml_names_the_line() -> None:
+    with pytest.raises(ConfigError, match="line 2"):
+        parse_config_text('mode = "latency"\nmode = \ninstances = 2\n', "c.toml")
+
+
+def test_hwtune_variables() -> None:
+    got = load_overrides(
+        {"HWTUNE_MODE": "latency", "HWTUNE_INTRA_OP": "4", "HWTUNE_JIT": ""}, [], []
+    )
+    assert got.mode == "latency" and got.intra_op == 4 and got.jit is None
+    with pytest.raises(ConfigError, match="HWTUNE_INSTANCES='many': expected a whole number"):
+        load_overrides({"HWTUNE_INSTANCES": "many"}, [], [])
+    with pytest.raises(ConfigError) as err:
+        load_overrides({"HWTUNE_MDOE": "latency"}, [], [])
+    assert err.value.hint == "did you mean HWTUNE_MODE?"
+    with pytest.raises(ConfigError) as err:
+        load_overrides({"HWTUNE_PRECISION": "autp"}, [], [])
+    assert err.value.hint == "did you mean 'auto'?"
+
+
+def test_sets() -> None:
+    got = load_overrides({}, ["KMP_BLOCKTIME=0", "EMPTY=", "URL=a=b"], [])
+    assert got.env == {"KMP_BLOCKTIME": "0", "EMPTY": "", "URL": "a=b"}
+    with pytest.raises(ConfigError, match="expected NAME=VALUE"):
+        load_overrides({}, ["KMP_BLOCKTIME"], [])
+    with pytest.raises(ConfigError, match="not an environment variable name"):
+        load_overrides({}, ["BAD NAME=1"], [])
+
+
+def test_merged_keeps_earlier_values_where_later_is_unset() -> None:
+    early = Overrides(mode="latency", env={"A": "1"}, origins={"mode": "x"})
+    late = Overrides(instances=2, env={"B": "2"})
+    got = early.merged(late)
+    assert got.mode == "latency" and got.instances == 2 and got.env == {"A": "1", "B": "2"}
+
+
+def test_relative_xdg_is_ignored_and_other_modules_agree(tmp_path: Path) -> None:
+    from hwtune.config import config_paths
+
+    assert config_paths({"XDG_CONFIG_HOME": "rel", "HOME": "/h"})[1] == Path(
+        "/h/.config/hwtune/config.toml"
+    )
+    environ = {"XDG_CONFIG_HOME": str(tmp_path), "HOME": "/h"}
+    try:  # the daemon watches the same files the planner reads
+        from hwtune.daemon.inputs import config_paths as watched
+    except ImportError:
+        pytest.skip("no daemon module")
+    assert [Path(p) for p in watched(environ)] == list(config_paths(environ))

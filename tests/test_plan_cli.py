@@ -1,0 +1,194 @@
+"""`hwtune plan` and `hwtune explain` end to end, in-process, with real files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hwtune.models.convert import dump
+from hwtune.models.hardware import Hardware
+from tests.conftest import DATA, run_cli
+from tests.plan_builders import make_hardware, p4d_hardware, tf_info
+
+JSON_KEYS = {
+    "env",
+    "threads",
+    "jit",
+    "precision",
+    "data_format",
+    "tf_data",
+    "distribution",
+    "bazel",
+    "left_out",
+}
+
+
+def clean_environ(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """No HWTUNE_* from the caller, and a private XDG_CONFIG_HOME."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HWTUNE_")}
+    environ["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    environ.update(extra)
+    return environ
+
+
+def save(hw: Hardware, tmp_path: Path, name: str = "hw.json") -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(dump(hw)))
+    return str(path)
+
+
+def test_plan_json_contract(tmp_path: Path) -> None:
+    hw = save(make_hardware(tensorflow=tf_info()), tmp_path)
+    result = run_cli(["plan", "--hardware", hw, "--json"], clean_environ(tmp_path))
+    assert result.exit_status == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert set(data) >= JSON_KEYS
+    assert data["env"]["TF_NUM_INTRAOP_THREADS"] == {
+        "value": "2",
+        "reason": data["threads"]["intra_op"]["reason"],
+        "source": "rule",
+    }
+    assert set(data["threads"]) == {"intra_op", "inter_op"}
+    assert (
+        data["precision"]["eligible"] == ["mixed_bfloat16"]
+        and data["precision"]["enabled"] is None
+    )
+    assert data["distribution"] is None
+    assert set(data["bazel"]) >= {"tf_version", "options", "bazelrc"}
+    assert isinstance(data["bazel"]["options"], list) and data["bazel"]["bazelrc"].startswith(
+        "# hwtune"
+    )
+    left = {item["name"]: item["reason"] for item in data["left_out"]}
+    assert left["KMP_AFFINITY"].startswith("left out: this TensorFlow runs oneDNN on its Eigen")
+    assert "KMP_AFFINITY" not in data["env"]
+
+
+def test_plan_json_gpu(tmp_path: Path) -> None:
+    hw = save(p4d_hardware(), tmp_path)
+    result = run_cli(
+        ["plan", "--hardware", hw, "--json", "--instances", "2", "--instance", "1"],
+        clean_environ(tmp_path),
+    )
+    data = json.loads(result.stdout)
+    assert data["distribution"]["cross_device_ops"]["value"] == "NcclAllReduce"
+    assert data["env"]["CUDA_VISIBLE_DEVICES"]["value"] == "4,5,6,7"
+    assert data["instance"]["numa_nodes"] == [1]
+
+
+def test_plan_table(tmp_path: Path) -> None:
+    hw = save(make_hardware(tensorflow=tf_info()), tmp_path)
+    result = run_cli(["plan", "--hardware", hw], clean_environ(tmp_path))
+    assert result.exit_status == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["SETTING", "VALUE", "REASON"]
+    assert any(line.startswith("KMP_AFFINITY") and "(left out)" in line for line in lines)
+    assert any(line.startswith("threads.intra_op") for line in lines)
+
+
+def test_plan_from_a_captured_root(tmp_path: Path) -> None:
+    root = DATA / "hosts" / "utillinux-x86_64-epyc_7451"
+    if not root.is_dir():
+        pytest.skip("host capture not present")
+    environ = clean_environ(tmp_path)
+    result = run_cli(
+        ["plan", "--root", str(root), "--json", "--instances", "8", "--instance", "3"], environ
+    )
+    assert result.exit_status == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["instance"]["numa_nodes"] == [3]
+    assert data["threads"]["intra_op"]["value"] == 6
+    strict = run_cli(["plan", "--root", str(root), "--strict"], environ)
+    assert strict.exit_status == 3  # the capture has no /proc/meminfo: a partial probe
+
+
+def test_overrides_reach_the_profile(tmp_path: Path) -> None:
+    config = tmp_path / "xdg" / "hwtune" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('mode = "latency"\n[env]\nTF_CPP_MIN_LOG_LEVEL = "2"\n')
+    hw = save(make_hardware(cores_per_socket=8), tmp_path)
+    environ = clean_environ(tmp_path, HWTUNE_INTRA_OP="3")
+    result = run_cli(["plan", "--hardware", hw, "--json", "--set", "FOO=bar"], environ)
+    data = json.loads(result.stdout)
+    assert data["intent"]["mode"] == "latency"
+    assert data["env"]["TF_CPP_MIN_LOG_LEVEL"] == {
+        "value": "2",
+        "reason": f"set by the user ({config})",
+        "source": "user",
+    }
+    assert data["env"]["FOO"]["reason"] == "set by the user (--set)"
+    assert data["threads"]["intra_op"] == {
+        "value": 3,
+        "reason": "set by the user (HWTUNE_INTRA_OP)",
+        "source": "user",
+    }
+    flag = run_cli(["plan", "--hardware", hw, "--json", "--mode", "throughput"], environ)
+    assert json.loads(flag.stdout)["intent"]["mode"] == "throughput"
+
+
+def test_errors_exit_1_with_file_key_and_hint(tmp_path: Path) -> None:
+    config = tmp_path / "xdg" / "hwtune" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("[threads]\nintra = 2\n")
+    hw = save(make_hardware(), tmp_path)
+    result = run_cli(["plan", "--hardware", hw], clean_environ(tmp_path))
+    assert result.exit_status == 1
+    assert f"{config} at 'threads.intra': unknown key" in result.stderr
+    assert "hint: did you mean 'intra_op'?" in result.stderr
+    config.unlink()
+    too_many = run_cli(["plan", "--hardware", hw, "--instances", "5"], clean_environ(tmp_path))
+    assert too_many.exit_status == 1 and "5 instances need 5 physical cores" in too_many.stderr
+    missing = run_cli(["plan", "--hardware", str(tmp_path / "nope.json")], clean_environ(tmp_path))
+    assert missing.exit_status == 1 and "cannot read" in missing.stderr
+    usage = run_cli(["plan", "--mode", "fast"], clean_environ(tmp_path))
+    assert usage.exit_status == 2
+
+
+def test_explain(tmp_path: Path) -> None:
+    hw = save(make_hardware(tensorflow=tf_info()), tmp_path)
+    environ = clean_environ(tmp_path)
+    result = run_cli(["explain", "KMP_AFFINITY", "--hardware", hw], environ)
+    assert result.exit_status == 0
+    assert "left out: this TensorFlow runs oneDNN on its Eigen thread pool" in result.stdout
+    result = run_cli(
+        ["explain", "threads.intra_op", "--hardware", hw, "--mode", "latency"], environ
+    )
+    assert result.stdout.startswith("threads.intra_op = 2")
+    result = run_cli(["explain", "KMP_AFINITY", "--hardware", hw], environ)
+    assert result.exit_status == 1 and "did you mean KMP_AFFINITY?" in result.stderr
+
+
+def test_plan_this_machine(tmp_path: Path) -> None:
+    result = run_cli(["plan", "--json"], clean_environ(tmp_path))
+    assert result.exit_status == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert 1 <= data["threads"]["intra_op"]["value"] <= (os.cpu_count() or 1)
+
+
+def test_plan_uses_tuned_results_unless_told_not_to(tmp_path: Path) -> None:
+    store = pytest.importorskip("hwtune.tune.store")
+    hw = save(make_hardware(cores_per_socket=8, smt=2), tmp_path)
+    environ = clean_environ(tmp_path, HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
+    first = json.loads(run_cli(["plan", "--hardware", hw, "--json"], environ).stdout)
+    assert first["threads"]["intra_op"]["source"] == "rule"
+    record = {
+        "fingerprint": first["fingerprint"],
+        "workload": "builtin:cnn",
+        "mode": "throughput",
+        "ratio": 1.31,
+        "settings": {"threads.intra_op": 12, "instances": 1},
+    }
+    store.save_result(record, environ)
+    data = json.loads(run_cli(["plan", "--hardware", hw, "--json"], environ).stdout)
+    assert data["threads"]["intra_op"] == {
+        "value": 12,
+        "reason": "measured: 1.31× over the rule's choice",
+        "source": "measured",
+    }
+    rules = run_cli(["plan", "--hardware", hw, "--json", "--no-measured"], environ)
+    assert json.loads(rules.stdout)["threads"]["intra_op"]["source"] == "rule"
+    (tmp_path / "tuned" / first["fingerprint"] / "builtin_cnn.json").write_text("{")
+    broken = run_cli(["plan", "--hardware", hw, "--json"], environ)
+    assert broken.exit_status == 0 and "tuned results ignored" in broken.stderr
