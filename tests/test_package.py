@@ -55,3 +55,14 @@ def test_python_dash_m_works() -> None:
         [sys.executable, "-m", "hwtune", "--version"], capture_output=True, text=True, cwd=REPO
     )
     assert proc.returncode == 0 and proc.stdout.startswith("hwtune ")
+
+
+def test_pyproject_lists_every_package() -> None:
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for init in (REPO / "hwtune").rglob("__init__.py")
+    } | {"hwtune.bazel_templates"}
+    assert set(config["packages"]) == on_disk
