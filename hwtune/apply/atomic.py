@@ -1,0 +1,180 @@
+"""Atomic file replacement and the output-directory lock.
+
+A file is written as a temporary file in the same directory (so `rename` cannot cross file
+systems), flushed with fsync, given its final mode, renamed over the target, and the directory
+is fsynced so the rename itself survives a crash (rename(2), fsync(2): "calling fsync() on a
+file descriptor for the file does not ensure that the entry in the directory containing the
+file has also reached disk"). A reader therefore sees the old file or the new one, never a
+mix; a failure at any step leaves the old file untouched and removes the temporary file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from hwtune.errors import ApplyError, LockTimeout
+
+TMP_MARK = ".hwtune-tmp-"
+LOCK_NAME = ".lock"
+# How often a waiting apply retries the lock: short enough to feel immediate, long enough not
+# to spin (flock has no timeout of its own).
+_LOCK_POLL_S = 0.05
+
+_HINTS = {
+    errno.ENOSPC: "the file system is full; free some space and run it again",
+    errno.EDQUOT: "the disk quota is exhausted; free some space and run it again",
+    errno.EROFS: "the file system is read-only; choose another directory with --output",
+    errno.EACCES: "permission denied; run as root or choose a directory with --output",
+    errno.EPERM: "permission denied; run as root or choose a directory with --output",
+}
+
+
+def failure(action: str, path: Path, err: OSError) -> ApplyError:
+    """An ApplyError that names the file, the step and the system's reason."""
+    reason = err.strerror or str(err)
+    return ApplyError(
+        f"could not {action} {path}: {reason}; the previous file is intact",
+        hint=_HINTS.get(err.errno or 0),
+    )
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
+    """Replace `path` with `data` atomically; mode is set exactly (the umask does not apply).
+
+    With `durable=False` the fsyncs are skipped (caches that may be lost on a crash).
+    Raises ApplyError naming the file and the reason; the previous file is left intact.
+    """
+    directory = path.parent
+    tmp = directory / f".{path.name}{TMP_MARK}{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError as err:
+        raise failure("create a temporary file for", path, err) from err
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fchmod(fd, mode)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as err:
+        _unlink_quietly(tmp)
+        raise failure("write", path, err) from err
+    if durable:
+        try:
+            fsync_dir(directory)
+        except OSError as err:  # the rename happened; durability is what is in doubt
+            raise failure("sync the directory of", path, err) from err
+
+
+def remove_durably(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise failure("remove", path, err) from err
+    fsync_dir(path.parent)
+
+
+def _unlink_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def remove_stale_temporaries(directory: Path) -> list[Path]:
+    """Delete temporary files left by a writer that was killed midway (call under the lock)."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        if entry.name.startswith(".") and TMP_MARK in entry.name and entry.is_file():
+            _unlink_quietly(Path(entry.path))
+            removed.append(Path(entry.path))
+    return removed
+
+
+def ensure_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError as err:
+        raise failure("create the directory", directory, err) from err
+    if not directory.is_dir():
+        raise ApplyError(f"{directory} exists and is not a directory")
+
+
+@contextmanager
+def locked(directory: Path, timeout: float = 30.0) -> Iterator[None]:
+    """Hold an exclusive flock on `directory/.lock`; LockTimeout after `timeout` seconds.
+
+    flock (not fcntl record locks) because it belongs to the open file description: it is
+    released when the holder exits, however it exits, and a second open in the same process
+    conflicts too, so two threads of a daemon serialise like two processes.
+    """
+    ensure_dir(directory)
+    lock_path = directory / LOCK_NAME
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        raise failure("open the lock file", lock_path, err) from err
+    try:
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = _read_holder(fd)
+                    raise LockTimeout(
+                        f"another hwtune apply{holder} holds {lock_path} "
+                        f"(waited {timeout:g} s); nothing was changed",
+                        hint="wait for it to finish, or raise --lock-timeout",
+                    ) from None
+                time.sleep(_LOCK_POLL_S)
+        _write_holder(fd)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _write_holder(fd: int) -> None:
+    # Informational only (for the timeout message); the flock is what excludes.
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError:
+        pass
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    return f" (pid {text})" if text.isdigit() else ""

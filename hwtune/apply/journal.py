@@ -1,0 +1,284 @@
+"""The journal of what `hwtune apply` replaced, so `hwtune revert` restores it exactly.
+
+Layout: `OUTPUT/.journal/<id>/manifest.json` plus `OUTPUT/.journal/<id>/files/<name>`, the
+previous version of each file the apply changes. The previous file is kept as a hard link to
+its inode where the file system allows (same bytes, mode, owner and times, and no extra space,
+so rolling back never fails for lack of space), else as a copy with the same mode.
+
+The manifest (JSON, never pickle) is written before any output file is touched and marked
+complete after the last one; an entry left incomplete by a killed apply is rolled back by the
+next apply or revert. Only the newest `KEEP` entries are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import shutil
+import stat
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hwtune.apply.atomic import failure, fsync_dir, remove_durably, write_atomic
+from hwtune.errors import ApplyError
+
+JOURNAL_DIR = ".journal"
+MANIFEST = "manifest.json"
+# Enough undo depth for people, bounded for the daemon, which applies on every change.
+KEEP = 20
+_LINK_UNSUPPORTED = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
+@dataclass(frozen=True)
+class JournalFile:
+    name: str
+    existed: bool  # False: the apply created it, so revert removes it
+    new_sha256: str  # what the apply wrote, to notice later edits; "" when it removed the file
+    backup: str | None = None  # "link" or "copy"; None when the file did not exist
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    id: str
+    created: str
+    complete: bool
+    files: tuple[JournalFile, ...]
+    hwtune_version: str = ""
+
+    def directory(self, output_dir: Path) -> Path:
+        return output_dir / JOURNAL_DIR / self.id
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise failure("read", path, err) from err
+
+
+def _new_id() -> str:
+    # Sortable by time; the pid keeps two writers in the same nanosecond apart.
+    return f"{time.time_ns():020d}-{os.getpid()}"
+
+
+def _manifest_bytes(entry: JournalEntry) -> bytes:
+    data = {
+        "id": entry.id,
+        "created": entry.created,
+        "hwtune": entry.hwtune_version,
+        "complete": entry.complete,
+        "files": [
+            {"name": f.name, "existed": f.existed, "new_sha256": f.new_sha256, "backup": f.backup}
+            for f in entry.files
+        ],
+    }
+    return (json.dumps(data, indent=2) + "\n").encode()
+
+
+def begin(output_dir: Path, new_files: dict[str, bytes | None]) -> JournalEntry:
+    """Record the current version of each file about to be replaced (None: removed).
+
+    Nothing is replaced yet."""
+    from hwtune import __version__
+
+    entry_id = _new_id()
+    directory = output_dir / JOURNAL_DIR / entry_id
+    files_dir = directory / "files"
+    try:
+        files_dir.mkdir(mode=0o700, parents=True)
+    except OSError as err:
+        raise failure("create the journal", directory, err) from err
+    records: list[JournalFile] = []
+    try:
+        for name, data in new_files.items():
+            target = output_dir / name
+            backup = _keep_previous(target, files_dir / name)
+            written = "" if data is None else sha256(data)
+            records.append(JournalFile(name, backup is not None, written, backup))
+        entry = JournalEntry(
+            entry_id,
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            False,
+            tuple(records),
+            __version__,
+        )
+        write_atomic(directory / MANIFEST, _manifest_bytes(entry), mode=0o600)
+        fsync_dir(output_dir / JOURNAL_DIR)
+    except (ApplyError, OSError) as err:
+        shutil.rmtree(directory, ignore_errors=True)
+        cause = err.__cause__ if isinstance(err, ApplyError) else err
+        reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(err)
+        raise ApplyError(
+            f"could not write the journal in {output_dir}: {reason}; nothing was changed",
+            hint=err.hint if isinstance(err, ApplyError) else None,
+        ) from err
+    return entry
+
+
+def _keep_previous(target: Path, backup: Path) -> str | None:
+    try:
+        os.link(target, backup, follow_symlinks=False)
+        return "link"
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno not in _LINK_UNSUPPORTED:
+            raise failure("keep the previous version of", target, err) from err
+    data = _read_bytes(target)
+    if data is None:
+        return None
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    write_atomic(backup, data, mode=mode)
+    return "copy"
+
+
+def mark_complete(output_dir: Path, entry: JournalEntry) -> JournalEntry:
+    done = replace(entry, complete=True)
+    write_atomic(entry.directory(output_dir) / MANIFEST, _manifest_bytes(done), mode=0o600)
+    return done
+
+
+def load(output_dir: Path, entry_id: str) -> JournalEntry:
+    path = output_dir / JOURNAL_DIR / entry_id / MANIFEST
+    try:
+        data = json.loads(path.read_text())
+        files = tuple(
+            JournalFile(str(f["name"]), bool(f["existed"]), str(f["new_sha256"]), f.get("backup"))
+            for f in data["files"]
+        )
+        for f in files:  # a manifest must not name files outside the output directory
+            if "/" in f.name or f.name in ("", ".", ".."):
+                raise ValueError(f"bad file name {f.name!r}")
+        return JournalEntry(
+            str(data["id"]),
+            str(data.get("created", "")),
+            bool(data["complete"]),
+            files,
+            str(data.get("hwtune", "")),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ApplyError(
+            f"journal entry {path} is unreadable: {err}",
+            hint=f"remove {path.parent} if it is damaged; the output files are not affected",
+        ) from err
+
+
+def entry_ids(output_dir: Path) -> list[str]:
+    """Journal entry ids, oldest first."""
+    try:
+        names = os.listdir(output_dir / JOURNAL_DIR)
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        raise failure("list the journal in", output_dir, err) from err
+    return sorted(n for n in names if (output_dir / JOURNAL_DIR / n / MANIFEST).is_file())
+
+
+def latest(output_dir: Path) -> JournalEntry | None:
+    ids = entry_ids(output_dir)
+    return load(output_dir, ids[-1]) if ids else None
+
+
+def restore(
+    output_dir: Path,
+    entry: JournalEntry,
+    *,
+    force: bool = False,
+    names: Iterable[str] | None = None,
+) -> list[Path]:
+    """Put back the previous version of each file in `entry` (or only `names`).
+
+    Without `force`, a file changed since the apply wrote it (edited by hand, or rewritten by
+    an apply that is no longer journalled) is not overwritten: ApplyError names it.
+    Returns the paths that changed. Safe to repeat after an interruption.
+    """
+    wanted = set(names) if names is not None else None
+    files = [f for f in entry.files if wanted is None or f.name in wanted]
+    backups = entry.directory(output_dir) / "files"
+    if not force:
+        edited = [
+            f.name
+            for f in files
+            if (cur := _read_bytes(output_dir / f.name)) is not None
+            and (not f.new_sha256 or sha256(cur) != f.new_sha256)
+            and not _already_restored(f, backups)
+        ]
+        if edited:
+            raise ApplyError(
+                f"{', '.join(edited)} in {output_dir} changed after apply {entry.id} wrote them; "
+                "nothing was reverted",
+                hint="run `hwtune revert --force` to restore the previous versions anyway",
+            )
+    changed: list[Path] = []
+    for f in files:
+        target = output_dir / f.name
+        backup = backups / f.name
+        if f.existed:
+            if not os.path.lexists(backup):
+                continue  # restored already (an interrupted revert that is being repeated)
+            if target.exists() and os.path.samefile(backup, target):
+                backup.unlink()  # never replaced: the apply stopped before this file
+                continue
+            try:
+                os.rename(backup, target)
+            except OSError as err:
+                raise failure("restore", target, err) from err
+            fsync_dir(output_dir)
+            changed.append(target)
+        elif os.path.lexists(target):
+            remove_durably(target)
+            changed.append(target)
+    return changed
+
+
+def _already_restored(f: JournalFile, backups: Path) -> bool:
+    return f.existed and not os.path.lexists(backups / f.name)
+
+
+def discard(output_dir: Path, entry: JournalEntry) -> None:
+    directory = entry.directory(output_dir)
+    try:
+        shutil.rmtree(directory)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise failure("remove the journal entry", directory, err) from err
+
+
+def prune(output_dir: Path, keep: int = KEEP) -> None:
+    ids = entry_ids(output_dir)
+    for old in ids[: max(0, len(ids) - keep)]:
+        shutil.rmtree(output_dir / JOURNAL_DIR / old, ignore_errors=True)
+
+
+def recover_incomplete(output_dir: Path) -> list[str]:
+    """Roll back applies that were killed midway (call under the lock). Returns their ids.
+
+    An entry directory without a manifest is an apply killed while journalling, before it
+    replaced anything: it is only removed.
+    """
+    journal_dir = output_dir / JOURNAL_DIR
+    with contextlib.suppress(OSError):
+        for name in os.listdir(journal_dir):
+            if not (journal_dir / name / MANIFEST).is_file():
+                shutil.rmtree(journal_dir / name, ignore_errors=True)
+    recovered: list[str] = []
+    for entry_id in reversed(entry_ids(output_dir)):
+        entry = load(output_dir, entry_id)
+        if entry.complete:
+            continue
+        restore(output_dir, entry, force=True)
+        discard(output_dir, entry)
+        recovered.append(entry_id)
+    return recovered

@@ -1,0 +1,215 @@
+"""`apply_all`: render a profile and write every output file, all or nothing.
+
+Order of work, under the directory lock: roll back an apply that was killed midway, compare
+each rendered file with what is on disk (content and mode), journal the previous versions of
+the files that change, replace them one by one atomically, then mark the journal complete. If a
+write fails (read-only file system, disk full, permissions), the files already replaced in this
+run are put back from the journal, so the directory holds the previous set exactly, and an
+`ApplyError` says which file failed and why.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hwtune.apply import journal
+from hwtune.apply.atomic import (
+    ensure_dir,
+    failure,
+    locked,
+    remove_durably,
+    remove_stale_temporaries,
+    write_atomic,
+)
+from hwtune.errors import ApplyError
+from hwtune.models.hardware import Hardware
+from hwtune.models.profile import Profile
+
+FILE_MODE = 0o644
+
+
+@dataclass(frozen=True)
+class ApplyReport:
+    """What an apply changed (or, with dry_run, would change)."""
+
+    output_dir: Path
+    changed: tuple[Path, ...]
+    unchanged: tuple[Path, ...]
+    diff: str  # unified diff of the changed files, old -> new
+    journal_id: str | None  # None when nothing changed or on a dry run
+    dry_run: bool = False
+    recovered: tuple[str, ...] = ()  # journal ids of interrupted applies rolled back first
+
+    @property
+    def would_change(self) -> bool:
+        return bool(self.changed)
+
+
+def _current(path: Path) -> tuple[bytes | None, int | None]:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(), stat.S_IMODE(os.fstat(handle.fileno()).st_mode)
+    except FileNotFoundError:
+        return None, None
+    except IsADirectoryError as err:
+        raise ApplyError(f"{path} is a directory; hwtune will not replace it") from err
+    except OSError as err:
+        raise failure("read", path, err) from err
+
+
+def _diff(name: str, old: bytes | None, new: bytes | None) -> str:
+    def lines(data: bytes | None) -> list[str]:
+        return [] if data is None else data.decode("utf-8", "replace").splitlines(keepends=True)
+
+    text = "".join(
+        difflib.unified_diff(
+            lines(old),
+            lines(new),
+            fromfile="/dev/null" if old is None else f"a/{name}",
+            tofile="/dev/null" if new is None else f"b/{name}",
+        )
+    )
+    if old is not None and not text:  # same bytes, different mode
+        text = f"mode of {name} becomes {FILE_MODE:04o}\n"
+    return text if text.endswith("\n") or not text else text + "\n\\ No newline at end of file\n"
+
+
+def apply_files(
+    output_dir: Path,
+    files: Mapping[str, bytes | None],
+    *,
+    dry_run: bool = False,
+    lock_timeout: float = 30.0,
+    on_written: Callable[[Path], None] | None = None,
+) -> ApplyReport:
+    """Write `files` (name -> bytes; None: remove it if present) into `output_dir`
+    atomically, journalled, all or nothing.
+
+    `on_written(path)` is called after each file is replaced or removed (progress reporting).
+    """
+    for name in files:
+        if "/" in name or name.startswith("."):
+            raise ApplyError(f"refusing to write {name!r}: not a plain file name")
+    if dry_run:
+        return _plan_changes(output_dir, files, dry_run=True, recovered=())
+    with locked(output_dir, lock_timeout):
+        remove_stale_temporaries(output_dir)
+        recovered = tuple(journal.recover_incomplete(output_dir))
+        report = _plan_changes(output_dir, files, dry_run=False, recovered=recovered)
+        if not report.changed:
+            return report
+        changed = {p.name: files[p.name] for p in report.changed}
+        entry = journal.begin(output_dir, changed)
+        written: list[str] = []
+        try:
+            for name, data in changed.items():
+                if data is None:
+                    remove_durably(output_dir / name)
+                else:
+                    write_atomic(output_dir / name, data, mode=FILE_MODE)
+                written.append(name)
+                if on_written is not None:
+                    on_written(output_dir / name)
+        except (ApplyError, OSError) as err:
+            note = _roll_back(output_dir, entry, written)
+            message = err.message if isinstance(err, ApplyError) else str(err)
+            hint = err.hint if isinstance(err, ApplyError) else None
+            raise ApplyError(f"{message}{note}", hint=hint) from err
+        journal.mark_complete(output_dir, entry)
+        journal.prune(output_dir)
+        return ApplyReport(
+            output_dir, report.changed, report.unchanged, report.diff, entry.id, False, recovered
+        )
+
+
+def _roll_back(output_dir: Path, entry: journal.JournalEntry, written: list[str]) -> str:
+    """Put back what this run replaced; returns a note for the error message."""
+    try:
+        journal.restore(output_dir, entry, force=True, names=written)
+        journal.discard(output_dir, entry)
+    except (ApplyError, OSError) as again:
+        # The entry stays: the next apply or `hwtune revert` finishes the rollback.
+        return f"; rolling back also failed ({again}): run `hwtune revert` to finish it"
+    if written:
+        return f"; the {len(written)} file(s) already replaced were restored"
+    return ""
+
+
+def _plan_changes(
+    output_dir: Path,
+    files: Mapping[str, bytes | None],
+    *,
+    dry_run: bool,
+    recovered: tuple[str, ...],
+) -> ApplyReport:
+    changed: list[Path] = []
+    unchanged: list[Path] = []
+    diffs: list[str] = []
+    for name, data in files.items():
+        path = output_dir / name
+        old, mode = _current(path)
+        if data is None and old is None:
+            continue  # to be removed, and already absent
+        if old == data and mode == FILE_MODE:
+            unchanged.append(path)
+        else:
+            changed.append(path)
+            diffs.append(_diff(name, old, data))
+    return ApplyReport(
+        output_dir, tuple(changed), tuple(unchanged), "".join(diffs), None, dry_run, recovered
+    )
+
+
+def apply_all(
+    output_dir: Path,
+    profile: Profile,
+    hardware: Hardware,
+    *,
+    dry_run: bool = False,
+    lock_timeout: float = 30.0,
+    on_written: Callable[[Path], None] | None = None,
+) -> ApplyReport:
+    """Render every output of `profile` and write it to `output_dir` (see the module doc).
+
+    An output this profile no longer has (tensorflow.bazelrc without a build plan) is
+    removed, journalled like a change, so no stale file outlives its plan.
+    Raises ApplyError (nothing changed, or everything rolled back) and LockTimeout.
+    """
+    from hwtune.render import OUTPUT_FILES, render_all
+
+    rendered: dict[str, bytes | None] = {name: None for name in OUTPUT_FILES}
+    rendered.update(
+        (name, text.encode("utf-8")) for name, text in render_all(profile, hardware).items()
+    )
+    if not dry_run:
+        ensure_dir(output_dir)
+    return apply_files(
+        output_dir, rendered, dry_run=dry_run, lock_timeout=lock_timeout, on_written=on_written
+    )
+
+
+def revert(
+    output_dir: Path, *, force: bool = False, lock_timeout: float = 30.0
+) -> tuple[str | None, list[Path], tuple[str, ...]]:
+    """Undo the newest apply: (its journal id or None, the files restored, recovered ids).
+
+    An apply that was killed midway is rolled back first, and that counts as the revert.
+    """
+    if not (output_dir / journal.JOURNAL_DIR).is_dir():
+        return None, [], ()
+    with locked(output_dir, lock_timeout):
+        remove_stale_temporaries(output_dir)
+        recovered = tuple(journal.recover_incomplete(output_dir))
+        if recovered:
+            return recovered[0], [], recovered
+        entry = journal.latest(output_dir)
+        if entry is None:
+            return None, [], ()
+        restored = journal.restore(output_dir, entry, force=force)
+        journal.discard(output_dir, entry)
+        return entry.id, restored, ()

@@ -1,0 +1,92 @@
+"""`hwtune apply`: detect, plan and write every output file.
+
+Writes to /etc/hwtune as root, else $XDG_CONFIG_HOME/hwtune (`--output DIR` to choose):
+hwtune.env (sh), hwtune.systemd.env (EnvironmentFile=), hwtune.dotenv (docker --env-file),
+hwtune.json, tf_config.pbtxt (ConfigProto text format), tf_data_options.json,
+tensorflow.bazelrc (when a source build is planned), profile.json and hardware.json. Each file
+is replaced atomically, mode 0644, only when its content changes; concurrent applies are
+serialised by a lock; the previous versions are journalled for `hwtune revert`.
+
+Exit status: 0 written (or nothing to change); 4 (WOULD_CHANGE) with --dry-run or --diff when
+files would change; 1 on a failure (nothing changed: a failed write rolls back the others);
+6 (LOCKED) when another apply held the lock past --lock-timeout; 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hwtune.apply.source import add_intent_arguments, explicit_intent
+from hwtune.cli import Environment
+from hwtune.errors import LockTimeout
+from hwtune.status import ExitStatus
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output",
+        metavar="DIR",
+        default=None,
+        help="where to write (default: /etc/hwtune as root, else $XDG_CONFIG_HOME/hwtune)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="write nothing; list what would change "
+        f"(exit {int(ExitStatus.WOULD_CHANGE)} if anything would)",
+    )
+    parser.add_argument(
+        "--diff",
+        action="store_true",
+        help="write nothing; print a unified diff of what would change",
+    )
+    parser.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds to wait for another apply (default 30)",
+    )
+    add_intent_arguments(parser)
+
+
+def run(args: argparse.Namespace, env: Environment) -> int:
+    from hwtune.apply.outputs import apply_all
+    from hwtune.apply.paths import default_output_dir
+    from hwtune.apply.source import plan_for
+
+    output = Path(args.output) if args.output else default_output_dir(env.environ)
+    planned = plan_for(explicit_intent(args), env.environ, root=args.root, sets=args.sets)
+    preview = args.dry_run or args.diff
+    try:
+        report = apply_all(
+            output,
+            planned.profile,
+            planned.hardware,
+            dry_run=preview,
+            lock_timeout=args.lock_timeout,
+        )
+    except LockTimeout as err:
+        print(f"hwtune apply: error: {err.message}", file=env.stderr)
+        if err.hint:
+            print(f"hint: {err.hint}", file=env.stderr)
+        return ExitStatus.LOCKED
+    for note in planned.notes:
+        env.stdout.write(f"note: {note}\n")
+    for recovered in report.recovered:
+        env.stdout.write(f"rolled back an interrupted apply ({recovered}) first\n")
+    if args.diff:
+        env.stdout.write(report.diff)
+    verb = "would change" if preview else "changed"
+    for path in report.changed:
+        env.stdout.write(f"{verb}: {path}\n")
+    if not report.changed:
+        env.stdout.write(f"up to date: {output}\n")
+    elif not preview:
+        env.stdout.write(
+            f"journal: {report.journal_id} (undo with `hwtune revert --output {output}`)\n"
+        )
+    if preview and report.changed:
+        return ExitStatus.WOULD_CHANGE
+    return ExitStatus.SUCCESS

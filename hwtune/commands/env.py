@@ -1,0 +1,48 @@
+"""`hwtune env [--format sh|systemd|dotenv|json]`: print the profile's environment.
+
+For job scripts: `eval "$(hwtune env)"`. Under a launcher (srun, mpirun, torchrun) each rank
+prints the variables for its own slice of the node (`hwtune.ranks`). On this machine, with no
+--set and no --root, the profile comes from the configure() cache (`hwtune.cache`), so the
+command costs a fingerprint, not a detection.
+Exit status: 0; 1 when a value cannot be written in the chosen format (dotenv); 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from hwtune.apply.source import add_intent_arguments, explicit_intent
+from hwtune.cli import Environment
+from hwtune.status import ExitStatus
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        choices=("sh", "systemd", "dotenv", "json"),
+        default="sh",
+        help="sh: export lines for eval/source (default); systemd: EnvironmentFile=; "
+        "dotenv: docker --env-file; json: an object",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="detect and plan afresh")
+    add_intent_arguments(parser)
+
+
+def run(args: argparse.Namespace, env: Environment) -> int:
+    from hwtune.render import EnvEntry, env_entries, env_header, render_env_entries
+
+    explicit = explicit_intent(args)
+    if args.root == "/" and not args.sets:
+        from hwtune.cache import lookup
+
+        payload, _, _ = lookup(explicit, env.environ, use_cache=not args.no_cache)
+        entries = [EnvEntry(*map(str, item)) for item in payload["env"]]
+        notes = [str(n) for n in payload.get("notes", [])]
+    else:
+        from hwtune.apply.source import plan_for
+
+        planned = plan_for(explicit, env.environ, root=args.root, sets=args.sets)
+        entries, notes = env_entries(planned.profile), list(planned.notes)
+    text = render_env_entries(entries, args.format, header=[*env_header(args.format), *notes])
+    env.stdout.write(text)
+    return ExitStatus.SUCCESS

@@ -1,0 +1,120 @@
+"""`hwtune exec [--instances N] [--mode …] -- CMD ARGS…`: run a command with the profile, pinned.
+
+One instance (the default, or this rank's slice under srun/mpirun/torchrun) replaces hwtune
+with CMD, pinned to its CPUs and NUMA node, with the profile's environment. `--instances N`
+starts N copies on disjoint slices (CPUs, NUMA node, GPUs), output prefixed "[i] ", signals
+forwarded, and exits with the worst child's status (128+N for a death by signal N).
+Variables already set in the environment win over the profile (a note says so on stderr).
+Exit status: the command's (worst) status; 1 when hwtune itself fails; 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hwtune.apply.source import add_intent_arguments, explicit_intent
+from hwtune.cli import Environment
+from hwtune.errors import HwtuneError
+from hwtune.status import ExitStatus
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_intent_arguments(parser)
+    parser.add_argument(
+        "--fail-fast", action="store_true", help="when one instance fails, terminate the others"
+    )
+    parser.add_argument(
+        "--kill-after",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="with --fail-fast: SIGKILL what is still running S seconds after SIGTERM",
+    )
+    parser.add_argument(
+        "--numa-policy",
+        choices=("bind", "preferred", "none"),
+        default="bind",
+        help="memory policy on the instance's NUMA nodes (default bind)",
+    )
+    parser.add_argument("--no-pin", action="store_true", help="set the environment only")
+    parser.add_argument("--no-prefix", action="store_true", help="do not prefix output with [i]")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+
+
+def run(args: argparse.Namespace, env: Environment) -> int:
+    from hwtune.apply.source import detect_hardware, plan_for
+    from hwtune.launch import (
+        InstanceSpec,
+        Launcher,
+        env_for_instance,
+        exec_replace,
+        instance_slice,
+        merge_environment,
+    )
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        print(
+            "hwtune exec: error: no command given (hwtune exec [options] -- CMD ARGS...)",
+            file=env.stderr,
+        )
+        return ExitStatus.USAGE
+    explicit = explicit_intent(args)
+    hardware = detect_hardware(args.root)
+    first = plan_for(explicit, env.environ, sets=args.sets, hardware=hardware)
+    for note in first.notes:
+        print(f"hwtune exec: {note}", file=env.stderr)
+    intent = first.profile.intent
+    # All N copies when --instances was given without --instance; else only this one's slice.
+    indices = (
+        list(range(intent.instances))
+        if "instances" in explicit and "instance" not in explicit
+        else [intent.instance]
+    )
+    specs = []
+    for index in indices:
+        planned = (
+            first
+            if index == intent.instance
+            else plan_for(
+                {**explicit, "instance": index}, env.environ, sets=args.sets, hardware=hardware
+            )
+        )
+        mine = instance_slice(planned.profile, index)
+        child_env, notes = merge_environment(
+            env.environ, env_for_instance(planned.profile, index, hardware=hardware)
+        )
+        if len(indices) == 1 or index == indices[0]:
+            for note in notes:
+                print(f"hwtune exec: {note}", file=env.stderr)
+        pin = not args.no_pin
+        multi_node = len(hardware.numa) > 1
+        specs.append(
+            InstanceSpec(
+                index,
+                child_env,
+                mine.cpus if pin else (),
+                mine.numa_nodes if pin and multi_node else (),
+            )
+        )
+    if len(specs) == 1:
+        exec_replace(command, specs[0], args.numa_policy)
+        raise HwtuneError("exec returned")  # unreachable: execve replaced this process
+    stdout = getattr(env.stdout, "buffer", None) or sys.stdout.buffer
+    stderr = getattr(env.stderr, "buffer", None) or sys.stderr.buffer
+    env.stdout.flush()
+    env.stderr.flush()
+    launcher = Launcher(
+        command,
+        specs,
+        stdout=stdout,
+        stderr=stderr,
+        policy=args.numa_policy,
+        fail_fast=args.fail_fast,
+        kill_after=args.kill_after,
+        prefix=not args.no_prefix,
+    )
+    return launcher.run()

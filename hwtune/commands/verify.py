@@ -1,0 +1,129 @@
+"""`hwtune verify [--pid PID | -- CMD]`: check a running TensorFlow process got the profile.
+
+Compares the process's environment, CPU affinity, inter-op pool size (exact, from its
+"tf_Compute" threads), intra-op pool (a lower bound: those threads are unnamed) and, on
+multi-NUMA machines, its memory policy with the profile, and prints an OK / DIFFERENT table
+(UNKNOWN where TensorFlow's runtime has not started yet). The expected slice follows the
+process's own HWTUNE_INSTANCE / launcher rank variables.
+
+With `-- CMD` it runs CMD (a short smoke test), watches it and the processes it starts, and
+judges the last moment TensorFlow was seen running. With `--pid` it looks at that process
+and its children, waiting up to --wait seconds for TensorFlow to start.
+Exit status: 0 all OK; 5 (MISMATCH) on any DIFFERENT; 1 when nothing could be observed or
+CMD failed; 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+
+from hwtune.apply.source import add_intent_arguments, explicit_intent
+from hwtune.cli import Environment
+from hwtune.errors import HwtuneError
+from hwtune.status import ExitStatus
+
+_SAMPLE_S = 0.1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pid", type=int, default=None, help="the process to check")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="with --pid: wait up to S seconds for TensorFlow to start",
+    )
+    parser.add_argument("--json", action="store_true", help="print the checks as JSON")
+    parser.add_argument(
+        "--numa-policy",
+        choices=("bind", "preferred", "none"),
+        default="bind",
+        help="the policy hwtune exec was told to use",
+    )
+    add_intent_arguments(parser)
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+
+
+def _watch_command(command: list[str]) -> tuple[object, int]:
+    """Run CMD to the end; the last observation with TensorFlow running, else the last one."""
+    from hwtune.verify import Observation, observe_tree
+
+    last: Observation | None = None
+    last_tf: Observation | None = None
+    child = subprocess.Popen(command)
+    while True:
+        seen = observe_tree(child.pid)
+        if seen is not None:
+            if seen.tf_started:
+                last_tf = seen
+            else:
+                last = seen
+        if child.poll() is not None:
+            return last_tf or last, child.returncode
+        time.sleep(_SAMPLE_S)
+
+
+def _watch_pid(pid: int, wait: float) -> object:
+    from hwtune.verify import observe_tree
+
+    deadline = time.monotonic() + wait
+    seen = observe_tree(pid)
+    while seen is not None and not seen.tf_started and time.monotonic() < deadline:
+        time.sleep(_SAMPLE_S)
+        seen = observe_tree(pid) or seen
+    return seen
+
+
+def run(args: argparse.Namespace, env: Environment) -> int:
+    from hwtune.apply.source import plan_for
+    from hwtune.launch import instance_slice
+    from hwtune.render import env_map, thread_counts
+    from hwtune.verify import Expectation, Observation, compare, render_table
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if (args.pid is None) == (not command):
+        print("hwtune verify: error: give either --pid PID or -- CMD", file=env.stderr)
+        return ExitStatus.USAGE
+    status = 0
+    if args.pid is not None:
+        seen = _watch_pid(args.pid, args.wait)
+    else:
+        try:
+            seen, status = _watch_command(command)
+        except OSError as err:
+            raise HwtuneError(f"cannot run {command[0]!r}: {err.strerror}") from err
+    if not isinstance(seen, Observation):
+        raise HwtuneError("the process could not be observed (it exited or /proc is unreadable)")
+    # The process's own rank/instance variables choose its slice, as they did when it started.
+    planned = plan_for(explicit_intent(args), seen.environ, root=args.root, sets=args.sets)
+    profile = planned.profile
+    index = profile.intent.instance
+    intra, inter = thread_counts(profile)
+    mine = instance_slice(profile, index)
+    expected = Expectation(
+        env=env_map(profile),
+        cpus=mine.cpus,
+        intra_op=intra,
+        inter_op=inter,
+        numa_nodes=mine.numa_nodes if len(planned.hardware.numa) > 1 else (),
+        numa_policy=args.numa_policy,
+    )
+    checks = compare(expected, seen)
+    if args.json:
+        env.stdout.write(
+            json.dumps({"pid": seen.pid, "checks": [c.__dict__ for c in checks]}, indent=2) + "\n"
+        )
+    else:
+        env.stdout.write(f"pid {seen.pid} ({seen.comm})\n" + render_table(checks))
+    if any(c.status == "DIFFERENT" for c in checks):
+        return ExitStatus.MISMATCH
+    if status != 0:
+        print(f"hwtune verify: the command exited with status {status}", file=env.stderr)
+        return ExitStatus.ERROR
+    return ExitStatus.SUCCESS

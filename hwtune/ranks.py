@@ -1,0 +1,148 @@
+"""This process's local rank and the number of ranks on this node, from the launcher's env.
+
+Schedulers and MPI launchers start one process per rank; each should get its own slice of
+the node (`Intent.instance` of `Intent.instances`) instead of every rank assuming it owns all
+cores (the oversubscription pytorch/pytorch#123711 fixed with LOCAL_RANK/LOCAL_WORLD_SIZE).
+
+Sources, innermost launcher first (a launcher started inside another sets its own, more
+specific variables, e.g. torchrun under srun, or mpirun inside a Slurm allocation):
+
+- `HWTUNE_INSTANCE` / `HWTUNE_INSTANCES`: set by `hwtune exec --instances N` for its children.
+- `LOCAL_RANK` / `LOCAL_WORLD_SIZE`: torchrun and torch.distributed.elastic, Accelerate.
+- `OMPI_COMM_WORLD_LOCAL_RANK` / `OMPI_COMM_WORLD_LOCAL_SIZE`: Open MPI (mpirun/prterun).
+- `MV2_COMM_WORLD_LOCAL_RANK` / `MV2_COMM_WORLD_LOCAL_SIZE`: MVAPICH2.
+- `MPI_LOCALRANKID` / `MPI_LOCALNRANKS`: MPICH Hydra and Intel MPI.
+- `PALS_LOCAL_RANKID` / `PALS_LOCAL_SIZE`, `PMI_LOCAL_RANK` / `PMI_LOCAL_SIZE`: HPE/Cray PALS
+  (mpiexec on PBS) and Cray PMI.
+- `SLURM_LOCALID` with, for the count, `SLURM_STEP_TASKS_PER_NODE`, `SLURM_NTASKS_PER_NODE` or
+  `SLURM_TASKS_PER_NODE`; the last two are per-node lists such as "2(x3),1" (sbatch(1),
+  OUTPUT ENVIRONMENT VARIABLES) indexed by `SLURM_NODEID`.
+
+Standard library only: `hwtune.configure()` resolves ranks on its fast path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from hwtune.errors import ConfigError
+
+# (rank variable, size variables tried in order, launcher name)
+_SOURCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("HWTUNE_INSTANCE", ("HWTUNE_INSTANCES",), "hwtune exec"),
+    ("LOCAL_RANK", ("LOCAL_WORLD_SIZE",), "torchrun"),
+    ("OMPI_COMM_WORLD_LOCAL_RANK", ("OMPI_COMM_WORLD_LOCAL_SIZE",), "Open MPI"),
+    ("MV2_COMM_WORLD_LOCAL_RANK", ("MV2_COMM_WORLD_LOCAL_SIZE",), "MVAPICH2"),
+    ("MPI_LOCALRANKID", ("MPI_LOCALNRANKS",), "MPICH/Intel MPI"),
+    ("PALS_LOCAL_RANKID", ("PALS_LOCAL_SIZE",), "PALS"),
+    ("PMI_LOCAL_RANK", ("PMI_LOCAL_SIZE",), "PMI"),
+    (
+        "SLURM_LOCALID",
+        ("SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"),
+        "Slurm",
+    ),
+)
+_SLURM_LISTS = {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}
+# The sanity bound on a rank count; no node runs more ranks than it has CPUs, and the largest
+# NR_CPUS the kernel supports is 8192 (arch/x86/Kconfig MAXSMP).
+MAX_RANKS = 8192
+# A bound on a Slurm node list, far above any machine (the largest systems have ~10^4 nodes).
+MAX_NODES = 1 << 20
+_MAX_DIGITS = 9
+
+
+class LocalRank(NamedTuple):
+    rank: int  # 0-based rank among the processes of this job on this node
+    size: int  # how many there are on this node
+    launcher: str
+    variables: tuple[str, str]  # the two variables it came from, for messages
+
+    def describe(self) -> str:
+        return (
+            f"local rank {self.rank} of {self.size} ({self.launcher}: "
+            f"{self.variables[0]}, {self.variables[1]})"
+        )
+
+
+def expand_slurm_tasks(text: str) -> list[int]:
+    """Expand Slurm's per-node task list: "2(x3),1" -> [2, 2, 2, 1]."""
+    counts: list[int] = []
+    for item in text.strip().split(","):
+        count, sep, repeat = item.strip().partition("(x")
+        if sep:
+            if not repeat.endswith(")"):
+                raise ValueError(f"{item!r} is not COUNT or COUNT(xREPEAT)")
+            repeat = repeat[:-1]
+        if not _digits(count) or (sep and not _digits(repeat)):
+            raise ValueError(f"{item!r} is not COUNT or COUNT(xREPEAT)")
+        if len(count) > _MAX_DIGITS or len(repeat) > _MAX_DIGITS:
+            raise ValueError(f"{item!r} has an implausibly large number")
+        times = int(repeat or 1)
+        if len(counts) + times > MAX_NODES:
+            raise ValueError(f"more than {MAX_NODES} nodes")
+        counts.extend([int(count)] * times)
+    return counts
+
+
+def _digits(text: str) -> bool:
+    return text.isdigit() and text.isascii()
+
+
+def _int(environ: Mapping[str, str], name: str) -> int:
+    text = environ[name].strip()
+    # A length bound before int(): Python refuses strings over 4300 digits with ValueError
+    # (sys.get_int_max_str_digits), and no rank count needs more than a few digits.
+    if not _digits(text) or len(text) > _MAX_DIGITS:
+        raise ConfigError(
+            f"{name}={environ[name]!r} is not a non-negative integer",
+            hint="the launcher set it; check how the job was started",
+        )
+    return int(text)
+
+
+def _size(environ: Mapping[str, str], name: str) -> int:
+    if name not in _SLURM_LISTS:
+        return _int(environ, name)
+    try:
+        counts = expand_slurm_tasks(environ[name])
+    except ValueError as err:
+        raise ConfigError(f"{name}={environ[name]!r} is malformed: {err}") from err
+    node = _int(environ, "SLURM_NODEID") if "SLURM_NODEID" in environ else 0
+    if node >= len(counts):
+        raise ConfigError(f"SLURM_NODEID={node} is beyond the {len(counts)} nodes of {name}")
+    return counts[node]
+
+
+def local_rank(environ: Mapping[str, str]) -> LocalRank | None:
+    """The local rank and ranks-per-node, or None outside any known launcher.
+
+    A source counts only when both its rank and a size variable are set. Raises ConfigError
+    when the variables are malformed or contradict each other (rank >= size).
+    """
+    for rank_var, size_vars, launcher in _SOURCES:
+        if rank_var not in environ:
+            continue
+        size_var = next((v for v in size_vars if environ.get(v, "").strip()), None)
+        if size_var is None:
+            continue
+        rank, size = _int(environ, rank_var), _size(environ, size_var)
+        if size < 1 or size > MAX_RANKS:
+            raise ConfigError(f"{size_var}={environ[size_var]!r} is not a usable rank count")
+        if rank >= size:
+            raise ConfigError(
+                f"{rank_var}={rank} is not below {size_var}={size}",
+                hint="the launcher's rank variables contradict each other",
+            )
+        return LocalRank(rank, size, launcher, (rank_var, size_var))
+    return None
+
+
+def already_pinned(affinity: tuple[int, ...], allowed: tuple[int, ...]) -> bool:
+    """True when the launcher bound this rank to part of what the job may use.
+
+    `allowed` is the job's CPU set (cgroup cpuset, else online CPUs). When a rank's affinity is
+    a strict subset (srun --cpu-bind, mpirun --bind-to core), its slice is already cut: hwtune
+    then plans one instance on that affinity instead of cutting it again.
+    """
+    return bool(affinity) and set(affinity) < set(allowed)

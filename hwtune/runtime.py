@@ -1,0 +1,419 @@
+"""`hwtune.configure()`: fit this process to the machine at program start.
+
+    import hwtune
+    report = hwtune.configure()      # before `import tensorflow`
+    import tensorflow as tf          # threads, JIT and precision policy are applied here
+
+What it does, in order:
+1. Finds the profile: the cached one when the machine's fingerprint is unchanged
+   (`hwtune.cache`), else it detects and plans once and caches the result.
+2. Sets the profile's environment variables; a variable the user already set to another value
+   is left alone and reported (`report.env_user`). TensorFlow reads its thread variables
+   (TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS) when its runtime starts, so before the
+   import the environment alone sizes the pools.
+3. Applies `tf.config.threading`, `tf.config.optimizer.set_jit` and the Keras mixed-precision
+   policy: at once when TensorFlow is already imported, otherwise right after `import
+   tensorflow` finishes, through a one-shot post-import hook on `sys.meta_path` (a finder that
+   only answers for "tensorflow", "keras" and "tf_keras", wraps their loader, and removes
+   itself once done). The hook is why `tf.config.threading.get_*` report the planned values
+   and why the policy needs no Keras import from hwtune. `configure(tensorflow=False)` skips
+   it; `report.apply_tensorflow()` applies explicitly.
+4. If TensorFlow is already imported and its runtime initialised, what can still change is
+   applied, and a `RuntimeWarning` names every setting that could not take effect and why
+   (`strict=True` raises `ConfigError` instead). It never raises otherwise: a planning failure
+   is a warning and an empty report, so a training job never dies for hwtune's sake.
+
+The report is also a context manager: leaving the `with` block restores the environment,
+removes a pending hook, and restores the threading/JIT/policy values that can still change.
+Importing this module has no side effects; its warm path imports no pydantic, psutil,
+dataclasses, probes or planner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from types import ModuleType, TracebackType
+from typing import Any
+
+from hwtune.errors import ConfigError
+from hwtune.importhook import PostImportHook
+
+INTRA_OP_ENV = (
+    "TF_NUM_INTRAOP_THREADS"  # = hwtune.render.INTRA_OP_ENV (not imported: start-up cost)
+)
+INTER_OP_ENV = "TF_NUM_INTEROP_THREADS"
+_KERAS_MODULES = ("keras", "tf_keras")
+# tf.config.optimizer.set_jit accepts False, True or "autoclustering" (tf 2.x context.py).
+_JIT_ARGUMENT: dict[str, bool | str] = {
+    "off": False,
+    "autoclustering": "autoclustering",
+    "on": True,
+}
+
+# Variables a configure() of this process set, and to what: a later configure() may replace
+# its own values (they are not the user's).
+_OWNED: dict[str, str] = {}
+# Of those, the ones set while TensorFlow was already imported (so TF did not read them).
+_SET_LATE: set[str] = set()
+
+
+_HOOK = PostImportHook()
+
+
+class ConfigureReport:
+    """What `configure()` did. Also a context manager that undoes it on exit."""
+
+    def __init__(
+        self, payload: dict[str, Any], *, cached: bool, cache_path: str, strict: bool
+    ) -> None:
+        self.payload = payload
+        self.cached = cached
+        self.cache_path = cache_path
+        self.strict = strict
+        self.env_set: dict[str, str] = {}  # set by this call
+        self.env_already: dict[str, str] = {}  # already held the planned value
+        self.env_user: dict[str, tuple[str, str]] = {}  # name -> (user's value, planned value)
+        self.tensorflow: dict[str, str] = {}  # setting -> what happened to it
+        self.problems: list[str] = []  # settings that could not take effect, and why
+        self.notes: list[str] = [str(n) for n in payload.get("notes", [])]
+        self._previous_env: dict[str, str | None] = {}
+        self._undo: list[Callable[[], None]] = []
+        self._tf_pending = False
+        self._warned = 0
+
+    # -- what was planned -------------------------------------------------------------------
+    @property
+    def intra_op(self) -> int | None:
+        value = self.payload.get("threads", {}).get("intra_op")
+        return value if isinstance(value, int) else None
+
+    @property
+    def inter_op(self) -> int | None:
+        value = self.payload.get("threads", {}).get("inter_op")
+        return value if isinstance(value, int) else None
+
+    @property
+    def jit(self) -> str:
+        return str(self.payload.get("jit") or "off")
+
+    @property
+    def precision(self) -> str | None:
+        value = self.payload.get("precision")
+        return value if isinstance(value, str) else None
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The planned environment (name -> value), whatever was done with it."""
+        return {str(e[0]): str(e[1]) for e in self.payload.get("env", [])}
+
+    # -- applying ---------------------------------------------------------------------------
+    def _apply_environment(self) -> None:
+        tf_loaded = "tensorflow" in sys.modules
+        late: list[str] = []
+        for name, value, *_ in self.payload.get("env", []):
+            current = os.environ.get(name)
+            if current == value:
+                self.env_already[name] = value
+                continue
+            if current is not None and _OWNED.get(name) != current:
+                self.env_user[name] = (current, value)
+                continue
+            self._previous_env[name] = current
+            os.environ[name] = value
+            _OWNED[name] = value
+            self.env_set[name] = value
+            if tf_loaded:
+                _SET_LATE.add(name)
+                if name not in (INTRA_OP_ENV, INTER_OP_ENV):
+                    late.append(name)
+        if late:
+            self.problems.append(
+                f"{', '.join(late)} set after TensorFlow was imported: TensorFlow reads such "
+                "variables when it loads or starts, so they may not take effect in this process "
+                "(they do in processes it starts); call hwtune.configure() before importing it"
+            )
+
+    def _schedule_tensorflow(self) -> None:
+        tf = sys.modules.get("tensorflow")
+        if tf is not None and hasattr(tf, "config"):
+            self._apply_to_tensorflow(tf)
+            return
+        self._tf_pending = True
+        self.tensorflow["threads/jit"] = "pending: applied when tensorflow is imported"
+        _HOOK.watch("tensorflow", self._on_tensorflow)
+        if self.precision is None:
+            return
+        keras = self._loaded_keras()
+        if keras is not None:
+            self._apply_policy(keras)
+            return
+        self.tensorflow["precision"] = "pending: applied when keras or tensorflow is imported"
+        for name in _KERAS_MODULES:
+            _HOOK.watch(name, self._on_keras)
+
+    def _on_tensorflow(self, module: ModuleType) -> None:
+        self._tf_pending = False
+        self.tensorflow.pop("threads/jit", None)
+        self._guarded(lambda: self._apply_threads_and_jit(module))
+        keras = self._loaded_keras()  # TF 2.16+ imports Keras 3 during its own import
+        if self.precision is not None and not self._policy_applied() and keras is not None:
+            _HOOK.forget(self._on_keras)
+            self._guarded(lambda: self._apply_policy(keras))
+        self._warn_new_problems(stacklevel=5)
+
+    def _on_keras(self, module: ModuleType) -> None:
+        if self._tf_pending and "tensorflow" in sys.modules:
+            return  # Keras loading inside `import tensorflow`: _on_tensorflow sets the policy
+        _HOOK.forget(self._on_keras)
+        self._guarded(lambda: self._apply_policy(module))
+        self._warn_new_problems(stacklevel=5)
+
+    def _guarded(self, action: Callable[[], None]) -> None:
+        # Runs inside the user's `import tensorflow`: an error here must not break the import.
+        try:
+            action()
+        except Exception as err:  # noqa: BLE001 - reported as a problem, never raised into an import
+            self.problems.append(
+                f"applying the profile to TensorFlow failed: {type(err).__name__}: {err}"
+            )
+
+    def _loaded_keras(self) -> ModuleType | None:
+        for name in _KERAS_MODULES:
+            module = sys.modules.get(name)
+            if module is not None and hasattr(module, "mixed_precision"):
+                return module
+        return None
+
+    def _policy_applied(self) -> bool:
+        return self.tensorflow.get("precision", "").startswith("applied")
+
+    def _apply_threads_and_jit(self, tf: Any) -> None:
+        self._apply_threads(tf, "intra_op", self.intra_op, INTRA_OP_ENV)
+        self._apply_threads(tf, "inter_op", self.inter_op, INTER_OP_ENV)
+        self._apply_jit(tf)
+
+    def _apply_to_tensorflow(self, tf: Any) -> None:
+        self._apply_threads_and_jit(tf)
+        if self.precision is not None and not self._policy_applied():
+            self._apply_policy(self._loaded_keras() or tf.keras)
+
+    def _apply_threads(self, tf: Any, kind: str, value: int | None, variable: str) -> None:
+        setting = f"{kind}_parallelism_threads"
+        if value is None:
+            return
+        if variable in self.env_user:
+            self.tensorflow[setting] = (
+                f"left to the user's {variable}={self.env_user[variable][0]}"
+            )
+            return
+        threading = tf.config.threading
+        getter = getattr(threading, f"get_{setting}")
+        setter = getattr(threading, f"set_{setting}")
+        before = getter()
+        try:
+            setter(value)
+        except RuntimeError as err:
+            if before == value:
+                self.tensorflow[setting] = f"applied ({value})"
+            elif variable in self.env_already and variable not in _SET_LATE:
+                self.tensorflow[setting] = (
+                    f"in effect through {variable}={value}, set before TensorFlow started"
+                )
+            else:
+                self.problems.append(
+                    f"{setting}={value} could not take effect: TensorFlow's runtime is already "
+                    f"initialised ({err}); it keeps {before or 'its default'}"
+                )
+                self.tensorflow[setting] = f"not applied: runtime already initialised ({err})"
+            return
+        self.tensorflow[setting] = f"applied ({value})"
+        self._undo.append(lambda: _quietly(setter, before))
+
+    def _apply_jit(self, tf: Any) -> None:
+        argument = _JIT_ARGUMENT.get(self.jit)
+        if argument is None:
+            self.problems.append(f"unknown JIT level {self.jit!r} in the profile; JIT left alone")
+            return
+        optimizer = tf.config.optimizer
+        before = optimizer.get_jit()
+        try:
+            optimizer.set_jit(argument)
+        except (RuntimeError, ValueError) as err:
+            self.problems.append(f"JIT level {self.jit!r} could not take effect: {err}")
+            self.tensorflow["jit"] = f"not applied: {err}"
+            return
+        self.tensorflow["jit"] = f"applied ({self.jit})"
+        self._undo.append(lambda: _quietly(optimizer.set_jit, before or False))
+
+    def _apply_policy(self, keras: Any) -> None:
+        name = self.precision
+        if name is None:
+            return
+        mixed = keras.mixed_precision
+        before = mixed.global_policy().name
+        try:
+            mixed.set_global_policy(name)
+        except (ValueError, RuntimeError) as err:
+            self.problems.append(f"mixed-precision policy {name!r} could not be set: {err}")
+            self.tensorflow["precision"] = f"not applied: {err}"
+            return
+        self.tensorflow["precision"] = f"applied ({name}; layers built from now on use it)"
+        self._undo.append(lambda: _quietly(mixed.set_global_policy, before))
+
+    def apply_tensorflow(self) -> ConfigureReport:
+        """Apply threads, JIT and policy now, importing TensorFlow if it is not imported yet."""
+        import tensorflow as tf  # the one place hwtune imports TensorFlow itself
+
+        _HOOK.forget(self._on_tensorflow)
+        _HOOK.forget(self._on_keras)
+        self._tf_pending = False
+        self.tensorflow.pop("threads/jit", None)
+        self._apply_to_tensorflow(tf)
+        self._finish(stacklevel=3)
+        return self
+
+    def _warn_new_problems(self, stacklevel: int) -> None:
+        for problem in self.problems[self._warned :]:
+            warnings.warn(f"hwtune.configure: {problem}", RuntimeWarning, stacklevel=stacklevel)
+        self._warned = len(self.problems)
+
+    def _finish(self, stacklevel: int) -> None:
+        if self.strict and self.problems:
+            raise ConfigError(
+                "hwtune.configure (strict): " + "; ".join(self.problems),
+                hint="call hwtune.configure() before importing tensorflow",
+            )
+        self._warn_new_problems(stacklevel + 1)
+
+    # -- undoing ----------------------------------------------------------------------------
+    def restore(self) -> None:
+        """Undo what can be undone: environment, pending hooks, threads/JIT/policy if mutable."""
+        _HOOK.forget(self._on_tensorflow)
+        _HOOK.forget(self._on_keras)
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+        for name, previous in self._previous_env.items():
+            if os.environ.get(name) != self.env_set.get(name):
+                continue  # changed since by someone else: theirs now
+            _SET_LATE.discard(name)
+            if previous is None:
+                os.environ.pop(name, None)
+                _OWNED.pop(name, None)
+            else:
+                os.environ[name] = previous
+        self._previous_env.clear()
+
+    def __enter__(self) -> ConfigureReport:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.restore()
+
+    # -- reporting --------------------------------------------------------------------------
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cached": self.cached,
+            "cache_path": self.cache_path,
+            "intent": self.payload.get("intent", {}),
+            "env_set": dict(self.env_set),
+            "env_already": dict(self.env_already),
+            "env_user": {k: {"user": u, "planned": p} for k, (u, p) in self.env_user.items()},
+            "tensorflow": dict(self.tensorflow),
+            "problems": list(self.problems),
+            "notes": list(self.notes),
+        }
+
+    def summary(self) -> str:
+        source = "cached profile" if self.cached else "fresh plan"
+        lines = [f"hwtune.configure: {source} ({self.cache_path})"]
+        lines += [f"  {k}={v}  set" for k, v in sorted(self.env_set.items())]
+        lines += [f"  {k}={v}  already set" for k, v in sorted(self.env_already.items())]
+        lines += [
+            f"  {k}={u}  kept: set by the user (planned {p})"
+            for k, (u, p) in sorted(self.env_user.items())
+        ]
+        lines += [f"  {k}: {v}" for k, v in sorted(self.tensorflow.items())]
+        lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  problem: {p}" for p in self.problems]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"<ConfigureReport set={len(self.env_set)} user={len(self.env_user)} "
+            f"tensorflow={self.tensorflow} problems={len(self.problems)}>"
+        )
+
+
+def _quietly(function: Callable[[Any], Any], value: Any) -> None:
+    # e.g. threads after the runtime started: nothing can change them any more
+    with contextlib.suppress(RuntimeError, ValueError):
+        function(value)
+
+
+def configure(
+    *,
+    mode: str | None = None,
+    instances: int | None = None,
+    instance: int | None = None,
+    precision: str | None = None,
+    strict: bool = False,
+    tensorflow: bool = True,
+    use_cache: bool = True,
+) -> ConfigureReport:
+    """Fit this process to the machine; call it before `import tensorflow`.
+
+    Example:
+        >>> import hwtune
+        >>> report = hwtune.configure()          # doctest: +SKIP
+        >>> report.env_set["TF_NUM_INTRAOP_THREADS"]  # doctest: +SKIP
+        '2'
+
+    Args:
+        mode: "throughput" or "latency" (default: config files, HWTUNE_MODE, else throughput).
+        instances, instance: this process's share of the node; by default from
+            `hwtune exec` or the launcher's local rank (SLURM_LOCALID, LOCAL_RANK, …).
+        precision: "off", "eligible" or "auto" (mixed precision policy).
+        strict: raise ConfigError instead of warning when something cannot take effect.
+        tensorflow: apply tf.config settings (now, or when TensorFlow is imported).
+        use_cache: use the cached profile when the machine is unchanged.
+    """
+    explicit = {
+        key: value
+        for key, value in (
+            ("mode", mode),
+            ("instances", instances),
+            ("instance", instance),
+            ("precision", precision),
+        )
+        if value is not None
+    }
+    try:
+        from hwtune.cache import lookup
+
+        payload, cached, path = lookup(explicit, os.environ, use_cache=use_cache)
+    except Exception as err:
+        if strict:
+            raise
+        warnings.warn(
+            f"hwtune.configure: could not plan a profile ({type(err).__name__}: {err}); "
+            "nothing was changed",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return ConfigureReport({}, cached=False, cache_path="", strict=strict)
+    report = ConfigureReport(payload, cached=cached, cache_path=path, strict=strict)
+    report._apply_environment()
+    if tensorflow:
+        report._schedule_tensorflow()
+    report._finish(stacklevel=3)
+    return report

@@ -1,0 +1,243 @@
+"""`hwtune exec` and the Launcher: real processes, real affinity, real signals."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hwtune.apply.source import plan_for
+from hwtune.launch import (
+    MPOL_BIND,
+    InstanceSpec,
+    Launcher,
+    env_for_instance,
+    exit_status,
+    get_mempolicy,
+    merge_environment,
+    set_mempolicy,
+)
+from hwtune.models.hardware import Gpu, Hardware
+from tests.apply_profiles import PYTHON, make_profile
+
+HWTUNE = [PYTHON, "-m", "hwtune"]
+# Prints what the child sees: its instance, its CPUs and the variables it got.
+REPORT = (
+    "import os, json; print(json.dumps({'instance': os.environ.get('HWTUNE_INSTANCE'), "
+    "'cpus': sorted(os.sched_getaffinity(0)), 'env': dict(os.environ)}))"
+)
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "SLURM_", "OMPI_"))}
+    env.update(
+        XDG_CACHE_HOME=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "config"), **extra
+    )
+    env.pop("LOCAL_RANK", None)
+    return env
+
+
+def _cores() -> int:
+    from hwtune.planner.instances import physical_cores, usable_cpus
+    from hwtune.probes import detect
+
+    hw = detect("/", gpus=False, tensorflow=False)
+    return len(physical_cores(hw, usable_cpus(hw)))
+
+
+needs_two_cores = pytest.mark.skipif(_cores() < 2, reason="needs two usable physical cores")
+
+
+@needs_two_cores
+def test_two_instances_get_disjoint_cpus_and_only_planned_knobs(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    result = subprocess.run(
+        [*HWTUNE, "exec", "--instances", "2", "--", PYTHON, "-c", REPORT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert sorted(line[:4] for line in lines) == ["[0] ", "[1] "]
+    seen = {json.loads(line[4:])["instance"]: json.loads(line[4:]) for line in lines}
+    cpus = [set(seen[i]["cpus"]) for i in ("0", "1")]
+    assert cpus[0] and cpus[1] and not cpus[0] & cpus[1], cpus
+    for index in (0, 1):
+        planned = plan_for({"instances": 2, "instance": index}, env)
+        assert set(seen[str(index)]["cpus"]) == set(planned.profile.instance.cpus)
+        child_env = seen[str(index)]["env"]
+        added = {k: v for k, v in child_env.items() if env.get(k) != v}
+        expected = env_for_instance(planned.profile, index, hardware=planned.hardware)
+        assert added == expected  # the planned knobs and HWTUNE_INSTANCE(S), nothing else
+        assert child_env["HWTUNE_INSTANCES"] == "2"
+
+
+def test_one_instance_replaces_hwtune(tmp_path: Path) -> None:
+    child = subprocess.Popen(
+        [*HWTUNE, "exec", "--", PYTHON, "-c", "import os; print(os.getpid())"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == 0 and int(out) == child.pid
+
+
+@needs_two_cores
+def test_slurm_rank_runs_its_own_slice(tmp_path: Path) -> None:
+    env = _env(tmp_path, SLURM_LOCALID="1", SLURM_TASKS_PER_NODE="2(x2)", SLURM_NODEID="1")
+    result = subprocess.run(
+        [*HWTUNE, "exec", "--", PYTHON, "-c", REPORT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    planned = plan_for({"instances": 2, "instance": 1}, _env(tmp_path))
+    assert seen["instance"] == "1" and seen["env"]["HWTUNE_INSTANCES"] == "2"
+    assert set(seen["cpus"]) == set(planned.profile.instance.cpus)
+    assert "local rank 1 of 2 (Slurm" in result.stderr
+
+
+def _launch(script: str, count: int, **kwargs: object) -> tuple[int, bytes, bytes]:
+    out, err = io.BytesIO(), io.BytesIO()
+    cpus = tuple(sorted(os.sched_getaffinity(0)))
+    specs = [InstanceSpec(i, {**os.environ, "I": str(i)}, cpus) for i in range(count)]
+    launcher = Launcher([PYTHON, "-c", script], specs, stdout=out, stderr=err, **kwargs)  # type: ignore[arg-type]
+    return launcher.run(), out.getvalue(), err.getvalue()
+
+
+def test_output_is_prefixed_per_line_and_streams_kept_apart() -> None:
+    script = "import sys, os; sys.stdout.write('a\\nb\\npartial'); sys.stderr.write('oops\\n')"
+    status, out, err = _launch(script, 2)
+    assert status == 0
+    assert sorted(out.decode().splitlines()) == [
+        "[0] a",
+        "[0] b",
+        "[0] partial",
+        "[1] a",
+        "[1] b",
+        "[1] partial",
+    ]
+    assert sorted(err.decode().splitlines()) == ["[0] oops", "[1] oops"]
+
+
+def test_worst_exit_status_wins() -> None:
+    script = (
+        "import os, signal; i = int(os.environ['I'])\n"
+        "os.kill(os.getpid(), signal.SIGKILL) if i == 2 else exit(3 * i)"
+    )
+    status, _, _ = _launch(script, 3)
+    assert status == 128 + signal.SIGKILL
+    status, _, _ = _launch("import os; exit(3 * int(os.environ['I']))", 2)
+    assert status == 3
+    assert exit_status(-15) == 143 and exit_status(4) == 4
+
+
+def test_fail_fast_takes_the_others_down() -> None:
+    script = "import os, time; exit(1) if os.environ['I'] == '0' else time.sleep(120)"
+    status, _, _ = _launch(script, 3, fail_fast=True, kill_after=5.0)
+    assert status == 128 + signal.SIGTERM
+
+
+TRAP = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *a: (print('got TERM', flush=True), sys.exit(0)))\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
+@needs_two_cores
+def test_sigterm_is_forwarded_to_every_instance(tmp_path: Path) -> None:
+    child = subprocess.Popen(
+        [*HWTUNE, "exec", "--instances", "2", "--", PYTHON, "-c", TRAP],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
+    assert child.stdout is not None
+    ready = [child.stdout.readline() for _ in range(2)]
+    assert sorted(ready) == ["[0] ready\n", "[1] ready\n"]
+    child.send_signal(signal.SIGTERM)
+    out, _ = child.communicate(timeout=60)
+    assert sorted(out.splitlines()) == ["[0] got TERM", "[1] got TERM"]
+    assert child.returncode == 0
+
+
+MEMPOLICY = (
+    "import sys; sys.path.insert(0, {repo!r})\n"
+    "from hwtune.launch import get_mempolicy\n"
+    "print(get_mempolicy())\n"
+)
+
+
+def test_numa_policy_is_set_in_the_child_and_survives_exec() -> None:
+    repo = str(Path(__file__).resolve().parent.parent)
+    out, err = io.BytesIO(), io.BytesIO()
+    spec = InstanceSpec(0, dict(os.environ), (min(os.sched_getaffinity(0)),), (0,))
+    plain = InstanceSpec(1, dict(os.environ))
+    status = Launcher(
+        [PYTHON, "-c", MEMPOLICY.format(repo=repo)], [spec, plain], stdout=out, stderr=err
+    ).run()
+    assert status == 0, err.getvalue()
+    lines = dict(line.split(" ", 1) for line in out.getvalue().decode().splitlines())
+    assert lines["[0]"] == f"({MPOL_BIND}, (0,))"
+    assert lines["[1]"] == "(0, ())"  # untouched: the default policy
+
+
+def test_set_mempolicy_round_trip_in_a_subprocess() -> None:
+    code = (
+        "from hwtune.launch import set_mempolicy, get_mempolicy, MPOL_BIND, MPOL_DEFAULT\n"
+        "set_mempolicy(MPOL_BIND, [0]); a = get_mempolicy()\n"
+        "set_mempolicy(MPOL_DEFAULT, []); print(a, get_mempolicy())\n"
+    )
+    result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "(2, (0,)) (0, ())", result.stderr
+    with pytest.raises(OSError):
+        set_mempolicy(MPOL_BIND, [4000])  # no such node: EINVAL, raised, not ignored
+    assert get_mempolicy()[0] == 0  # this process is unchanged
+
+
+def test_user_variables_win_and_gpus_use_uuids() -> None:
+    merged, notes = merge_environment(
+        {"A": "mine", "HWTUNE_INSTANCE": "9"}, {"A": "plan", "HWTUNE_INSTANCE": "1", "B": "2"}
+    )
+    assert (
+        merged == {"A": "mine", "HWTUNE_INSTANCE": "1", "B": "2"}
+        and "keeping A='mine'" in notes[0]
+    )
+    profile = make_profile(instances=((0,), (1,)), gpus=((0,), (1,)))
+    hw = Hardware(gpus=(Gpu(0, "A100", uuid="GPU-aaa"), Gpu(1, "A100", uuid="GPU-bbb")))
+    assert env_for_instance(profile, 1, hardware=hw)["CUDA_VISIBLE_DEVICES"] == "GPU-bbb"
+    plain = env_for_instance(profile, 1)
+    assert plain["CUDA_VISIBLE_DEVICES"] == "1" and plain["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert "CUDA_VISIBLE_DEVICES" not in env_for_instance(make_profile(), 0)
+
+
+def test_exec_without_a_command_is_a_usage_error(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*HWTUNE, "exec", "--"], capture_output=True, text=True, env=_env(tmp_path), timeout=60
+    )
+    assert result.returncode == 2 and "no command" in result.stderr
+
+
+def test_missing_command_is_a_clear_error(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*HWTUNE, "exec", "--", "/nonexistent/cmd"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=60,
+    )
+    assert result.returncode == 1 and "cannot run '/nonexistent/cmd'" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,158 @@
+"""Local rank and ranks per node from Slurm, MPI and torchrun variables."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hwtune.apply.source import plan_for, resolve_share
+from hwtune.cache import cache_key
+from hwtune.errors import ConfigError
+from hwtune.models.hardware import CpuInfo, Hardware, Limits
+from hwtune.ranks import already_pinned, expand_slurm_tasks, local_rank
+from hwtune.render import env_map
+
+
+@pytest.mark.parametrize(
+    ("environ", "rank", "size", "launcher"),
+    [
+        ({"SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "4"}, 1, 4, "Slurm"),
+        (
+            {"SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "2(x3),1", "SLURM_NODEID": "3"},
+            0,
+            1,
+            "Slurm",
+        ),
+        (
+            {"SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "2(x3),1", "SLURM_NODEID": "2"},
+            1,
+            2,
+            "Slurm",
+        ),
+        # srun's step count wins over the job's
+        (
+            {"SLURM_LOCALID": "2", "SLURM_STEP_TASKS_PER_NODE": "3", "SLURM_NTASKS_PER_NODE": "8"},
+            2,
+            3,
+            "Slurm",
+        ),
+        ({"OMPI_COMM_WORLD_LOCAL_RANK": "3", "OMPI_COMM_WORLD_LOCAL_SIZE": "8"}, 3, 8, "Open MPI"),
+        ({"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, 1, 2, "torchrun"),
+        ({"MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "2"}, 0, 2, "MPICH/Intel MPI"),
+        ({"MV2_COMM_WORLD_LOCAL_RANK": "1", "MV2_COMM_WORLD_LOCAL_SIZE": "2"}, 1, 2, "MVAPICH2"),
+        ({"PMI_LOCAL_RANK": "5", "PMI_LOCAL_SIZE": "6"}, 5, 6, "PMI"),
+        ({"PALS_LOCAL_RANKID": "1", "PALS_LOCAL_SIZE": "4"}, 1, 4, "PALS"),
+        ({"HWTUNE_INSTANCE": "1", "HWTUNE_INSTANCES": "3"}, 1, 3, "hwtune exec"),
+        # innermost launcher wins: torchrun inside an srun step
+        (
+            {
+                "LOCAL_RANK": "3",
+                "LOCAL_WORLD_SIZE": "4",
+                "SLURM_LOCALID": "0",
+                "SLURM_NTASKS_PER_NODE": "1",
+            },
+            3,
+            4,
+            "torchrun",
+        ),
+    ],
+)
+def test_local_rank_sources(environ: dict[str, str], rank: int, size: int, launcher: str) -> None:
+    found = local_rank(environ)
+    assert found is not None and (found.rank, found.size, found.launcher) == (rank, size, launcher)
+
+
+def test_no_launcher_and_incomplete_pairs() -> None:
+    assert local_rank({}) is None
+    assert local_rank({"LOCAL_RANK": "0"}) is None  # torch.distributed.launch --use_env: no size
+    assert local_rank({"SLURM_LOCALID": "0"}) is None
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"SLURM_LOCALID": "x", "SLURM_NTASKS_PER_NODE": "2"},
+        {"SLURM_LOCALID": "2", "SLURM_NTASKS_PER_NODE": "2"},
+        {"SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "2(x", "SLURM_NODEID": "0"},
+        {"SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "2", "SLURM_NODEID": "1"},
+        {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "0"},
+        {"LOCAL_RANK": "-1", "LOCAL_WORLD_SIZE": "2"},
+    ],
+)
+def test_malformed_rank_variables_are_clear_errors(environ: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as err:
+        local_rank(environ)
+    assert any(name in err.value.message for name in environ)
+
+
+def test_expand_slurm_tasks() -> None:
+    assert expand_slurm_tasks("2(x3),1") == [2, 2, 2, 1]
+    for bad in ("", "2(x)", "(x2)", "2,,1", "a"):
+        with pytest.raises(ValueError):
+            expand_slurm_tasks(bad)
+
+
+def _hw(
+    affinity: tuple[int, ...], cpuset: tuple[int, ...] | None, online: tuple[int, ...]
+) -> Hardware:
+    return Hardware(
+        cpu=CpuInfo(online_cpus=online), limits=Limits(affinity_cpus=affinity, cpuset_cpus=cpuset)
+    )
+
+
+def test_a_rank_the_launcher_pinned_is_planned_as_one_instance() -> None:
+    ranks = {"SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2"}
+    flags, notes, _ = resolve_share({}, ranks, _hw((2, 3), (0, 1, 2, 3), (0, 1, 2, 3)))
+    assert flags == {"instances": 1, "instance": 0} and "already bound" in notes[0]
+    flags, notes, _ = resolve_share({}, ranks, _hw((0, 1, 2, 3), None, (0, 1, 2, 3)))
+    assert flags == {"instances": 2, "instance": 1} and "slice 1 of 2" in notes[0]
+    flags, _, rank = resolve_share({"instances": 3}, ranks, _hw((0, 1), None, (0, 1)))
+    assert flags == {"instances": 3} and rank is None  # explicit flags win
+    assert (
+        already_pinned((0,), (0, 1))
+        and not already_pinned((0, 1), (0, 1))
+        and not already_pinned((), (0,))
+    )
+
+
+def test_env_differs_per_rank_and_cache_keys_differ() -> None:
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "SLURM_", "OMPI_"))
+    }
+    base.pop("LOCAL_RANK", None)
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    whole = plan_for({}, base)
+    rank = plan_for(
+        {}, {**base, "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
+    )
+    assert rank.profile.intent.instances == 2 and rank.profile.intent.instance == 1
+    assert set(rank.profile.instance.cpus) < set(whole.profile.instance.cpus)
+    assert int(env_map(rank.profile)["TF_NUM_INTRAOP_THREADS"]) <= int(
+        env_map(whole.profile)["TF_NUM_INTRAOP_THREADS"]
+    )
+    assert cache_key({}, (1, 2)) != cache_key({}, (0, 2)) != cache_key({}, None)
+
+
+def test_env_command_prints_each_ranks_slice(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "SLURM_", "OMPI_"))
+    }
+    base["XDG_CACHE_HOME"] = str(tmp_path)
+    whole = json.loads(run_cli(["env", "--format", "json"], base).stdout)
+    ranked = run_cli(["env"], {**base, "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2"})
+    assert ranked.exit_status == 0
+    assert "# local rank 1 of 2 (Slurm: SLURM_LOCALID, SLURM_NTASKS_PER_NODE)" in ranked.stdout
+    mine = plan_for({"instances": 2, "instance": 1}, base).profile
+    assert (
+        f"export TF_NUM_INTRAOP_THREADS='{env_map(mine)['TF_NUM_INTRAOP_THREADS']}'"
+        in ranked.stdout
+    )
+    assert int(env_map(mine)["TF_NUM_INTRAOP_THREADS"]) <= int(whole["TF_NUM_INTRAOP_THREADS"])

@@ -1,0 +1,394 @@
+"""hwtune.configure(): environment, cache, TensorFlow before and after import (real TF)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import hwtune
+from hwtune.apply.source import plan_for
+from hwtune.render import env_map, thread_counts
+from tests.apply_profiles import PYTHON
+
+try:
+    import importlib.util
+
+    HAVE_TF = importlib.util.find_spec("tensorflow") is not None
+except ImportError:  # pragma: no cover
+    HAVE_TF = False
+_skip_without_tf = pytest.mark.skipif(not HAVE_TF, reason="TensorFlow is not installed")
+
+
+def needs_tf(test: Callable[..., None]) -> Callable[..., None]:
+    """Runs a real TensorFlow in a subprocess: marked `tf`, skipped without TensorFlow."""
+    return pytest.mark.tf(_skip_without_tf(test))  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A process environment with a private cache and config, and no launcher variables."""
+    for name in list(os.environ):
+        if name.startswith(("HWTUNE_", "SLURM_", "OMPI_", "TF_", "KMP_", "OMP_")) or name in (
+            "LOCAL_RANK",
+            "LOCAL_WORLD_SIZE",
+        ):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    return dict(os.environ)
+
+
+def test_configure_sets_planned_env_and_restores_it(clean_env: dict[str, str]) -> None:
+    planned = env_map(plan_for({}, clean_env).profile)
+    os.environ["TF_NUM_INTEROP_THREADS"] = "7"  # the user's own choice
+    with hwtune.configure(tensorflow=False) as report:
+        assert report.env_user == {
+            "TF_NUM_INTEROP_THREADS": ("7", planned["TF_NUM_INTEROP_THREADS"])
+        }
+        assert os.environ["TF_NUM_INTEROP_THREADS"] == "7"
+        for name, value in planned.items():
+            if name != "TF_NUM_INTEROP_THREADS":
+                assert os.environ[name] == value and report.env_set[name] == value
+        assert "kept: set by the user" in report.summary()
+    assert {k: v for k, v in os.environ.items() if k.startswith(("TF_", "KMP_", "OMP_"))} == {
+        "TF_NUM_INTEROP_THREADS": "7",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+    }
+
+
+def test_second_configure_replaces_its_own_values(clean_env: dict[str, str]) -> None:
+    first = hwtune.configure(tensorflow=False)
+    try:
+        second = hwtune.configure(tensorflow=False, mode="latency")
+        assert not second.env_user  # the first call's values are not the user's
+        second.restore()
+    finally:
+        first.restore()
+
+
+def test_cache_is_used_then_invalidated_by_a_config_change(
+    clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    probe = textwrap.dedent(
+        """
+        import hwtune, json, sys
+        r = hwtune.configure(tensorflow=False)
+        heavy = [m for m in ("pydantic", "psutil", "dataclasses", "inspect", "hwtune.probes",
+                             "hwtune.planner", "hwtune.models.profile") if m in sys.modules]
+        print(json.dumps({"cached": r.cached, "heavy": heavy, "env": r.env}))
+        """
+    )
+
+    def run() -> dict[str, object]:
+        out = subprocess.run(
+            [PYTHON, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=clean_env,
+            check=True,
+        ).stdout
+        return json.loads(out)  # type: ignore[no-any-return]
+
+    cold, warm = run(), run()
+    assert cold["cached"] is False and warm["cached"] is True
+    assert warm["heavy"] == [], "the warm path imported heavy modules"
+    assert warm["env"] == cold["env"]
+    config = tmp_path / "config" / "hwtune" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[env]\nHW_FROM_CONFIG = "yes"\n')
+    changed = run()
+    assert changed["cached"] is False and changed["env"]["HW_FROM_CONFIG"] == "yes"  # type: ignore[index]
+
+
+def test_planning_failure_warns_and_strict_raises(
+    clean_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HWTUNE_INSTANCES", "4096")  # more instances than cores: PlanError
+    with pytest.warns(RuntimeWarning, match="could not plan"):
+        report = hwtune.configure(tensorflow=False)
+    assert report.env_set == {} and os.environ.get("TF_NUM_INTRAOP_THREADS") is None
+    with pytest.raises(hwtune.HwtuneError, match="instances"):
+        hwtune.configure(tensorflow=False, strict=True)
+
+
+BEFORE_IMPORT = textwrap.dedent(
+    """
+    import json, os, sys, warnings
+    before = dict(os.environ)
+    import hwtune
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = hwtune.configure(precision="auto")
+        added = {k: v for k, v in os.environ.items() if before.get(k) != v}  # TF adds its own
+        import tensorflow as tf
+        tf.linalg.matmul(tf.ones((64, 64)), tf.ones((64, 64)))
+    tasks = os.listdir("/proc/self/task")
+    threads = [open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks]
+    print(json.dumps({
+        "intra": tf.config.threading.get_intra_op_parallelism_threads(),
+        "inter": tf.config.threading.get_inter_op_parallelism_threads(),
+        "jit": str(tf.config.optimizer.get_jit()),
+        "policy": tf.keras.mixed_precision.global_policy().name,
+        "compute_threads": threads.count("tf_Compute"),
+        "added": added,
+        "warnings": [str(w.message) for w in caught if "hwtune" in str(w.message)],
+        "hook_left": [type(f).__name__ for f in sys.meta_path if "Hook" in type(f).__name__],
+        "report": report.as_dict(),
+    }))
+    """
+)
+
+
+@needs_tf
+def test_tensorflow_gets_the_plan_when_configured_before_import(clean_env: dict[str, str]) -> None:
+    result = subprocess.run(
+        [PYTHON, "-c", BEFORE_IMPORT], capture_output=True, text=True, env=clean_env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.splitlines()[-1])
+    profile = plan_for({"precision": "auto"}, clean_env).profile
+    intra, inter = thread_counts(profile)
+    assert (seen["intra"], seen["inter"]) == (intra, inter)
+    assert seen["compute_threads"] == inter  # the inter-op pool really has that size
+    assert seen["added"] == env_map(profile)  # only planned knobs
+    assert seen["warnings"] == [] and seen["hook_left"] == []
+    if profile.precision.enabled:
+        assert seen["policy"] == profile.precision.enabled
+    assert seen["jit"] in ("", "False") if profile.jit.level.value == "off" else seen["jit"]
+
+
+AFTER_IMPORT = textwrap.dedent(
+    """
+    import json, os, warnings
+    import tensorflow as tf
+    tf.linalg.matmul(tf.ones((8, 8)), tf.ones((8, 8)))   # the runtime is now initialised
+    import hwtune
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = hwtune.configure(precision="auto")
+    strict = None
+    try:
+        hwtune.configure(precision="auto", strict=True)
+    except hwtune.HwtuneError as err:
+        strict = err.message
+    print(json.dumps({
+        "warnings": [str(w.message) for w in caught],
+        "where": [os.path.basename(w.filename) for w in caught],
+        "tensorflow": report.tensorflow,
+        "policy": tf.keras.mixed_precision.global_policy().name,
+        "strict": strict,
+    }))
+    """
+)
+
+
+@needs_tf
+def test_already_imported_tensorflow_warns_and_applies_what_it_can(
+    clean_env: dict[str, str],
+) -> None:
+    result = subprocess.run(
+        [PYTHON, "-c", AFTER_IMPORT], capture_output=True, text=True, env=clean_env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.splitlines()[-1])
+    text = "\n".join(seen["warnings"])
+    for setting in ("intra_op_parallelism_threads", "inter_op_parallelism_threads"):
+        assert f"{setting}=" in text and "already initialised" in text
+    assert set(seen["where"]) == {"<string>"}  # warnings point at the caller, not hwtune
+    assert seen["tensorflow"]["jit"].startswith("applied")
+    profile = plan_for({"precision": "auto"}, clean_env).profile
+    if profile.precision.enabled:
+        assert seen["policy"] == profile.precision.enabled
+        assert seen["tensorflow"]["precision"].startswith("applied")
+    assert seen["strict"] and "could not take effect" in seen["strict"]
+
+
+ENV_ONLY = textwrap.dedent(
+    """
+    import json, os, sys
+    env = dict(os.environ)  # before TensorFlow adds variables of its own
+    import tensorflow as tf
+    from google.protobuf import text_format
+    tf.linalg.matmul(tf.ones((64, 64)), tf.ones((64, 64)))
+    tasks = os.listdir("/proc/self/task")
+    threads = [open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks]
+    out = sys.argv[1]
+    config = text_format.Parse(open(f"{out}/tf_config.pbtxt").read(), tf.compat.v1.ConfigProto())
+    data = json.load(open(f"{out}/tf_data_options.json"))["options"]
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = data["threading"]["private_threadpool_size"]
+    options.autotune.enabled = data["autotune"]["enabled"]
+    options.autotune.cpu_budget = data["autotune"]["cpu_budget"]
+    options.autotune.ram_budget = data["autotune"]["ram_budget"]
+    dataset = tf.data.Dataset.range(4).map(lambda x: x * 2).with_options(options)
+    items = list(dataset.as_numpy_iterator())
+    print(json.dumps({"env": env, "compute_threads": threads.count("tf_Compute"),
+                      "getter": tf.config.threading.get_inter_op_parallelism_threads(),
+                      "config": [config.intra_op_parallelism_threads,
+                                 config.inter_op_parallelism_threads],
+                      "jit": config.graph_options.optimizer_options.global_jit_level,
+                      "items": [int(i) for i in items]}))
+    """
+)
+
+
+@needs_tf
+def test_eval_hwtune_env_in_bash_sizes_tensorflows_pools(
+    clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`hwtune apply` then `eval "$(hwtune env)"` in a job script; TensorFlow reads the files."""
+    script = tmp_path / "check.py"
+    script.write_text(ENV_ONLY)
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"set -e; {PYTHON} -m hwtune apply --output {out} >/dev/null; "
+            f'eval "$({PYTHON} -m hwtune env)"; exec {PYTHON} {script} {out}',
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.splitlines()[-1])
+    profile = plan_for({}, clean_env).profile
+    skip = ("PWD", "SHLVL", "_", "OLDPWD")
+    added = {k: v for k, v in seen["env"].items() if clean_env.get(k) != v and k not in skip}
+    assert added == env_map(profile)
+    intra, inter = thread_counts(profile)
+    assert seen["compute_threads"] == inter
+    # tf.config.threading reads back only what was set through it: the pools came from the
+    # environment (TF's C++ runtime reads TF_NUM_*), so the getter reports 0 ("default").
+    assert seen["getter"] == 0
+    assert seen["config"] == [intra, inter]
+    assert seen["jit"] == (-1 if profile.jit.level.value == "off" else 1)  # OFF / ON_1
+    assert seen["items"] == [0, 2, 4, 6]
+
+
+def test_fingerprint_config_paths_match_the_config_loader(tmp_path: Path) -> None:
+    from hwtune.config import default_config_paths
+    from hwtune.fingerprint import config_paths
+
+    for environ in ({"XDG_CONFIG_HOME": str(tmp_path)}, {"HOME": "/home/someone"}):
+        assert config_paths(environ) == [str(p) for p in default_config_paths(environ)]
+
+
+FINGERPRINT = (
+    "import json, os; from hwtune.fingerprint import fingerprint; print(json.dumps(fingerprint()))"
+)
+
+
+def test_fingerprint_follows_affinity_and_hwtune_variables(clean_env: dict[str, str]) -> None:
+    def take(*prefix: str, **extra: str) -> dict[str, object]:
+        out = subprocess.run(
+            [*prefix, PYTHON, "-c", FINGERPRINT],
+            capture_output=True,
+            text=True,
+            env={**clean_env, **extra},
+            check=True,
+            timeout=60,
+        ).stdout
+        return json.loads(out)  # type: ignore[no-any-return]
+
+    base = take()
+    assert take() == base  # stable
+    assert take(HWTUNE_MODE="latency")["hwtune_env"] == [["HWTUNE_MODE", "latency"]]
+    if len(os.sched_getaffinity(0)) > 1:
+        pinned = take("taskset", "-c", str(min(os.sched_getaffinity(0))))
+        assert pinned["affinity"] != base["affinity"]
+    assert base["tensorflow"] or not HAVE_TF  # the TF install is part of it
+
+
+def test_cache_files_are_tolerant(clean_env: dict[str, str], tmp_path: Path) -> None:
+    from hwtune.cache import cache_key, load, store
+
+    assert (
+        cache_key({"mode": "latency", "instances": 2}, (1, 2))
+        == "mode=latency_instances=2_rank=1of2"
+    )
+    assert cache_key({"mode": "a/b"}, None) == "mode=a-b"
+    path = tmp_path / "c.json"
+    path.write_text("{not json")
+    assert load(str(path), {"x": 1}) is None
+    store(str(path), {"x": [1]}, {"env": []})
+    assert load(str(path), {"x": [1]}) == {"env": []}
+    assert load(str(path), {"x": [2]}) is None
+    store("/proc/forbidden/c.json", {}, {})  # an unwritable cache only costs speed
+
+
+def test_post_import_hook_runs_after_the_module_and_goes_away(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from hwtune.importhook import PostImportHook
+
+    package = tmp_path / "hwtune_fake_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("READY = True\n")
+    (package / "data.txt").write_text("resource")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen: list[object] = []
+    hook = PostImportHook()
+    hook.watch("hwtune_fake_pkg", lambda module: seen.append(module.READY))
+    assert sys.meta_path[0] is hook
+    try:
+        import hwtune_fake_pkg  # type: ignore[import-not-found]
+
+        assert seen == [True]
+        assert hook not in sys.meta_path
+        assert type(hwtune_fake_pkg.__loader__).__name__ == "SourceFileLoader"
+        from importlib.resources import files
+
+        assert (files("hwtune_fake_pkg") / "data.txt").read_text() == "resource"
+    finally:
+        sys.modules.pop("hwtune_fake_pkg", None)
+        if hook in sys.meta_path:
+            sys.meta_path.remove(hook)
+
+
+def test_a_tuned_result_reaches_configure_and_invalidates_its_cache(
+    clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    from hwtune.tune.store import save_result
+
+    environ = {**clean_env, "HWTUNE_TUNED_DIR": str(tmp_path / "tuned")}
+    probe = (
+        "import hwtune, json; r = hwtune.configure(tensorflow=False); "
+        "print(json.dumps([r.cached, r.env]))"
+    )
+
+    def run() -> list[object]:
+        out = subprocess.run(
+            [PYTHON, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=environ,
+            check=True,
+        ).stdout
+        return json.loads(out)  # type: ignore[no-any-return]
+
+    assert run()[0] is False and run()[0] is True
+    profile = plan_for({}, environ).profile
+    record = {
+        "fingerprint": profile.fingerprint,
+        "workload": "builtin:test",
+        "ratio": 1.5,
+        "mode": profile.intent.mode,
+        "settings": {"env.HW_TUNED_KNOB": "42"},
+    }
+    save_result(record, environ)
+    cached, env = run()
+    assert cached is False and env["HW_TUNED_KNOB"] == "42"  # type: ignore[index]

@@ -1,0 +1,235 @@
+"""hwtune verify: what /proc shows about a real process, compared with the profile."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from hwtune.apply.source import plan_for
+from hwtune.render import env_map, thread_counts
+from hwtune.verify import (
+    Expectation,
+    Observation,
+    compare,
+    descendants,
+    observe,
+    parse_environ,
+    parse_numa_policy,
+    parse_status_affinity,
+    render_table,
+)
+from tests.apply_profiles import PYTHON
+from tests.test_runtime import needs_tf
+
+HWTUNE = [PYTHON, "-m", "hwtune"]
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HWTUNE_", "SLURM_", "OMPI_", "TF_", "KMP_", "OMP_"))
+    }
+    env.update(
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        TF_CPP_MIN_LOG_LEVEL="3",
+        **extra,
+    )
+    return env
+
+
+def test_parsers() -> None:
+    assert parse_environ(b"A=1\0B=x=y\0\0C=\xff\0") == {
+        "A": "1",
+        "B": "x=y",
+        "C": os.fsdecode(b"\xff"),
+    }
+    assert parse_status_affinity("Name:\tx\nCpus_allowed_list:\t0-2,5\n") == (0, 1, 2, 5)
+    assert parse_status_affinity("Cpus_allowed_list:\tgarbage\n") is None
+    assert parse_numa_policy("7f00 bind:0 anon=1\n7f01 default\n") == "bind:0"
+
+
+def test_compare_says_ok_different_and_unknown() -> None:
+    expected = Expectation(env={"A": "1", "B": "2"}, cpus=(0, 1), intra_op=2, inter_op=1)
+    quiet = Observation(1, {"A": "1"}, (0,), Counter({"python": 1}), "python")
+    checks = {c.setting: c.status for c in compare(expected, quiet)}
+    assert checks == {
+        "env A": "OK",
+        "env B": "DIFFERENT",
+        "CPU affinity": "DIFFERENT",
+        "inter-op pool (tf_Compute threads)": "UNKNOWN",
+        "intra-op pool (unnamed threads)": "UNKNOWN",
+    }
+    running = Observation(
+        1, {"A": "1", "B": "2"}, (1, 0), Counter({"python": 4, "tf_Compute": 1}), "python"
+    )
+    assert {c.status for c in compare(expected, running)} == {"OK"}
+    table = render_table(compare(expected, quiet))
+    assert "env B" in table and "(unset)" in table and "DIFFERENT" in table
+
+
+def test_descendants_and_observe_a_real_process(tmp_path: Path) -> None:
+    child = subprocess.Popen(
+        ["bash", "-c", "sleep 30 & wait"], env={"PATH": "/usr/bin:/bin", "MARK": "x y"}
+    )
+    try:
+        for _ in range(50):
+            tree = descendants(child.pid)
+            if len(tree) == 2:
+                break
+            time.sleep(0.05)
+        assert tree[0] == child.pid and len(tree) == 2
+        seen = observe(tree[1])
+        assert seen is not None and seen.environ["MARK"] == "x y" and seen.comm == "sleep"
+        assert seen.cpus == tuple(sorted(os.sched_getaffinity(0)))
+    finally:
+        child.kill()
+        child.wait()
+    assert observe(child.pid) is None
+
+
+SLEEPER = "import time; print('up', flush=True); time.sleep(60)"
+
+
+def test_verify_pid_of_a_process_started_by_exec(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    child = subprocess.Popen(
+        [*HWTUNE, "exec", "--", PYTHON, "-c", SLEEPER], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "up\n"
+        result = subprocess.run(
+            [*HWTUNE, "verify", "--pid", str(child.pid)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "env TF_NUM_INTRAOP_THREADS" in result.stdout and "UNKNOWN" in result.stdout
+        assert "DIFFERENT" not in result.stdout
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_verify_reports_a_difference(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    bad = {**env, "TF_NUM_INTEROP_THREADS": "999"}
+    child = subprocess.Popen(
+        [*HWTUNE, "exec", "--", PYTHON, "-c", SLEEPER],
+        env=bad,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "up\n"
+        result = subprocess.run(
+            [*HWTUNE, "verify", "--pid", str(child.pid), "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert result.returncode == 5
+        rows = {c["setting"]: c for c in json.loads(result.stdout)["checks"]}
+        assert rows["env TF_NUM_INTEROP_THREADS"]["status"] == "DIFFERENT"
+        assert rows["env TF_NUM_INTEROP_THREADS"]["actual"] == "999"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_verify_needs_a_target(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*HWTUNE, "verify"], capture_output=True, text=True, env=_env(tmp_path), timeout=60
+    )
+    assert result.returncode == 2
+
+
+TF_SCRIPT = textwrap.dedent(
+    """
+    import json, os, time
+    import hwtune
+    report = hwtune.configure()
+    import tensorflow as tf
+    tf.linalg.matmul(tf.ones((64, 64)), tf.ones((64, 64)))
+    threading = tf.config.threading
+    print(json.dumps({"set_by_configure": report.env_set, "user": list(report.env_user),
+                      "intra": threading.get_intra_op_parallelism_threads(),
+                      "inter": threading.get_inter_op_parallelism_threads()}), flush=True)
+    time.sleep(1.5)   # let verify look at the running pools
+    """
+)
+
+
+@needs_tf
+def test_verify_a_tensorflow_job_under_exec(tmp_path: Path) -> None:
+    """verify -- exec -- python: TF gets the plan through exec's environment and affinity,
+    configure() inside finds nothing left to set and still sets tf.config, verify agrees."""
+    env = _env(tmp_path)
+    script = tmp_path / "job.py"
+    script.write_text(TF_SCRIPT)
+    result = subprocess.run(
+        [*HWTUNE, "verify", "--", *HWTUNE, "exec", "--", PYTHON, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    job = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("{")))
+    profile = plan_for({}, env).profile
+    intra, inter = thread_counts(profile)
+    assert job["set_by_configure"] == {} and job["user"] == []  # exec had set them all
+    assert (job["intra"], job["inter"]) == (intra, inter)
+    table = result.stdout[result.stdout.index("SETTING") :]
+    for name in env_map(profile):
+        assert any(
+            line.startswith(f"env {name}") and line.rstrip().endswith("OK")
+            for line in table.splitlines()
+        )
+    pool = next(line for line in table.splitlines() if line.startswith("inter-op pool"))
+    assert pool.rstrip().endswith("OK") and f" {inter} " in pool
+
+
+@pytest.mark.parametrize(("status", "verdict"), [(0, 0), (3, 1)])
+def test_verify_command_exit_status(tmp_path: Path, status: int, verdict: int) -> None:
+    command = [
+        *HWTUNE,
+        "exec",
+        "--",
+        PYTHON,
+        "-c",
+        f"import time; time.sleep(0.5); exit({status})",
+    ]
+    result = subprocess.run(
+        [*HWTUNE, "verify", "--", *command],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=60,
+    )
+    assert result.returncode == verdict, result.stdout + result.stderr
+    assert "DIFFERENT" not in result.stdout
+    assert ("exited with status 3" in result.stderr) == (status == 3)
+
+
+def test_verify_plain_command_lacks_the_profile(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*HWTUNE, "verify", "--", PYTHON, "-c", "import time; time.sleep(0.5)"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=60,
+    )
+    assert result.returncode == 5 and "(unset)" in result.stdout
