@@ -29,15 +29,15 @@ _LAZY = {
     "HwtuneError": "hwtune.errors",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["Hardware", "HwtuneError", "Profile", "__version__", "configure", "detect", "plan"]
 
 if TYPE_CHECKING:
-    from hwtune.probes import detect
-    from hwtune.errors import HwtuneError
-    from hwtune.models.hardware import Hardware
-    from hwtune.models.profile import Profile
-    from hwtune.planner import plan
-    from hwtune.runtime import configure
+    from hwtune.errors import HwtuneError as HwtuneError
+    from hwtune.models.hardware import Hardware as Hardware
+    from hwtune.models.profile import Profile as Profile
+    from hwtune.planner import plan as plan
+    from hwtune.probes import detect as detect
+    from hwtune.runtime import configure as configure
 
 
 def __getattr__(name: str) -> Any:
