@@ -1,0 +1,70 @@
+"""`hwtune nfd`: write the Node Feature Discovery feature file once (`features.d/hwtune`).
+
+Exit status: 0 when written (or printed with `--print`); 1 when the directory cannot be
+written or `--root` is not a directory; 2 on a bad command line. For a file that follows the
+machine as it changes, run `hwtune daemon --nfd` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hwtune.cli import Environment
+from hwtune.errors import ApplyError, HwtuneError
+from hwtune.status import ExitStatus
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from hwtune.nfd import DEFAULT_DIR
+
+    parser.add_argument("--output", metavar="DIR", default=DEFAULT_DIR,
+                        help=f"NFD's features.d directory (default {DEFAULT_DIR})")
+    parser.add_argument("--root", metavar="DIR", default="/",
+                        help="describe a tree laid out like / (a `hwtune snapshot`)")
+    parser.add_argument("--ttl", metavar="SECONDS", type=float, default=None,
+                        help="add `# +expiry-time=` this far ahead, so NFD drops the labels if "
+                        "nothing rewrites the file (default: no expiry)")
+    parser.add_argument("--print", action="store_true", dest="print_only",
+                        help="print the file instead of writing it")
+
+
+def run(args: argparse.Namespace, env: Environment) -> int:
+    from hwtune import nfd
+    from hwtune.probes import detect
+
+    root = Path(args.root)
+    if not root.is_dir():
+        raise HwtuneError(f"--root {args.root}: not a directory",
+                          hint="give / or a directory made by `hwtune snapshot DIR`")
+    if args.ttl is not None and not 0 < args.ttl < 10 * 365 * 86400:  # refuses nan, inf
+        raise HwtuneError(f"--ttl {args.ttl:g}: must be a positive number of seconds")
+    hardware = detect(root)
+    profile = None
+    try:
+        from hwtune.apply.source import plan_for
+
+        profile = plan_for({}, env.environ, hardware=hardware).profile
+    except HwtuneError as err:  # labels from the hardware alone are still worth writing
+        print(f"hwtune nfd: note: no profile labels: {err.message}", file=env.stderr)
+    now = datetime.now(timezone.utc)
+    text = nfd.render(
+        nfd.labels(hardware, profile),
+        expiry=nfd.expiry_after(now, args.ttl) if args.ttl else None,
+        generated=now,
+    )
+    if args.print_only:
+        env.stdout.write(text)
+        return ExitStatus.SUCCESS
+    try:
+        path = nfd.write_feature_file(args.output, text)
+    except ValueError as err:
+        raise HwtuneError(str(err)) from err
+    except ApplyError:  # names the file and the reason already
+        raise
+    except OSError as err:
+        raise HwtuneError(f"cannot write to {args.output}: {err}",
+                          hint="create the directory, or run as root") from err
+    print(f"wrote {path}", file=env.stdout)
+    return ExitStatus.SUCCESS

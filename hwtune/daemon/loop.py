@@ -1,0 +1,365 @@
+"""The daemon's loop: detect → plan → apply, then wait for an input to change, and again.
+
+One thread, one `select()`: on the signal wake-up pipe (SIGTERM, SIGINT, SIGHUP), on the
+inotify descriptor, with a timeout that is the next of: the poll interval, the watchdog ping,
+the NFD file refresh. Nothing is done while nothing changes but reading a few dozen small files
+once per interval.
+
+Failure policy: a config file that does not parse, a plan or an apply that raises, or a probe
+that fails where it did not before (a new `ProbeIssue` that says the probe crashed or read a
+malformed file, compared with the last applied detection) leaves the last good profile in
+place; the problem goes to `STATUS=` and the log, and every interval the daemon tries again,
+so fixing the input is enough to recover. SIGHUP re-reads everything and accepts the detection
+as it is (issues included) as the new baseline. Other new issues (a CPU taken offline makes the
+CPU probe say that it counted only the online ones) describe the machine as it now is: they are
+applied like any change and named in the log line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import FrameType
+from typing import TextIO
+
+from hwtune.daemon import changes
+from hwtune.daemon.inputs import config_paths, plan_inputs, site_directories, tuned_directory
+from hwtune.daemon.sdnotify import Notifier, monotonic_usec, watchdog_interval
+from hwtune.daemon.watch import Watcher
+from hwtune.errors import HwtuneError
+from hwtune.models.hardware import Hardware, ProbeIssue
+from hwtune.models.profile import Profile
+
+# After an inotify event, wait this long for the writer to finish (an editor writes, renames
+# and chmods in quick succession) before fingerprinting, so one edit is one re-plan.
+SETTLE_S = 0.05
+# NFD re-reads features.d every core.sleepInterval, 60 s by default (NFD docs, "nfd-worker
+# configuration"); an expiry of at least two of those, refreshed at half-life, means the labels
+# never lapse while the daemon runs and disappear within ~3 minutes when it stops.
+NFD_MIN_TTL_S = 120.0
+NFD_TTL_INTERVALS = 4
+
+
+class _Stop(BaseException):
+    """Raised from the SIGTERM handler to abandon a detection in progress (not an Exception,
+    so that no probe's `except Exception` swallows it)."""
+
+
+@dataclass
+class DaemonOptions:
+    root: Path
+    output: Path
+    interval: float
+    nfd_dir: Path | None = None
+    use_inotify: bool = True
+
+
+@dataclass(frozen=True)
+class _Good:
+    hardware: Hardware
+    profile: Profile
+    at: float  # time.time() of the apply
+
+
+def _issue_key(issue: ProbeIssue) -> tuple[str, str, str | None]:
+    return issue.probe, issue.reason, issue.path
+
+
+def _is_failure(issue: ProbeIssue) -> bool:
+    """A probe that crashed (detect() records those as "probe failed unexpectedly") or read a
+    malformed file (an issue with a line number): its facts are fallbacks, not the machine.
+    Other issues describe the machine as it is (a CPU offline, no NUMA information) and are
+    applied like any other change."""
+    return issue.line is not None or issue.reason.startswith("probe failed unexpectedly")
+
+
+def _describe_issue(issue: ProbeIssue) -> str:
+    where = f" ({issue.path}{f':{issue.line}' if issue.line else ''})" if issue.path else ""
+    return f"probe {issue.probe}: {issue.reason}{where}"
+
+
+class Daemon:
+    def __init__(
+        self,
+        options: DaemonOptions,
+        environ: Mapping[str, str],
+        log: TextIO,
+        notifier: Notifier | None = None,
+    ) -> None:
+        from hwtune.probes import is_live
+
+        self.options = options
+        self.environ = environ
+        self.log_stream = log
+        self.notifier = notifier or Notifier.from_environ(environ)
+        self.live = is_live(options.root)
+        self.config_files = config_paths(environ)
+        self.good: _Good | None = None
+        self.error: str | None = None
+        self.status = "starting"
+        self.cycles = 0
+        # sd-daemon(3) "<N>" priority prefixes only when stderr goes to the journal, which
+        # systemd announces with $JOURNAL_STREAM (systemd.exec(5)).
+        self.journal = bool(environ.get("JOURNAL_STREAM"))
+        self._signals: list[int] = []
+        self._interruptible = False
+        self._watcher: Watcher | None = None
+        self._nfd_written_at = 0.0
+
+    # ------------------------------------------------------------------ output
+    def log(self, text: str, priority: int = 6) -> None:
+        prefix = f"<{priority}>" if self.journal else ""
+        # journald restarting or stderr closed must not end the daemon
+        with contextlib.suppress(OSError, ValueError):
+            print(f"{prefix}hwtune daemon: {text}", file=self.log_stream, flush=True)
+
+    def _status(self, text: str) -> None:
+        self.status = text
+        self.notifier.send(STATUS=text)
+
+    # ------------------------------------------------------------------ signals
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self._signals.append(signum)
+        if signum in (signal.SIGTERM, signal.SIGINT) and self._interruptible:
+            raise _Stop()
+
+    # ------------------------------------------------------------------ one cycle
+    def _inputs(self) -> None:
+        try:
+            inputs = plan_inputs(
+                self.options.root,
+                live=self.live,
+                config_files=self.config_files,
+                site_dirs=site_directories() if self.live else (),
+                tuned_dir=tuned_directory(self.environ),
+            )
+        except Exception as err:  # noqa: BLE001 - keep watching what was watched before
+            self.log(f"cannot list the inputs to watch: {type(err).__name__}: {err}", 4)
+            if self._watcher is not None:
+                return
+            inputs = []
+        if self._watcher is None:
+            self._watcher = Watcher(inputs, use_inotify=self.options.use_inotify)
+            if self._watcher.note:
+                self.log(self._watcher.note, 5)
+        else:
+            self._watcher.set_inputs(inputs)
+
+    def _compute(self, accept_issues: bool) -> tuple[Hardware, Profile]:
+        """detect → plan; raises HwtuneError for what must keep the last good profile.
+
+        Planning goes through `hwtune.apply.source.plan_for`, the path `hwtune apply` takes
+        (config files, HWTUNE_* variables, measurements), so both write the same files."""
+        from hwtune.apply.source import plan_for
+        from hwtune.config import load_overrides
+        from hwtune.probes import detect
+
+        load_overrides(self.environ)  # a bad config file fails here, before detecting
+        self._interruptible = True
+        try:
+            hardware = detect(self.options.root)
+        finally:
+            self._interruptible = False
+        if self.good is not None and not accept_issues:
+            failed = [i for i in self._new_issues(hardware) if _is_failure(i)]
+            if failed:
+                more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+                raise HwtuneError(_describe_issue(failed[0]) + more)
+        return hardware, plan_for({}, self.environ, hardware=hardware).profile
+
+    def _new_issues(self, hardware: Hardware) -> list[ProbeIssue]:
+        known = {_issue_key(i) for i in self.good.hardware.issues} if self.good else set()
+        return [i for i in hardware.issues if _issue_key(i) not in known]
+
+    def cycle(self, trigger: list[str], *, accept_issues: bool = False) -> bool:
+        """One detect → plan → apply; True when the profile on disk is the machine's now."""
+        from hwtune.apply.outputs import apply_all
+
+        self.cycles += 1
+        try:
+            try:
+                hardware, profile = self._compute(accept_issues)
+            finally:
+                self._inputs()  # whatever happened, watch what the plan depends on now
+            apply_all(self.options.output, profile, hardware)
+        except HwtuneError as err:
+            self._fail(trigger, err.message)
+            return False
+        except Exception as err:  # noqa: BLE001 - a bug in one cycle must not end the daemon
+            self._fail(trigger, f"unexpected {type(err).__name__}: {err}")
+            return False
+        previous = self.good
+        notes = self._new_issues(hardware) if previous is not None else []
+        self.good = _Good(hardware, profile, time.time())
+        recovered = self.error is not None
+        self.error = None
+        if previous is None:
+            line = f"applied to {self.options.output}: {self._summary(profile)}"
+        else:
+            line = self._change_line(trigger, previous, hardware, profile)
+            if notes or recovered:
+                line = line or f"{', '.join(trigger)} changed: profile unchanged"
+            if notes:
+                line += "; note: " + "; ".join(_describe_issue(i) for i in notes)
+        if recovered:
+            line = f"recovered: {line}"
+        if line:  # nothing when an input's fingerprint moved but no fact or setting did
+            self.log(line)
+        self._write_nfd(force=True)
+        if self.error is None:
+            self._status(self._ok_status(line))
+        return True
+
+    def _change_line(
+        self, trigger: list[str], previous: _Good, hw: Hardware, profile: Profile
+    ) -> str:
+        hw_moved = changes.hardware_changes(previous.hardware, hw)
+        settings = changes.profile_changes(previous.profile, profile)
+        if not hw_moved and not settings:
+            return ""
+        return changes.summary(trigger, hw_moved, settings)
+
+    def _summary(self, profile: Profile) -> str:
+        intra, inter = profile.threads.intra_op.value, profile.threads.inter_op.value
+        return f"intra_op {intra}, inter_op {inter}, {len(profile.env)} env variables"
+
+    def _ok_status(self, line: str) -> str:
+        assert self.good is not None
+        return line or f"applied: {self._summary(self.good.profile)}"
+
+    def _fail(self, trigger: list[str], message: str) -> None:
+        changed = self.error != message
+        self.error = message
+        if self.good is not None:
+            kept = datetime.fromtimestamp(self.good.at).strftime("%H:%M:%S")
+            text = f"degraded: {message}; keeping the profile applied at {kept}"
+        else:
+            text = f"error: {message}; no profile applied"
+        if changed:  # once per distinct problem, not once per retry
+            self.log(f"{', '.join(trigger) or 'start'}: {text}", 3)
+        self._status(text)
+
+    # ------------------------------------------------------------------ NFD
+    def _nfd_ttl(self) -> float:
+        return max(NFD_MIN_TTL_S, NFD_TTL_INTERVALS * self.options.interval)
+
+    def _write_nfd(self, *, force: bool = False) -> None:
+        if self.options.nfd_dir is None or self.good is None:
+            return
+        now = time.time()
+        if not force and now - self._nfd_written_at < self._nfd_ttl() / 2:
+            return
+        from hwtune import nfd
+
+        moment = datetime.fromtimestamp(now, timezone.utc)
+        text = nfd.render(
+            nfd.labels(self.good.hardware, self.good.profile),
+            expiry=nfd.expiry_after(moment, self._nfd_ttl()),
+            generated=moment,
+        )
+        try:
+            nfd.write_feature_file(self.options.nfd_dir, text)
+        except (OSError, ValueError) as err:
+            self._fail(["nfd"], f"NFD feature file: {err}")
+            return
+        self._nfd_written_at = now
+
+    # ------------------------------------------------------------------ main loop
+    def run(self) -> int:
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        previous_fd = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        old_handlers = {s: signal.signal(s, self._on_signal) for s in handled}
+        try:
+            return self._serve(wake_r)
+        except _Stop:
+            return self._stop()
+        finally:
+            for s, handler in old_handlers.items():
+                signal.signal(s, handler)
+            signal.set_wakeup_fd(previous_fd)
+            os.close(wake_r)
+            os.close(wake_w)
+            if self._watcher is not None:
+                self._watcher.close()
+            self.notifier.close()
+
+    def _stop(self) -> int:
+        self.notifier.send(STOPPING=1, STATUS="stopping")
+        self.log("stopping", 6)
+        return 0
+
+    def _serve(self, wake_r: int) -> int:
+        interval = self.options.interval
+        if self.notifier.error:
+            self.log(self.notifier.error, 4)
+        self._status("starting: detecting hardware")
+        self.cycle(["start"])
+        self.notifier.send(READY=1, STATUS=self.status)  # once: applied, or the error
+        ping = watchdog_interval(self.environ)
+        now = time.monotonic()
+        next_poll = now + interval
+        next_ping = now if ping else float("inf")
+        while True:
+            if self._signals:
+                pending, self._signals = self._signals, []
+                if signal.SIGTERM in pending or signal.SIGINT in pending:
+                    return self._stop()
+                if signal.SIGHUP in pending:
+                    self.reload()
+                    next_poll = time.monotonic() + interval
+            now = time.monotonic()
+            if now >= next_ping and ping:
+                self.notifier.send(WATCHDOG=1)
+                next_ping = now + ping
+            if now >= next_poll:
+                self.poll()
+                self._write_nfd()
+                next_poll = time.monotonic() + interval
+            assert self._watcher is not None
+            fds = [wake_r]
+            inotify_fd = self._watcher.fileno()
+            if inotify_fd is not None:
+                fds.append(inotify_fd)
+            timeout = max(0.0, min(next_poll, next_ping) - time.monotonic())
+            try:
+                ready, _, _ = select.select(fds, [], [], timeout)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for safety
+                continue
+            if wake_r in ready:
+                _drain(wake_r)
+            if inotify_fd is not None and inotify_fd in ready and self._watcher.pending():
+                next_poll = min(next_poll, time.monotonic() + SETTLE_S)
+
+    def poll(self) -> None:
+        """Fingerprint the inputs; re-plan when one moved, or retry while degraded."""
+        assert self._watcher is not None
+        moved = self._watcher.changed()
+        if moved or self.error is not None:
+            self.cycle(moved or ["retry"])
+
+    def reload(self) -> None:
+        """SIGHUP: tell systemd, re-read config and hardware, accept them as the baseline."""
+        self.notifier.send(RELOADING=1, MONOTONIC_USEC=monotonic_usec(), STATUS="reloading")
+        self.log("reloading (SIGHUP)")
+        self.config_files = config_paths(self.environ)
+        from hwtune.planner.knowledge import default_knowledge
+
+        default_knowledge.cache_clear()  # user knowledge directories are re-read too
+        self.cycle(["reload"], accept_issues=True)
+        self.notifier.send(READY=1, STATUS=self.status)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass

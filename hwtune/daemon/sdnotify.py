@@ -1,0 +1,102 @@
+"""sd_notify(3) over a plain socket: READY=1, STATUS=, RELOADING=1, STOPPING=1, WATCHDOG=1.
+
+The protocol is a datagram of newline-separated `KEY=value` assignments sent to the AF_UNIX
+socket named by `$NOTIFY_SOCKET` (sd_notify(3), "Notes"; systemd's own reference client is
+about 15 lines of C in the man page). A name starting with '@' is an abstract socket: the '@'
+becomes a NUL byte. No libsystemd and no third-party package are needed, and nothing happens
+when `$NOTIFY_SOCKET` is unset (not started by systemd, or `Type=` is not notify).
+
+`RELOADING=1` must carry `MONOTONIC_USEC=` (the CLOCK_MONOTONIC time of the reload request)
+for `Type=notify-reload`, which systemd 253 added (systemd.service(5), "Type=notify-reload";
+sd_notify(3), "MONOTONIC_USEC=").
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+def socket_address(name: str) -> str | None:
+    """The `sendto` address for a `$NOTIFY_SOCKET` value; None for kinds not supported here.
+
+    `/path` is a file-system socket and `@name` an abstract one. systemd ≥254 also accepts
+    `vsock:CID:PORT` for VMs; hwtune runs on the host, so that is reported as unsupported.
+    """
+    if name.startswith("/"):
+        return name
+    if name.startswith("@") and len(name) > 1:
+        return "\0" + name[1:]
+    return None
+
+
+def monotonic_usec() -> int:
+    """CLOCK_MONOTONIC in microseconds, the clock systemd compares `MONOTONIC_USEC=` with."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+
+
+def watchdog_interval(environ: Mapping[str, str], pid: int | None = None) -> float | None:
+    """Seconds between `WATCHDOG=1` pings: half of `$WATCHDOG_USEC`, as sd_watchdog_enabled(3)
+    recommends; None when the watchdog is off or `$WATCHDOG_PID` names another process."""
+    raw = environ.get("WATCHDOG_USEC", "")
+    if not raw.isdigit() or int(raw) == 0:
+        return None
+    owner = environ.get("WATCHDOG_PID", "")
+    if owner and owner != str(os.getpid() if pid is None else pid):
+        return None
+    return int(raw) / 1e6 / 2
+
+
+@dataclass
+class Notifier:
+    """One datagram socket kept open for the process's life (no descriptor churn per message).
+
+    `send` never raises: a notification that cannot be delivered (socket gone, systemd
+    restarting) must not take the daemon down; the last error is kept in `error`.
+    """
+
+    address: str | None
+    error: str | None = None
+    _sock: socket.socket | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Notifier:
+        name = environ.get("NOTIFY_SOCKET", "")
+        if not name:
+            return cls(None)
+        address = socket_address(name)
+        if address is None:
+            return cls(None, error=f"NOTIFY_SOCKET={name!r} is not a unix socket; not notifying")
+        return cls(address)
+
+    @property
+    def enabled(self) -> bool:
+        return self.address is not None
+
+    def send(self, **fields: str | int) -> bool:
+        """Send `KEY=value` lines, e.g. `send(READY=1, STATUS="ok")`; True when delivered."""
+        if self.address is None:
+            return False
+        message = "\n".join(f"{key}={_one_line(str(value))}" for key, value in fields.items())
+        try:
+            if self._sock is None:
+                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+            self._sock.sendto(message.encode(), self.address)
+        except OSError as err:
+            self.error = f"sd_notify to {self.address.lstrip(chr(0))!r} failed: {err}"
+            return False
+        self.error = None
+        return True
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+def _one_line(value: str) -> str:
+    # A newline would start a new assignment; STATUS= texts are single lines by definition.
+    return " ".join(value.splitlines())

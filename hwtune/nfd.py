@@ -1,0 +1,226 @@
+"""Node Feature Discovery: the machine's TensorFlow-relevant facts as node labels.
+
+NFD's `local` feature source reads every file in
+`/etc/kubernetes/node-feature-discovery/features.d/` and turns each `<namespace>/<name>[=<value>]`
+line into a node label (the value defaults to "true"); lines starting with `#` are comments,
+except the directives `# +expiry-time=<RFC3339>` (the lines after it are dropped once that time
+has passed), `# +no-label` and `# +no-feature`. Files over 64 kB are ignored, dotfiles are
+skipped, and writers are told to write a dotfile and rename it so that NFD never reads half a
+file (kubernetes-sigs/node-feature-discovery, docs/usage/customization-guide.md, "Local feature
+source" and "Input format"; source/local/local.go: `parseFeatureFile`, `MaxFeatureFileSize`,
+the leading-dot skip in `getFeaturesFromFiles`).
+
+Label values must be valid Kubernetes label values: at most 63 characters of `[A-Za-z0-9._-]`,
+beginning and ending with an alphanumeric (Kubernetes docs, "Labels and Selectors", "Syntax and
+character set"; apimachinery `validation.IsValidLabelValue`). Names follow the same rule for the
+part after the prefix. `label_value` folds anything else into that alphabet.
+
+Rendering is pure (`labels(hw)`, `render(labels, expiry=…)`); `write_feature_file` is the one
+function that touches the disk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from hwtune.models.hardware import Gpu, Hardware
+from hwtune.models.profile import Profile
+
+PREFIX = "hwtune.io"
+FILE_NAME = "hwtune"
+DEFAULT_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
+MAX_FILE_BYTES = 65536  # local.go MaxFeatureFileSize: bigger files are ignored whole
+MAX_LABEL_LENGTH = 63  # Kubernetes label value and label name (after the prefix) limit
+
+# Instruction sets a TensorFlow build or kernel choice depends on: label -> kernel cpuinfo flag.
+# The kernel names are those of arch/x86/include/asm/cpufeatures.h and arm64's hwcap strings.
+ISA_LABELS: tuple[tuple[str, str], ...] = (
+    ("avx2", "avx2"),
+    ("fma", "fma"),
+    ("avx512", "avx512f"),
+    ("avx512-vnni", "avx512_vnni"),
+    ("avx512-bf16", "avx512_bf16"),
+    ("avx512-fp16", "avx512_fp16"),
+    ("avx-vnni", "avx_vnni"),
+    ("amx", "amx_tile"),
+    ("amx-bf16", "amx_bf16"),
+    ("amx-int8", "amx_int8"),
+    ("amx-fp16", "amx_fp16"),
+    ("sve", "sve"),
+    ("sve2", "sve2"),
+    ("arm-bf16", "bf16"),
+    ("arm-i8mm", "i8mm"),
+)
+
+_NOT_ALLOWED = re.compile(r"[^A-Za-z0-9._-]+")
+_EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+VALID_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def label_value(raw: object) -> str:
+    """`raw` as a valid label value: disallowed runs become '-', the ends are trimmed to an
+    alphanumeric, the length to 63. May return "" (a valid, empty value)."""
+    text = str(raw).lower() if isinstance(raw, bool) else str(raw)
+    text = _EDGE.sub("", _NOT_ALLOWED.sub("-", text))
+    return _EDGE.sub("", text[:MAX_LABEL_LENGTH])
+
+
+def nvlink_clique_size(gpus: Sequence[Gpu]) -> int:
+    """The most GPUs that all reach each other over NVLink (1 with no NVLink, 0 without GPUs).
+
+    An edge is a peer in `nvlink_peers` or a link whose kind is NV<n> (`nvidia-smi topo -m`),
+    in either direction. Bron–Kerbosch; a node has at most a few dozen GPUs.
+    """
+    indices = {g.index for g in gpus}
+    adjacent: dict[int, set[int]] = {i: set() for i in indices}
+    for gpu in gpus:
+        peers = set(gpu.nvlink_peers) | {
+            link.peer for link in gpu.links if link.kind.upper().startswith("NV")
+        }
+        for peer in peers & indices - {gpu.index}:
+            adjacent[gpu.index].add(peer)
+            adjacent[peer].add(gpu.index)
+    best = 0
+
+    def expand(clique: set[int], candidates: set[int], excluded: set[int]) -> None:
+        nonlocal best
+        if not candidates and not excluded:
+            best = max(best, len(clique))
+            return
+        for v in list(candidates):
+            expand(clique | {v}, candidates & adjacent[v], excluded & adjacent[v])
+            candidates = candidates - {v}
+            excluded = excluded | {v}
+
+    expand(set(), set(indices), set())
+    return best
+
+
+def _uniform(values: Sequence[str | None]) -> str | None:
+    distinct = {v for v in values if v}
+    return distinct.pop() if len(distinct) == 1 and all(values) else None
+
+
+def _cc_key(cc: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in cc.split("."))
+    except ValueError:
+        return (0,)
+
+
+def _gpu_labels(hw: Hardware) -> dict[str, object]:
+    gpus = hw.gpus
+    out: dict[str, object] = {"gpu-count": len(gpus)}
+    ccs = sorted({g.compute_capability for g in gpus if g.compute_capability}, key=_cc_key)
+    if ccs:
+        # The lowest capability is the one a CUDA build must include to run on every GPU here.
+        out["gpu-cc"] = ccs[0]
+        if len(ccs) > 1:
+            out["gpu-cc-max"] = ccs[-1]
+    product = _uniform([g.name for g in gpus])
+    if product:
+        out["gpu-product"] = product
+    family = _uniform([g.architecture.lower() if g.architecture else None for g in gpus])
+    if family:
+        out["gpu-family"] = family
+    memory = [g.memory_bytes for g in gpus if g.memory_bytes]
+    if memory:
+        out["gpu-memory-mib"] = min(memory) // (1 << 20)
+    if any(g.mig_enabled for g in gpus):
+        out["gpu-mig"] = True
+    if len(gpus) > 1:
+        out["nvlink-clique-size"] = nvlink_clique_size(gpus)
+    if hw.cuda_driver_version:
+        out["cuda-driver"] = hw.cuda_driver_version
+    return out
+
+
+def labels(hw: Hardware, profile: Profile | None = None) -> dict[str, str]:
+    """The labels for this machine, names without the prefix, values already sanitized.
+
+    Absent facts are left out rather than labelled "unknown", so that a node selector on
+    them does not match by accident; boolean ISA labels appear only when true, as NFD's own
+    `cpu-cpuid.*` labels do.
+    """
+    cpu = hw.cpu
+    raw: dict[str, object] = {"arch": cpu.arch}
+    if cpu.vendor:
+        raw["cpu-vendor"] = cpu.vendor
+    if cpu.microarch:
+        raw["cpu-microarch"] = cpu.microarch
+    if cpu.x86_64_level is not None:
+        raw["x86-64-level"] = cpu.x86_64_level
+    flags = set(cpu.flags)
+    for name, flag in ISA_LABELS:
+        if flag in flags:
+            raw[name] = True
+    if cpu.smt_enabled is not None:
+        raw["smt"] = cpu.smt_enabled
+    raw["effective-cpus"] = hw.limits.effective_cpus
+    if hw.numa:
+        raw["numa-nodes"] = len(hw.numa)
+    if hw.gpus:
+        raw.update(_gpu_labels(hw))
+    tf = hw.tensorflow
+    if tf is not None:
+        raw["tensorflow-version"] = tf.version
+        raw["tensorflow-distribution"] = tf.distribution
+        raw["tensorflow-cuda"] = tf.cuda_build
+        raw["tensorflow-runtime"] = tf.threading_runtime
+        if tf.onednn_default is not None:
+            raw["tensorflow-onednn"] = tf.onednn_default
+    if profile is not None and profile.precision.enabled:
+        raw["mixed-precision"] = profile.precision.enabled
+    result: dict[str, str] = {}
+    for name, value in raw.items():
+        text = label_value(value)
+        if text:
+            result[label_value(name)] = text
+    return result
+
+
+def rfc3339(moment: datetime) -> str:
+    """UTC, second precision, 'Z': the form Go's time.RFC3339 layout parses."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render(
+    found: Mapping[str, str], *, expiry: datetime | None = None, generated: datetime | None = None
+) -> str:
+    """The feature file text: a comment header, the expiry directive, one line per label."""
+    lines = ["# Node Feature Discovery labels written by hwtune (`hwtune nfd`, `hwtune daemon "
+             "--nfd`); rewritten atomically, do not edit."]
+    if generated is not None:
+        lines.append(f"# generated {rfc3339(generated)}")
+    if expiry is not None:
+        lines.append(f"# +expiry-time={rfc3339(expiry)}")
+    lines.extend(f"{PREFIX}/{name}={value}" for name, value in sorted(found.items()))
+    return "\n".join(lines) + "\n"
+
+
+def expiry_after(now: datetime, seconds: float) -> datetime:
+    return now + timedelta(seconds=seconds)
+
+
+def write_feature_file(
+    directory: str | os.PathLike[str], text: str, name: str = FILE_NAME
+) -> Path:
+    """Write `directory/name` atomically: a dotfile (which NFD skips), fsync, rename over the
+    old one, fsync the directory (`hwtune.apply.atomic.write_atomic`).
+
+    Raises ApplyError naming the file when it cannot be written, ValueError when the text
+    exceeds the 64 kB NFD reads.
+    """
+    from hwtune.apply.atomic import write_atomic
+
+    data = text.encode()
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"feature file is {len(data)} bytes; NFD ignores files over "
+                         f"{MAX_FILE_BYTES}")
+    target = Path(directory) / name
+    write_atomic(target, data, mode=0o644)
+    return target

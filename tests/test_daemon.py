@@ -1,0 +1,265 @@
+"""The real daemon, as a subprocess, on a host tree the test changes under it.
+
+Each test starts `python -m hwtune daemon --root TREE --output OUT --interval 0.2` with a
+NOTIFY_SOCKET bound here, changes the tree the way the kernel or an admin would, and waits for
+the applied files to follow. Waits are generous (a loaded CI machine); how fast the daemon
+follows is measured in bench/bench_daemon.py, not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.daemon_harness import (
+    WAIT_S,
+    DaemonProcess,
+    Host,
+    build_host,
+    env_value,
+    replace_file,
+    wait_for,
+)
+from tests.test_nfd import parse_feature_file
+
+INTRA = "TF_NUM_INTRAOP_THREADS"
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Host:
+    return build_host(tmp_path / "root")
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, host: Host) -> Iterator[DaemonProcess]:
+    process = DaemonProcess(tmp_path, host.root, tmp_path / "out")
+    yield process
+    process.close()
+
+
+def follows(d: DaemonProcess, name: str, value: str) -> None:
+    wait_for(lambda: env_value(d.output, name) == value,
+             f"{name}={value} in {d.output}/hwtune.dotenv; log:\n{d.log()}")
+
+
+def gpu_strategy(output: Path) -> tuple[object, tuple[int, ...]]:
+    profile = json.loads((output / "profile.json").read_text())
+    distribution = profile.get("distribution") or {}
+    return (distribution.get("strategy") or {}).get("value"), tuple(distribution.get("gpus", ()))
+
+
+def test_follows_cpu_quota_and_gpu_changes(daemon: DaemonProcess, host: Host) -> None:
+    daemon.start()
+    ready = daemon.wait_ready()
+    assert ready["STATUS"].startswith("applied"), ready
+    assert env_value(daemon.output, INTRA) == "24"  # 2 sockets x 12 cores, no quota
+
+    host.set_online("0-22")  # CPU 23 taken offline
+    follows(daemon, INTRA, "23")
+    host.set_quota(2.0)
+    follows(daemon, INTRA, "2")
+    host.set_quota(1.0)
+    follows(daemon, INTRA, "1")
+    line = daemon.wait_message(lambda m: "cpu quota 2.0→1.0" in m.get("STATUS", ""))["STATUS"]
+    assert "threads.intra_op 2→1" in line and f"env.{INTRA} 2→1" in line, line
+
+    assert gpu_strategy(daemon.output) == ("MirroredStrategy", (0, 1))
+    host.set_gpus(1)  # a GPU lost
+    wait_for(lambda: gpu_strategy(daemon.output)[1] == (0,), "one GPU in profile.json")
+    daemon.wait_message(lambda m: "gpus 2 (Tesla T4)→1 (Tesla T4)" in m.get("STATUS", ""))
+    log = daemon.log()
+    # One line per change, naming the fact and the settings that moved.
+    assert sum("online cpus 0-23→0-22" in ln for ln in log.splitlines()) == 1, log
+    assert sum("gpus 2 (Tesla T4)→1 (Tesla T4)" in ln for ln in log.splitlines()) == 1, log
+    assert daemon.count("READY") == 1
+
+    assert daemon.stop() == 0
+    assert daemon.messages[-1].get("STOPPING") == "1"
+
+
+def test_bad_config_keeps_the_last_profile_and_recovers(daemon: DaemonProcess) -> None:
+    daemon.start()
+    daemon.wait_ready()
+    before = (daemon.output / "hwtune.dotenv").read_text()
+    daemon.config.parent.mkdir(parents=True)
+    replace_file(daemon.config, "[threads]\nintra_op = 'many'\n")
+    status = daemon.wait_message(lambda m: m.get("STATUS", "").startswith("degraded"))["STATUS"]
+    assert str(daemon.config) in status and "keeping the profile" in status, status
+    assert (daemon.output / "hwtune.dotenv").read_text() == before
+    assert daemon.proc is not None and daemon.proc.poll() is None  # still running
+
+    replace_file(daemon.config, "[threads]\nintra_op = 3\n")
+    follows(daemon, INTRA, "3")
+    daemon.wait_message(lambda m: m.get("STATUS", "").startswith("recovered"))
+    assert "recovered" in daemon.log()
+    assert daemon.count("READY") == 1
+    assert daemon.stop() == 0
+
+
+def test_failing_probe_keeps_the_last_profile_and_recovers(
+    daemon: DaemonProcess, host: Host
+) -> None:
+    daemon.start()
+    daemon.wait_ready()
+    membership = host.root / "proc/self/cgroup"
+    good = membership.read_text()
+    # A torn write of the cgroup membership: the limits cannot be found, so planning from it
+    # would drop the cgroup limits; the daemon must keep the profile it has.
+    host.set_quota(2.0)
+    follows(daemon, INTRA, "2")
+    before = (daemon.output / "hwtune.dotenv").read_text()
+    replace_file(membership, "7:memory:/job\n5:cpuset\n")
+    status = daemon.wait_message(lambda m: m.get("STATUS", "").startswith("degraded"))["STATUS"]
+    assert "probe cgroup" in status and "proc/self/cgroup:2" in status, status
+    assert (daemon.output / "hwtune.dotenv").read_text() == before
+    replace_file(membership, good)
+    host.set_quota(3.0)
+    follows(daemon, INTRA, "3")
+    assert daemon.stop() == 0
+
+
+def test_start_with_a_bad_config_reports_then_applies(tmp_path: Path, host: Host) -> None:
+    d = DaemonProcess(tmp_path, host.root, tmp_path / "out")
+    try:
+        d.config.parent.mkdir(parents=True)
+        d.config.write_text("mode = 'fastest'\n")
+        d.start()
+        ready = d.wait_ready()  # READY=1 after the first attempt, with the error in STATUS=
+        assert ready["STATUS"].startswith("error:") and "fastest" in ready["STATUS"], ready
+        assert not (d.output / "hwtune.dotenv").exists()
+        replace_file(d.config, "mode = 'latency'\n")
+        wait_for(lambda: env_value(d.output, INTRA) is not None, "a first profile")
+        assert d.count("READY") == 1
+        assert d.stop() == 0
+    finally:
+        d.close()
+
+
+def test_sighup_reloads(daemon: DaemonProcess) -> None:
+    daemon.start()
+    daemon.wait_ready()
+    daemon.config.parent.mkdir(parents=True)
+    # Written while the daemon cannot see it (same content signature race is not the point):
+    # SIGHUP must re-read it regardless.
+    daemon.config.write_text("[threads]\ninter_op = 1\nintra_op = 5\n")
+    mark = len(daemon.messages)
+    daemon.signal(signal.SIGHUP)
+    reloading = daemon.wait_message(lambda m: m.get("RELOADING") == "1", after=mark)
+    assert int(reloading["MONOTONIC_USEC"]) > 0
+    index = daemon.messages.index(reloading)
+    daemon.wait_message(lambda m: m.get("READY") == "1", after=index + 1)
+    assert env_value(daemon.output, INTRA) == "5"
+    assert daemon.stop() == 0
+
+
+def test_sigint_stops_cleanly(daemon: DaemonProcess) -> None:
+    daemon.start()
+    daemon.wait_ready()
+    daemon.signal(signal.SIGINT)
+    assert daemon.proc is not None and daemon.proc.wait(WAIT_S) == 0
+    daemon.drain()
+    assert any(m.get("STOPPING") == "1" for m in daemon.messages)
+    assert "Traceback" not in daemon.log()
+
+
+def test_sigterm_during_the_first_detection_exits_zero(daemon: DaemonProcess) -> None:
+    daemon.start()
+    # STATUS=starting is sent once the handlers are in place, right before detect() runs.
+    daemon.wait_message(lambda m: m.get("STATUS", "").startswith("starting"))
+    daemon.signal(signal.SIGTERM)
+    assert daemon.proc is not None and daemon.proc.wait(WAIT_S) == 0
+    assert "Traceback" not in daemon.log()
+
+
+def test_polling_alone_notices_changes(tmp_path: Path, host: Host) -> None:
+    d = DaemonProcess(tmp_path, host.root, tmp_path / "out", extra_args=("--poll-only",))
+    try:
+        d.start()
+        d.wait_ready()
+        assert "polling only" in d.log()
+        host.set_quota(4.0)
+        follows(d, INTRA, "4")
+        assert d.stop() == 0
+    finally:
+        d.close()
+
+
+def test_watchdog_pings_only_for_this_pid(tmp_path: Path, host: Host) -> None:
+    mine = DaemonProcess(tmp_path / "a", host.root, tmp_path / "a/out",
+                         extra_env={"WATCHDOG_USEC": "300000"})
+    other = None
+    try:
+        mine.start()
+        mine.wait_ready()
+        mine.wait_message(lambda m: m.get("WATCHDOG") == "1")
+        mark = len(mine.messages)
+        mine.wait_message(lambda m: m.get("WATCHDOG") == "1", after=mark)  # and again
+        assert mine.stop() == 0
+        other = DaemonProcess(tmp_path / "b", host.root, tmp_path / "b/out",
+                              extra_env={"WATCHDOG_USEC": "300000", "WATCHDOG_PID": "1"})
+        other.start()
+        other.wait_ready()
+        host.set_quota(3.0)  # let a few watchdog periods pass while something happens
+        follows(other, INTRA, "3")
+        assert other.stop() == 0
+        assert other.count("WATCHDOG") == 0
+    finally:
+        mine.close()
+        if other is not None:
+            other.close()
+
+
+def _tensorflow_snapshot(root: Path) -> dict[str, Any] | None:
+    """This interpreter's TensorFlow, saved into the tree as `hwtune snapshot` does; None
+    where no TensorFlow is installed (the upgrade step is then skipped)."""
+    from hwtune.probes.issues import IssueLog
+    from hwtune.probes.tensorflow import SNAPSHOT_FILE, save_tf_snapshot
+
+    save_tf_snapshot(root, IssueLog())
+    data: dict[str, Any] = json.loads((root / SNAPSHOT_FILE).read_text())
+    return data if data.get("install") else None
+
+
+def test_nfd_file_follows_the_machine(tmp_path: Path, host: Host) -> None:
+    features = tmp_path / "features.d"
+    features.mkdir()
+    tf_snapshot = _tensorflow_snapshot(host.root)
+    d = DaemonProcess(tmp_path, host.root, tmp_path / "out",
+                      extra_args=("--nfd", "--nfd-dir", str(features)))
+    try:
+        d.start()
+        d.wait_ready()
+        now = datetime.now(timezone.utc)
+
+        def labels() -> dict[str, str]:
+            return parse_feature_file((features / "hwtune").read_text(), now)
+
+        first = labels()
+        assert first["hwtune.io/effective-cpus"] == "24"
+        assert first["hwtune.io/gpu-count"] == "2"
+        assert first["hwtune.io/gpu-cc"] == "7.5"  # T4
+        host.set_quota(2.0)
+        wait_for(lambda: labels().get("hwtune.io/effective-cpus") == "2", "effective-cpus=2")
+        if tf_snapshot is not None:  # an upgrade in place: the dist-info carries the version
+            assert first["hwtune.io/tensorflow-version"] == tf_snapshot["install"]["version"]
+            tf_snapshot["install"]["version"] = "2.99.0"
+            replace_file(host.root / "tensorflow.json", json.dumps(tf_snapshot))
+            wait_for(lambda: labels().get("hwtune.io/tensorflow-version") == "2.99.0",
+                     "tensorflow-version=2.99.0")
+            assert "→" in d.wait_message(
+                lambda m: "tensorflow" in m.get("STATUS", "") and "2.99.0" in m["STATUS"]
+            )["STATUS"]
+        text = (features / "hwtune").read_text()
+        expiry = next(ln for ln in text.splitlines() if ln.startswith("# +expiry-time="))
+        when = datetime.strptime(expiry.split("=", 1)[1], "%Y-%m-%dT%H:%M:%SZ")
+        assert when.replace(tzinfo=timezone.utc) > datetime.now(timezone.utc)
+        assert sorted(p.name for p in features.iterdir()) == ["hwtune"]
+        assert d.stop() == 0
+    finally:
+        d.close()
