@@ -1,0 +1,153 @@
+"""`hwtune tune`: measure settings on a workload, starting from the plan, and keep the best.
+
+    hwtune tune --workload builtin:cnn --allow-precision
+    hwtune tune --budget 900 -- python train.py --epochs 1     # prints hwtune-metric: …
+
+Exit status: 0 when a result was found (and stored, unless --no-store); 1 when the plan's own
+configuration fails, the budget ends before any comparison, or the result cannot be stored
+(nothing is stored then); 2 on a bad command line; 130 on Ctrl-C (trials are killed, nothing
+is stored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from hwtune.cli import Environment
+from hwtune.status import ExitStatus
+
+_BUILTIN_HELP = (
+    "builtin:cnn (Keras CNN training), builtin:mlp (MLP training), builtin:matmul, "
+    "builtin:pipeline (tf.data); default builtin:cnn"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workload", metavar="builtin:NAME", help=_BUILTIN_HELP)
+    parser.add_argument(
+        "--budget", type=float, default=600.0, metavar="SECONDS",
+        help="wall-clock time the search may take (default 600)",
+    )
+    parser.add_argument(
+        "--trial-timeout", type=float, metavar="S",
+        help="kill a trial after S seconds (default: 600 for the first, then 5× its time)",
+    )
+    parser.add_argument(
+        "--allow-precision", action="store_true",
+        help="also try the eligible mixed-precision policy (changes numerics: bf16/fp16)",
+    )
+    parser.add_argument(
+        "--mode", choices=("throughput", "latency"),
+        help="default: the configured mode (config.toml, HWTUNE_MODE), else throughput",
+    )
+    parser.add_argument(
+        "--instances", type=int, metavar="N",
+        help="tune for N concurrent copies (default: searched in throughput mode)",
+    )
+    parser.add_argument("--name", help="store the result under this name (a user command)")
+    parser.add_argument(
+        "--metric", metavar="NAME",
+        help="the hwtune-metric to maximise (default: the first one the command prints)",
+    )
+    parser.add_argument(
+        "--time-whole", action="store_true",
+        help="the command prints no metric: time each run as a whole (runs per second)",
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=3.0, metavar="S",
+        help="measurement window of a built-in workload per trial (default 3)",
+    )
+    parser.add_argument("--max-repeats", type=int, default=4, help="trials per arm in a race")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the trial order")
+    parser.add_argument("--no-store", action="store_true", help="report only, store nothing")
+    parser.add_argument(
+        "--dry-run", action="store_true",
+        help="show the plan's configuration and the space to search; run nothing",
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+        help="your workload; it prints `hwtune-metric: NAME=VALUE` (higher is better)",
+    )
+
+
+def run(args: argparse.Namespace, env: Environment) -> int:
+    from hwtune.config import load_overrides
+    from hwtune.errors import ConfigError
+    from hwtune.probes import detect
+    from hwtune.tune.progress import Progress
+    from hwtune.tune.tuner import TuneRequest, tune
+    from hwtune.tune.workloads import resolve
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.budget <= 0 or (args.trial_timeout is not None and args.trial_timeout <= 0):
+        raise ConfigError("--budget and --trial-timeout must be positive")
+    workload = resolve(
+        args.workload, command, name=args.name, metric=args.metric,
+        time_whole=args.time_whole, seconds=args.seconds,
+    )
+    overrides = load_overrides(env.environ)
+    request = TuneRequest(
+        workload=workload,
+        budget_s=args.budget,
+        trial_timeout_s=args.trial_timeout,
+        allow_precision=args.allow_precision,
+        mode=args.mode or overrides.mode or "throughput",
+        instances=args.instances,
+        store=not args.no_store,
+        seed=args.seed,
+        max_repeats=max(2, args.max_repeats),
+    )
+    hw = detect()
+    if args.dry_run:
+        return _dry_run(hw, request, overrides, env, as_json=args.json)
+    progress = Progress(env.stderr, bool(getattr(env.stderr, "isatty", lambda: False)()))
+    try:
+        report = tune(hw, request, environ=env.environ, overrides=overrides, on_trial=progress)
+    finally:
+        progress.finish()
+    if args.json:
+        env.stdout.write(json.dumps(report.as_json(), indent=2) + "\n")
+    else:
+        from hwtune.tune.report import render_report
+
+        env.stdout.write(render_report(report))
+    return ExitStatus.SUCCESS
+
+
+def _dry_run(hw: Any, request: Any, overrides: Any, env: Environment, *, as_json: bool) -> int:
+    from hwtune.tune.config import to_json
+    from hwtune.tune.tuner import prepare
+
+    start, space, fingerprint = prepare(hw, request, overrides)
+    grid = list(space.grid())
+    if as_json:
+        data = {
+            "fingerprint": fingerprint,
+            "workload": request.workload.key,
+            "start": to_json(start),
+            "neighbors": [to_json(c) for c in space.neighbors(start)],
+            "grid": [to_json(c) for c in grid],
+        }
+        env.stdout.write(json.dumps(data, indent=2) + "\n")
+        return ExitStatus.SUCCESS
+    lines = [
+        f"hwtune tune --dry-run: {request.workload.display}, hardware {fingerprint}",
+        f"  start (the plan): {start.label()}",
+        f"  instances: {', '.join(str(k) for k in space.bases)}",
+    ]
+    for count in space.bases:
+        lines.append(
+            f"  ×{count}: intra-op {list(space.intra[count])}, inter-op {list(space.inter[count])}"
+        )
+    lines += [
+        f"  oneDNN {list(space.onednn)}, XLA {list(space.jit)}, precision {list(space.precision)}",
+        f"  {len(grid)} configurations in the grid; the search starts with "
+        f"{len(space.neighbors(start))} neighbours of the plan",
+    ]
+    env.stdout.write("\n".join(lines) + "\n")
+    return ExitStatus.SUCCESS

@@ -1,0 +1,52 @@
+"""Built-in workload `cnn`: Keras training of a small convolutional net on synthetic images.
+
+32×32×3 inputs, three conv blocks and a dense head (a CIFAR-10-sized model), batch 64. The data
+is one in-memory batch repeated, so the input pipeline costs nothing and the number measured is
+the training step: convolutions, where oneDNN, threads and bf16 matter most.
+"""
+
+from __future__ import annotations
+
+from hwtune.tune.builtin import _harness
+
+BATCH = 64
+
+
+def main() -> None:
+    args = _harness.parse_args(__doc__ or "")
+    batch = args.batch or BATCH
+    policy = _harness.apply_precision()
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    images = rng.random((batch, 32, 32, 3), dtype=np.float32)
+    labels = rng.integers(0, 10, size=(batch,))
+    data = tf.data.Dataset.from_tensors((images, labels)).repeat()
+    model = keras.Sequential(
+        [
+            keras.Input((32, 32, 3)),
+            keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+            keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(128, 3, padding="same", activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(128, activation="relu"),
+            # The softmax stays float32 under mixed precision, as the Keras guide advises.
+            keras.layers.Dense(10, dtype="float32"),
+        ]
+    )
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=_harness.jit_setting(),
+    )
+    rate = _harness.keras_fit_rate(model, data, batch, args)
+    _harness.report(rate, policy=policy, jit=model.jit_compile)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""The human report of `hwtune tune` (the `--json` one is TuneReport.as_json)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from hwtune.tune.progress import clock_text
+from hwtune.tune.space import changed
+from hwtune.tune.tuner import TuneReport
+
+
+def _value(value: object, metric: object) -> str:
+    return f"{value:,.1f} {metric}" if isinstance(value, float) else "not measured"
+
+
+def render_report(report: TuneReport) -> str:
+    outcome, record = report.outcome, report.record
+    request = report.request
+    metric = record.get("metric") or "per second"
+    stopped = {
+        "converged": "converged (no neighbour clearly better)",
+        "budget": "stopped by the budget",
+    }.get(outcome.stopped, outcome.stopped)
+    lines = [
+        f"hwtune tune: {request.workload.display} — {request.mode} mode, "
+        f"hardware {report.fingerprint}",
+        f"  {len(outcome.trials)} trials in {clock_text(outcome.elapsed_s)} "
+        f"(budget {clock_text(request.budget_s)}) over a space of {report.space.size()} "
+        f"configurations; {stopped}; noise ±{outcome.noise:.1%}",
+        f"  plan:  {outcome.start.label():<48} {_value(record.get('start_median'), metric)}",
+        f"  best:  {outcome.best.label():<48} {_value(record.get('best_median'), metric)}",
+    ]
+    moved = changed(outcome.start, outcome.best)
+    if moved:
+        confirmed = outcome.confirmation
+        interval = (
+            f", 95% interval {confirmed.low:.2f}-{confirmed.high:.2f}× re-measured"
+            if confirmed
+            else ""
+        )
+        lines.append(
+            f"         {outcome.ratio:.2f}× over the rule's choice{interval} "
+            f"(changed: {', '.join(moved)})"
+        )
+    else:
+        lines.append("         the plan's choice held: no change was clearly better")
+    if outcome.failures:
+        lines.append(f"  {len(outcome.failures)} failed trial(s), never counted:")
+        for trial in outcome.failures:
+            lines.append(f"    {trial.config.label()}: {trial.failure}")
+            if trial.stderr_tail:
+                lines.append(textwrap.indent(trial.stderr_tail, "      | "))
+    if report.path is not None:
+        lines.append(f"  stored: {report.path}")
+        lines.append(
+            f"  `hwtune plan/apply` and hwtune.configure() now use it "
+            f"(workload {request.workload.key})"
+        )
+    else:
+        lines.append("  not stored (--no-store)")
+    return "\n".join(lines) + "\n"

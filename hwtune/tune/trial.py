@@ -1,0 +1,234 @@
+"""Run one trial: the workload in fresh processes with one configuration, and what it reported.
+
+TensorFlow fixes its thread pools, oneDNN switch and XLA flags when a process starts, so every
+trial is a new process (or, for N instances, N concurrent processes, each pinned to its slice
+of CPUs, whose throughputs add up). A trial fails when a process exits non-zero or by a signal,
+outlives the per-trial timeout (its whole process group is then killed), or prints no usable
+metric; the failure keeps the tail of its stderr for the report, and never yields a value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from hwtune.tune.config import TrialConfig, trial_env
+from hwtune.tune.workloads import Workload
+
+# `hwtune-metric: name=value` on a line of its own (surrounding blanks allowed).
+METRIC_LINE = re.compile(
+    r"^[ \t]*hwtune-metric:[ \t]*([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(\S+)[ \t]*$", re.MULTILINE
+)
+TAIL_LINES = 20
+TAIL_CHARS = 3000
+# Between SIGTERM and SIGKILL for a trial past its timeout: TensorFlow exits in well under a
+# second on SIGTERM; a workload that traps it gets this long.
+KILL_GRACE_S = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class TrialResult:
+    config: TrialConfig
+    value: float | None  # summed throughput of the instances; None when the trial failed
+    wall_s: float
+    failure: str | None = None  # "exited with status 1", "timed out after 30 s", …
+    stderr_tail: str = ""
+    metric: str | None = None  # the metric name read ("wall" when timed as a whole)
+    per_instance: tuple[float, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and self.value is not None
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Every `hwtune-metric:` line's value by name, the last one winning; unparseable values
+    are skipped (reported as a missing metric)."""
+    found: dict[str, float] = {}
+    for name, raw in METRIC_LINE.findall(text):
+        try:
+            found[name] = float(raw)
+        except ValueError:
+            continue
+    return found
+
+
+def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
+    kept = "\n".join(text.rstrip().splitlines()[-lines:])
+    return kept[-chars:]
+
+
+def _preexec(cpus: Sequence[int], cgroup_procs: Path | None) -> Callable[[], None]:
+    """Runs in the child between fork and exec: join the cgroup, then pin."""
+
+    def setup() -> None:
+        if cgroup_procs is not None:
+            with open(cgroup_procs, "w", encoding="ascii") as handle:
+                handle.write(str(os.getpid()))
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    return setup
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class TrialRunner:
+    """Runs trials of one workload; `environ` is the base environment (usually os.environ)."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        *,
+        environ: Mapping[str, str],
+        timeout_s: float,
+        cgroup_procs: Path | None = None,
+    ) -> None:
+        self.workload = workload
+        self.environ = dict(environ)
+        self.timeout_s = timeout_s
+        self.cgroup_procs = cgroup_procs
+        self.metric = workload.metric  # learnt from the first trial when the workload names none
+
+    def run(self, config: TrialConfig) -> TrialResult:
+        with tempfile.TemporaryDirectory(prefix="hwtune-trial-") as scratch:
+            return self._run(config, Path(scratch))
+
+    def _run(self, config: TrialConfig, scratch: Path) -> TrialResult:
+        barrier = scratch / "barrier"
+        barrier.mkdir()
+        procs: list[subprocess.Popen[bytes]] = []
+        outputs: list[tuple[IO[bytes], IO[bytes]]] = []
+        started = time.monotonic()
+        walls: list[float] = []
+        try:
+            for index in range(config.instances):
+                out: IO[bytes] = open(scratch / f"out.{index}", "w+b")  # noqa: SIM115
+                err: IO[bytes] = open(scratch / f"err.{index}", "w+b")  # noqa: SIM115
+                outputs.append((out, err))
+                cpus = config.cpus[index] if index < len(config.cpus) else ()
+                try:
+                    procs.append(
+                        subprocess.Popen(
+                            self.workload.argv,
+                            stdin=subprocess.DEVNULL,
+                            stdout=out,
+                            stderr=err,
+                            env=trial_env(config, index, self.environ, barrier=str(barrier)),
+                            cwd=self.workload.cwd,
+                            start_new_session=True,  # its own group: a timeout kills it all
+                            preexec_fn=_preexec(cpus, self.cgroup_procs),
+                        )
+                    )
+                except (OSError, subprocess.SubprocessError) as error:
+                    for proc in procs:
+                        _kill_group(proc)
+                    return TrialResult(
+                        config, None, time.monotonic() - started,
+                        failure=f"could not start {self.workload.argv[0]!r}: {error}",
+                    )
+            deadline = started + self.timeout_s
+            for proc in procs:
+                try:
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                    walls.append(time.monotonic() - started)
+                except subprocess.TimeoutExpired:
+                    for other in procs:
+                        _kill_group(other)
+                    _, err = outputs[procs.index(proc)]
+                    return TrialResult(
+                        config, None, time.monotonic() - started,
+                        failure=f"timed out after {self.timeout_s:.0f} s (per-trial timeout)",
+                        stderr_tail=tail(_read(err)),
+                    )
+        finally:
+            for proc in procs:
+                if proc.poll() is None:  # interrupted (Ctrl-C): leave no trial behind
+                    _kill_group(proc)
+        wall = time.monotonic() - started
+        try:
+            return self._collect(config, procs, outputs, walls, wall)
+        finally:
+            for out, err in outputs:
+                out.close()
+                err.close()
+
+    def _collect(
+        self,
+        config: TrialConfig,
+        procs: Sequence[subprocess.Popen[bytes]],
+        outputs: Sequence[tuple[IO[bytes], IO[bytes]]],
+        walls: Sequence[float],
+        wall: float,
+    ) -> TrialResult:
+        values: list[float] = []
+        metric_name = "wall" if self.workload.time_whole else self.metric
+        for index, proc in enumerate(procs):
+            out, err = outputs[index]
+            stderr = _read(err)
+            label = f"instance {index}: " if len(procs) > 1 else ""
+            if proc.returncode != 0:
+                return TrialResult(
+                    config, None, wall, failure=label + _describe_exit(proc.returncode),
+                    stderr_tail=tail(stderr),
+                )
+            if self.workload.time_whole:
+                values.append(1.0 / max(walls[index], 1e-9))
+                continue
+            metrics = parse_metrics(_read(out)) or parse_metrics(stderr)
+            if metric_name is None and metrics:
+                metric_name = next(iter(metrics))
+            value = metrics.get(metric_name) if metric_name else None
+            if value is None:
+                wanted = f"`hwtune-metric: {metric_name or '<name>'}=<value>`"
+                return TrialResult(
+                    config, None, wall, failure=f"{label}printed no {wanted} line",
+                    stderr_tail=tail(stderr),
+                )
+            if not (math.isfinite(value) and value > 0):
+                return TrialResult(
+                    config, None, wall,
+                    failure=f"{label}metric {metric_name}={value} is not a positive number",
+                    stderr_tail=tail(stderr),
+                )
+            values.append(value)
+        # From now on every trial must report the same metric (a user command's first one).
+        self.metric = metric_name
+        return TrialResult(
+            config, sum(values), wall, metric=metric_name, per_instance=tuple(values),
+            stderr_tail=tail(_read(outputs[0][1])),
+        )
+
+
+def _read(handle: IO[bytes]) -> str:
+    handle.flush()
+    handle.seek(0)
+    return handle.read().decode("utf-8", "replace")

@@ -1,0 +1,208 @@
+"""`tune()`: plan, build the space around the plan, search it with real trials, store the best.
+
+The library face of `hwtune tune`; the command adds argument parsing, the progress bar and the
+report. Nothing is stored unless the search compared configurations, and a failed trial never
+contributes a value (trial.py); the result is keyed by the plan's hardware fingerprint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hwtune import __version__
+from hwtune.errors import PlanError, TuneError
+from hwtune.models.hardware import Hardware
+from hwtune.models.profile import Intent, Mode, PrecisionIntent, Profile
+from hwtune.tune.config import TrialConfig, to_json
+from hwtune.tune.search import Search, SearchOutcome, SearchSettings
+from hwtune.tune.space import SearchSpace, build_space
+from hwtune.tune.store import save_result, settings_from_knobs
+from hwtune.tune.trial import TrialResult, TrialRunner
+from hwtune.tune.workloads import Workload
+
+# Until one trial has finished, its duration is unknown: the first trial may take this long.
+FIRST_TRIAL_TIMEOUT_S = 600.0
+# After it, a trial may take this many times the first one's wall time (at least the floor)
+# before it counts as hung: slower configurations exist (bf16 without oneDNN ran 40× slower
+# per step here, but the built-ins cap their warm-up by time, so a trial stays under ~3×).
+TIMEOUT_FACTOR = 5.0
+TIMEOUT_FLOOR_S = 60.0
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    workload: Workload
+    budget_s: float = 600.0
+    trial_timeout_s: float | None = None  # None: adaptive (see TIMEOUT_FACTOR)
+    allow_precision: bool = False
+    mode: Mode = "throughput"
+    instances: int | None = None  # fixed instance count; None: searched in throughput mode
+    store: bool = True
+    seed: int = 0
+    max_repeats: int = 4
+
+
+@dataclass
+class TuneReport:
+    request: TuneRequest
+    fingerprint: str
+    start: TrialConfig
+    space: SearchSpace
+    outcome: SearchOutcome
+    record: dict[str, Any]
+    path: Path | None  # where the result was stored; None with store=False
+
+    def as_json(self) -> dict[str, Any]:
+        outcome = self.outcome
+        return {
+            **self.record,
+            "stored": str(self.path) if self.path else None,
+            "space_size": self.space.size(),
+            "failures": [
+                {"config": to_json(t.config), "failure": t.failure, "stderr_tail": t.stderr_tail}
+                for t in outcome.failures
+            ],
+        }
+
+
+def instance_counts(hw: Hardware, request: TuneRequest) -> list[int]:
+    """The instance counts to search: the user's, 1 in latency mode, else 1, 2, 4 and the
+    NUMA node count, as far as physical cores allow (the planner refuses more)."""
+    if request.instances is not None:
+        return [request.instances]
+    if request.mode == "latency":
+        return [1]
+    cores = hw.cpu.physical_cores or len(hw.limits.usable_cpus) or 1
+    counts = {1, 2, 4, max(1, len(hw.numa))}
+    return sorted(count for count in counts if count <= cores)
+
+
+def plans_for(
+    hw: Hardware, request: TuneRequest, overrides: Any = None
+) -> dict[int, Profile]:
+    from hwtune.planner import plan
+
+    precision: PrecisionIntent = "auto" if request.allow_precision else "eligible"
+    plans: dict[int, Profile] = {}
+    for count in instance_counts(hw, request):
+        try:
+            plans[count] = plan(
+                hw, Intent(mode=request.mode, instances=count, precision=precision), overrides
+            )
+        except PlanError:
+            if count == (request.instances or 1):
+                raise
+    return plans
+
+
+def _intent_free(overrides: Any) -> Any:
+    """The user's overrides without the intent fields the tuner sets itself."""
+    if overrides is None:
+        return None
+    return dataclasses.replace(overrides, mode=None, instances=None, instance=None, precision=None)
+
+
+def prepare(
+    hw: Hardware, request: TuneRequest, overrides: Any = None
+) -> tuple[TrialConfig, SearchSpace, str]:
+    """(the plan's configuration, the space around it, the hardware fingerprint)."""
+    plans = plans_for(hw, request, _intent_free(overrides))
+    onednn_default = hw.tensorflow.onednn_default if hw.tensorflow else None
+    space = build_space(
+        plans,
+        budget_cpus=hw.limits.effective_cpus,
+        visible_cpus=len(hw.limits.usable_cpus) or hw.limits.effective_cpus,
+        allow_precision=request.allow_precision,
+        onednn_default=onednn_default,
+    )
+    first = request.instances or 1
+    return space.bases[first], space, plans[first].fingerprint
+
+
+class _AdaptiveTimeout:
+    """Wraps a runner: the first trial gets FIRST_TRIAL_TIMEOUT_S, later ones a multiple of it."""
+
+    def __init__(self, runner: TrialRunner, fixed: float | None) -> None:
+        self.runner = runner
+        self.fixed = fixed
+        runner.timeout_s = fixed or FIRST_TRIAL_TIMEOUT_S
+
+    def __call__(self, config: TrialConfig) -> TrialResult:
+        result = self.runner.run(config)
+        if self.fixed is None and result.ok and self.runner.timeout_s == FIRST_TRIAL_TIMEOUT_S:
+            self.runner.timeout_s = max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * result.wall_s)
+        return result
+
+
+def _median(outcome: SearchOutcome, config: TrialConfig) -> float | None:
+    values = [t.value for t in outcome.trials if t.ok and t.config == config and t.value]
+    return statistics.median(values) if values else None
+
+
+def tune(
+    hw: Hardware,
+    request: TuneRequest,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Any = None,
+    on_trial: Callable[[Search, TrialResult], None] | None = None,
+    cgroup_procs: Path | None = None,
+) -> TuneReport:
+    """Search `request.workload`'s best settings on `hw`, starting from the plan."""
+    env = dict(os.environ if environ is None else environ)
+    start, space, fingerprint = prepare(hw, request, overrides)
+    runner = TrialRunner(
+        request.workload, environ=env, timeout_s=FIRST_TRIAL_TIMEOUT_S, cgroup_procs=cgroup_procs
+    )
+    settings = SearchSettings(
+        budget_s=request.budget_s, seed=request.seed, max_repeats=request.max_repeats
+    )
+    search = Search(space, _AdaptiveTimeout(runner, request.trial_timeout_s), settings,
+                    on_trial=on_trial)
+    outcome = search.run(start)
+    if not any(race.rounds >= settings.min_repeats for race in outcome.races):
+        typical = outcome.measuring_s / max(1, len(outcome.trials))
+        raise TuneError(
+            f"--budget {request.budget_s:g} s was used up before any comparison finished "
+            f"({len(outcome.trials)} trial(s) of ~{typical:.0f} s)",
+            hint=f"give at least --budget {typical * 10:.0f}; nothing was stored",
+        )
+    precision_searched = len(space.precision) > 1
+    record: dict[str, Any] = {
+        "fingerprint": fingerprint,
+        "workload": request.workload.key,
+        "command": request.workload.display,
+        "mode": request.mode,
+        "ratio": round(outcome.ratio, 4),
+        # The ratio's 95% interval, when the plan and the best were re-measured side by side.
+        "ratio_interval": (
+            [round(outcome.confirmation.low, 4), round(outcome.confirmation.high, 4)]
+            if outcome.confirmation
+            else None
+        ),
+        "settings": settings_from_knobs(
+            outcome.best.knobs(), precision_searched=precision_searched
+        ),
+        "best": to_json(outcome.best),
+        "start": to_json(outcome.start),
+        "metric": next((t.metric for t in outcome.trials if t.ok), None),
+        "best_median": _median(outcome, outcome.best),
+        "start_median": _median(outcome, outcome.start),
+        "trials": len(outcome.trials),
+        "failed_trials": len(outcome.failures),
+        "measuring_s": round(outcome.measuring_s, 2),
+        "elapsed_s": round(outcome.elapsed_s, 2),
+        "budget_s": request.budget_s,
+        "stopped": outcome.stopped,
+        "noise": round(outcome.noise, 4),
+        "allow_precision": request.allow_precision,
+        "hwtune": __version__,
+    }
+    path = save_result(record, env) if request.store else None
+    return TuneReport(request, fingerprint, start, space, outcome, record, path)

@@ -1,0 +1,223 @@
+"""The tuner end to end on a synthetic workload: real subprocesses, a known objective.
+
+The workload is a tiny Python script whose throughput is a deterministic function of the
+trial's environment times a little real noise, so the best configuration is known and the
+search, its failure handling and the store can be checked without TensorFlow.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hwtune.tune.config import TrialConfig, trial_env
+from hwtune.tune.search import Search, SearchSettings
+from hwtune.tune.space import SearchSpace
+from hwtune.tune.store import load_measured
+from hwtune.tune.trial import TrialRunner
+from hwtune.tune.workloads import user_command
+from tests.conftest import run_cli
+
+
+def objective(env: dict[str, str]) -> float:
+    """Throughput by settings: intra=1, XLA on and bf16 each win; oneDNN off loses."""
+    intra = int(env.get("TF_NUM_INTRAOP_THREADS", "2"))
+    inter = int(env.get("TF_NUM_INTEROP_THREADS", "2"))
+    value = 1000.0 * {1: 1.25, 2: 1.0}.get(intra, 0.9) * (1.0 if inter == 1 else 0.97)
+    value *= 1.0 if env.get("TF_ENABLE_ONEDNN_OPTS", "1") == "1" else 0.7
+    value *= 1.3 if env.get("HWTUNE_TRIAL_JIT") == "on" else 1.0
+    value *= 1.5 if "bfloat16" in env.get("HWTUNE_TRIAL_PRECISION", "") else 1.0
+    instances = int(env.get("HWTUNE_TRIAL_INSTANCES", "1"))
+    return value * (1.0 if instances == 1 else 0.8 / instances)
+
+
+SCRIPT = (
+    "import os, random, sys, time\n"
+    + inspect.getsource(objective)
+    + textwrap.dedent(
+        """
+        env = dict(os.environ)
+        mode = env.get("SYNTH_FAIL_WHEN", "")
+        if mode and env.get(mode.split("=")[0]) == mode.split("=")[1]:
+            how = env["SYNTH_FAIL_HOW"]
+            if how == "crash":
+                raise RuntimeError("synthetic crash for " + mode)
+            if how == "hang":
+                open(env["SYNTH_PIDFILE"], "a").write(f"{os.getpid()}\\n")
+                print("hanging", file=sys.stderr, flush=True)
+                time.sleep(600)
+            if how == "silent":
+                print("finished, but forgot the metric", file=sys.stderr)
+                sys.exit(0)
+        noise = random.SystemRandom().lognormvariate(0, float(env.get("SYNTH_NOISE", "0.02")))
+        print(f"hwtune-metric: samples_per_sec={objective(env) * noise:.3f}")
+        """
+    )
+)
+
+START = TrialConfig(intra=2, inter=1, onednn=True, jit=False, precision=None, instances=1)
+SPACE = SearchSpace(
+    bases={1: START, 2: START.replace(intra=1, instances=2)},
+    intra={1: (1, 2), 2: (1,)},
+    inter={1: (1, 2), 2: (1, 2)},
+    precision=(None, "mixed_bfloat16"),
+)
+BEST = START.replace(intra=1, jit=True, precision="mixed_bfloat16")
+
+
+@pytest.fixture
+def synth(tmp_path: Path) -> Path:
+    script = tmp_path / "synth.py"
+    script.write_text(SCRIPT)
+    return script
+
+
+def true_value(config: TrialConfig) -> float:
+    """The objective without noise: each instance's throughput, summed."""
+    return sum(objective(trial_env(config, i, {})) for i in range(config.instances))
+
+
+def search(script: Path, seed: int = 0, timeout: float = 30.0, **environ: str) -> Search:
+    runner = TrialRunner(
+        user_command([sys.executable, "-I", "-S", str(script)]),
+        environ={**os.environ, **environ},
+        timeout_s=timeout,
+    )
+    return Search(SPACE, runner.run, SearchSettings(budget_s=120, seed=seed))
+
+
+def test_search_finds_the_best_in_fewer_trials_than_the_grid(synth: Path) -> None:
+    outcome = search(synth).run(START)
+    assert outcome.stopped == "converged"
+    assert outcome.best == BEST
+    grid = SPACE.size()
+    assert grid == 48
+    # The benchmark's oracle measures the grid 3 times; the climb spends well under half that.
+    assert len(outcome.trials) < grid
+    assert 1.9 < outcome.ratio < 2.6  # 1.25 × 1.3 × 1.5 = 2.44 by construction
+    assert outcome.failures == []
+
+
+def test_two_runs_pick_settings_within_three_percent(synth: Path) -> None:
+    first = search(synth, seed=1, SYNTH_NOISE="0.04").run(START).best
+    second = search(synth, seed=2, SYNTH_NOISE="0.04").run(START).best
+    assert true_value(first) == pytest.approx(true_value(second), rel=0.03)
+    assert true_value(first) >= 0.97 * true_value(BEST)
+
+
+def test_a_crashing_configuration_is_reported_and_never_chosen(synth: Path) -> None:
+    # XLA "crashes": the best configuration without it is intra=1, bf16.
+    outcome = search(
+        synth, SYNTH_FAIL_WHEN="HWTUNE_TRIAL_JIT=on", SYNTH_FAIL_HOW="crash"
+    ).run(START)
+    assert outcome.best == START.replace(intra=1, precision="mixed_bfloat16")
+    assert outcome.failures
+    for failure in outcome.failures:
+        assert failure.config.jit is True
+        assert failure.failure == "exited with status 1"
+        assert "RuntimeError: synthetic crash for HWTUNE_TRIAL_JIT=on" in failure.stderr_tail
+        assert failure.value is None
+
+
+def test_a_hanging_configuration_times_out_and_its_process_is_killed(
+    synth: Path, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "pids"
+    outcome = search(
+        synth, timeout=2, SYNTH_FAIL_WHEN="TF_NUM_INTRAOP_THREADS=1",
+        SYNTH_FAIL_HOW="hang", SYNTH_PIDFILE=str(pidfile),
+    ).run(START)
+    assert outcome.best.intra == 2
+    hung = [f for f in outcome.failures if f.config.intra == 1]
+    assert hung and all("timed out after 2 s" in (f.failure or "") for f in hung)
+    assert "hanging" in hung[0].stderr_tail
+    for pid in pidfile.read_text().split():
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)
+
+
+def test_a_configuration_without_metric_is_a_failure(synth: Path) -> None:
+    outcome = search(
+        synth, SYNTH_FAIL_WHEN="TF_ENABLE_ONEDNN_OPTS=0", SYNTH_FAIL_HOW="silent"
+    ).run(START)
+    silent = [f for f in outcome.failures if f.config.onednn is False]
+    assert silent
+    assert "printed no `hwtune-metric: samples_per_sec=<value>` line" in (silent[0].failure or "")
+    assert "forgot the metric" in silent[0].stderr_tail
+    assert outcome.best.onednn is True
+
+
+# -- the command, the store, and plan() picking the result up ------------------------------
+
+
+def tune_cli(script: Path, store: Path, *extra: str, **environ: str) -> tuple[int, str, str]:
+    env = {**os.environ, "HWTUNE_TUNED_DIR": str(store), **environ}
+    command = [sys.executable, "-I", "-S", str(script)]
+    result = run_cli(["tune", "--budget", "120", "--json", *extra, "--", *command], env)
+    return result.exit_status, result.stdout, result.stderr
+
+
+def test_cli_stores_the_result_and_plan_uses_it(synth: Path, tmp_path: Path) -> None:
+    store = tmp_path / "tuned"
+    status, out, _ = tune_cli(synth, store, "--name", "synth", "--allow-precision")
+    assert status == 0
+    report = json.loads(out)
+    assert report["workload"] == "synth" and report["failures"] == []
+    assert report["best"]["jit"] is True and report["best"]["precision"] == "mixed_bfloat16"
+    stored = Path(report["stored"])
+    assert stored.parent.parent == store and stored.is_file()
+
+    environ = {"HWTUNE_TUNED_DIR": str(store)}
+    measured = load_measured(report["fingerprint"], "synth", environ=environ)
+    assert measured["jit.level"].value == "autoclustering"
+    assert measured["precision.enabled"].value == "mixed_bfloat16"
+    assert all(s.source == "measured" for s in measured.values())
+    reason = f"measured: {report['ratio']:.2f}× over the rule's choice"
+    assert measured["jit.level"].reason == reason
+    # With no workload named, the newest result for the fingerprint is used.
+    assert load_measured(report["fingerprint"], environ=environ) == measured
+    assert load_measured(report["fingerprint"], "other", environ=environ) == {}
+    assert load_measured(report["fingerprint"], "synth", mode="latency", environ=environ) == {}
+
+    from hwtune.planner import plan
+    from hwtune.probes import detect
+
+    profile = plan(detect(), measured=measured, precision="auto")
+    assert profile.fingerprint == report["fingerprint"]
+    assert profile.jit.level.source == "measured"
+    assert profile.precision.enabled == "mixed_bfloat16"
+    assert profile.threads.intra_op.reason.startswith("measured: ")
+
+
+def test_cli_a_workload_that_always_crashes_stores_nothing(synth: Path, tmp_path: Path) -> None:
+    store = tmp_path / "tuned"
+    status, out, err = tune_cli(
+        synth, store, SYNTH_FAIL_WHEN="HWTUNE_TRIAL=1", SYNTH_FAIL_HOW="crash"
+    )
+    assert status == 1 and out == ""
+    assert "the plan's configuration (" in err and ") failed: exited with status 1" in err
+    assert "RuntimeError: synthetic crash" in err
+    assert not store.exists()
+
+
+def test_cli_no_metric_everywhere_suggests_time_whole(synth: Path, tmp_path: Path) -> None:
+    status, _, err = tune_cli(
+        synth, tmp_path / "tuned", SYNTH_FAIL_WHEN="HWTUNE_TRIAL=1", SYNTH_FAIL_HOW="silent"
+    )
+    assert status == 1
+    assert "printed no `hwtune-metric: <name>=<value>` line" in err
+    assert "--time-whole" in err
+
+
+def test_cli_rejects_a_workload_and_a_command_together(synth: Path) -> None:
+    result = run_cli(["tune", "--workload", "builtin:cnn", "--", sys.executable, str(synth)])
+    assert result.exit_status == 1
+    assert "either --workload or a command" in result.stderr
+    result = run_cli(["tune", "--workload", "builtin:nope"])
+    assert result.exit_status == 1 and "builtin:cnn, builtin:mlp" in result.stderr

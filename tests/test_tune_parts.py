@@ -1,0 +1,305 @@
+"""The tuner's parts: statistics, trial environment and failures, the space, the store."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hwtune.errors import TuneError
+from hwtune.tune.config import TrialConfig, from_json, to_json, trial_env
+from hwtune.tune.progress import Progress, render_line
+from hwtune.tune.stats import Blocked, compare, summarize
+from hwtune.tune.store import find_result, load_measured, result_path, save_result
+from hwtune.tune.trial import TrialResult, TrialRunner, parse_metrics
+from hwtune.tune.workloads import builtin, resolve, user_command
+from tests.conftest import DATA
+
+# -- statistics ---------------------------------------------------------------------------
+
+
+def test_summary_gives_median_and_relative_spread() -> None:
+    summary = summarize([100.0, 90.0, 110.0, 105.0, 95.0])
+    assert summary.median == 100.0
+    assert (summary.q1, summary.q3) == (95.0, 105.0)
+    assert summary.spread == pytest.approx(0.10)
+
+
+def test_compare_verdicts() -> None:
+    assert compare([130, 131, 129], [100, 101, 99]).verdict == "better"
+    assert compare([100, 101, 99], [130, 131, 129]).verdict == "worse"
+    assert compare([100.0, 100.5, 99.5, 100.2], [100.1, 99.8, 100.3, 100.0]).verdict == "same"
+    # 10% apart, but with 30% noise and two samples each: nobody can tell.
+    assert compare([110, 80], [100, 130]).verdict == "unclear"
+    assert compare([], [1.0]).verdict == "unclear"
+
+
+def test_blocked_design_removes_round_to_round_drift() -> None:
+    """B is 5% faster than A; the machine's load halves throughput from round to round.
+    Unblocked, the drift swamps the difference; blocked, it is plain."""
+    rng = random.Random(7)
+    design = Blocked()
+    a_values, b_values = [], []
+    for round_ in range(4):
+        load = 0.5**round_
+        a = 1000 * load * rng.lognormvariate(0, 0.01)
+        b = 1050 * load * rng.lognormvariate(0, 0.01)
+        design.add("A", round_, a)
+        design.add("B", round_, b)
+        a_values.append(a)
+        b_values.append(b)
+    assert compare(b_values, a_values).verdict == "unclear"
+    blocked = design.compare("B", "A")
+    assert blocked.verdict == "better"
+    assert blocked.ratio == pytest.approx(1.05, rel=0.02)
+    sigma, df = design.sigma()
+    assert df == 3 and sigma < 0.03
+
+
+# -- trials -------------------------------------------------------------------------------
+
+
+def test_parse_metrics_takes_the_last_value_of_each_name() -> None:
+    text = (
+        "epoch 1\nhwtune-metric: samples_per_sec=10\n  hwtune-metric: loss = 0.5 \n"
+        "hwtune-metric: samples_per_sec=12.5e1\nhwtune-metric: bad=fast\n"
+        "not a hwtune-metric: x=1\n"
+    )
+    assert parse_metrics(text) == {"samples_per_sec": 125.0, "loss": 0.5}
+
+
+def test_trial_env_replaces_what_hwtune_controls_and_keeps_the_rest() -> None:
+    base = {
+        "PATH": "/bin", "TF_NUM_INTRAOP_THREADS": "8", "OMP_NUM_THREADS": "8",
+        "KMP_BLOCKTIME": "1", "TF_XLA_FLAGS": "--x", "HWTUNE_TRIAL_JIT": "on", "HOME": "/h",
+    }
+    defaults = trial_env(TrialConfig(), 0, base)
+    assert defaults == {
+        "PATH": "/bin", "HOME": "/h", "HWTUNE_TRIAL": "1",
+        "HWTUNE_TRIAL_INSTANCE": "0", "HWTUNE_TRIAL_INSTANCES": "1",
+    }
+    config = TrialConfig(
+        intra=1, inter=2, onednn=False, jit=True, precision="mixed_bfloat16", instances=2,
+        extra_env=(("KMP_BLOCKTIME", "0"),),
+    )
+    env = trial_env(config, 1, base, barrier="/tmp/b")
+    assert env["TF_NUM_INTRAOP_THREADS"] == "1" and env["TF_NUM_INTEROP_THREADS"] == "2"
+    assert env["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    assert env["TF_XLA_FLAGS"] == "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
+    assert env["HWTUNE_TRIAL_JIT"] == "on"
+    assert env["HWTUNE_TRIAL_PRECISION"] == "mixed_bfloat16"
+    assert env["HWTUNE_TRIAL_INSTANCE"] == "1" and env["HWTUNE_TRIAL_INSTANCES"] == "2"
+    assert env["KMP_BLOCKTIME"] == "0" and "OMP_NUM_THREADS" not in env
+    assert env["HWTUNE_TRIAL_BARRIER"] == "/tmp/b"
+
+
+def test_config_json_round_trip() -> None:
+    config = TrialConfig(2, 1, True, False, None, 2, ((0, 1), (2, 3)), (("A", "b"),))
+    assert from_json(json.loads(json.dumps(to_json(config)))) == config
+    assert "bf16" in config.replace(precision="mixed_bfloat16").label()
+
+
+def script(tmp_path: Path, body: str) -> list[str]:
+    path = tmp_path / "workload.py"
+    path.write_text(body)
+    return [sys.executable, "-I", "-S", str(path)]
+
+
+def test_instances_run_concurrently_pinned_and_add_up(tmp_path: Path) -> None:
+    argv = script(
+        tmp_path,
+        "import os\n"
+        "index = int(os.environ['HWTUNE_TRIAL_INSTANCE'])\n"
+        "print(f'hwtune-metric: rate={10 * len(os.sched_getaffinity(0)) + index}')\n",
+    )  # pinned to one CPU each: 10 + 11
+    cpu = min(os.sched_getaffinity(0))
+    runner = TrialRunner(user_command(argv), environ=os.environ, timeout_s=30)
+    result = runner.run(TrialConfig(instances=2, cpus=((cpu,), (cpu,))))
+    assert result.ok and result.value == 21.0 and result.per_instance == (10.0, 11.0)
+    assert result.metric == "rate"
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    argv = script(
+        tmp_path,
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(child.pid))\n"
+        "print('waiting on my child', file=sys.stderr, flush=True)\n"
+        "time.sleep(600)\n",
+    )
+    result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=1.5).run(TrialConfig())
+    assert not result.ok and result.value is None
+    assert result.failure == "timed out after 2 s (per-trial timeout)"
+    assert "waiting on my child" in result.stderr_tail
+    assert gone(int(pidfile.read_text()))  # the grandchild went with the group
+
+
+def gone(pid: int, wait_s: float = 5.0) -> bool:
+    """No such process, or only its zombie (its parent died; init has yet to reap it), within
+    `wait_s` (a signal is delivered at the target's next scheduling, on a busy machine later)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        if time.monotonic() > deadline:
+            print(f"process {pid} is still in state {state}")
+            return False
+        time.sleep(0.05)
+
+
+def test_a_signal_death_and_a_bad_metric_are_failures(tmp_path: Path) -> None:
+    killed = script(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    result = TrialRunner(user_command(killed), environ=os.environ, timeout_s=30).run(TrialConfig())
+    assert result.failure == "killed by SIGSEGV"
+    negative = script(tmp_path, "print('hwtune-metric: rate=-3')\n")
+    result = TrialRunner(user_command(negative), environ=os.environ, timeout_s=30).run(
+        TrialConfig()
+    )
+    assert result.failure == "metric rate=-3.0 is not a positive number"
+    missing = TrialRunner(
+        user_command(["/nonexistent/hwtune-test-binary"]), environ=os.environ, timeout_s=30
+    ).run(TrialConfig())
+    assert missing.failure is not None and missing.failure.startswith("could not start")
+
+
+def test_time_whole_needs_no_metric(tmp_path: Path) -> None:
+    argv = script(tmp_path, "import time\ntime.sleep(0.2)\n")
+    workload = user_command(argv, time_whole=True)
+    result = TrialRunner(workload, environ=os.environ, timeout_s=30).run(TrialConfig())
+    assert result.ok and result.metric == "wall" and 0 < (result.value or 0) < 5
+
+
+def test_workload_specs() -> None:
+    assert builtin("mlp").argv[1:4] == ("-m", "hwtune.tune.builtin.mlp", "--seconds")
+    assert resolve(None, []).key == "builtin:cnn"
+    command = resolve(None, ["python", "train.py"])
+    assert command.key.startswith("cmd:") and command.display == "python train.py"
+    assert resolve(None, ["python", "train.py"], name="resnet").key == "resnet"
+    with pytest.raises(TuneError.__mro__[1]):  # HwtuneError (ConfigError)
+        resolve("cnn", [])
+
+
+# -- progress -----------------------------------------------------------------------------
+
+
+def test_progress_is_silent_when_piped_and_a_bar_on_a_terminal() -> None:
+    result = TrialResult(TrialConfig(intra=1), 1234.0, 9.0)
+    line = render_line(30, 120, 4, 1.25, result, 200)
+    assert line.startswith("[#####···············] 0:30/2:00  4 trials  best 1.25×")
+    assert line.endswith("last 1,234/s: intra=1 inter=dflt onednn=dflt jit=dflt fp32 ×1")
+    assert len(render_line(30, 120, 4, 1.0, result, 40)) == 39
+
+    class Fake:
+        settings = type("S", (), {"budget_s": 60.0})()
+        trials = (result,)
+        ratio = 1.0
+
+        def elapsed(self) -> float:
+            return 6.0
+
+    piped = io.StringIO()
+    Progress(piped, enabled=False)(Fake(), result)  # type: ignore[arg-type]
+    assert piped.getvalue() == ""
+    tty = io.StringIO()
+    progress = Progress(tty, enabled=True)
+    progress(Fake(), result)  # type: ignore[arg-type]
+    progress.finish()
+    assert tty.getvalue().startswith("\r\x1b[2K[##") and tty.getvalue().endswith("\r\x1b[2K")
+
+
+# -- the space ----------------------------------------------------------------------------
+
+
+def test_space_around_the_plan_of_a_big_host() -> None:
+    from hwtune.probes import detect
+    from hwtune.tune.tuner import TuneRequest, prepare
+
+    hw = detect(DATA / "hosts" / "alamb-gcp-c3-xeon8481c-spr-vm", gpus=False, tensorflow=False)
+    start, space, fingerprint = prepare(hw, TuneRequest(builtin("cnn"), allow_precision=True))
+    assert fingerprint and start.instances == 1 and start.precision == "mixed_bfloat16"
+    assert list(space.bases) == [1, 2, 4]  # 4 NUMA nodes
+    assert space.intra[1] == (1, 88, 176) and space.intra[4] == (1, 22, 44)
+    assert space.precision == (None, "mixed_bfloat16")
+    neighbors = space.neighbors(start)
+    assert len(neighbors) == len(set(neighbors)) == 8
+    assert all(sum(getattr(n, k) != getattr(start, k) for k in ("intra", "inter", "onednn",
+               "jit", "precision")) == 1 for n in neighbors if n.instances == 1)
+    grid = list(space.grid())
+    assert len(grid) == len(set(grid)) == space.size() == 144
+    assert start in grid and set(neighbors) <= set(grid)
+    four = next(n for n in neighbors if n.instances == 4)
+    assert len(four.cpus) == 4 and not set(four.cpus[0]) & set(four.cpus[1])
+    _, latency, _ = prepare(hw, TuneRequest(builtin("cnn"), mode="latency"))
+    assert list(latency.bases) == [1] and latency.precision == (None,)
+
+
+# -- the store ----------------------------------------------------------------------------
+
+
+def record(**changes: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "fingerprint": "abc123", "workload": "builtin:cnn", "mode": "throughput",
+        "ratio": 1.31, "settings": {"threads.intra_op": 1, "instances": 1},
+    }
+    return {**base, **changes}
+
+
+def test_store_round_trip_and_reason(tmp_path: Path) -> None:
+    environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}
+    path = save_result(record(), environ)
+    assert path == tmp_path / "abc123" / "builtin_cnn.json"
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".hwtune-tmp-")]
+    measured = load_measured("abc123", "builtin:cnn", environ=environ)
+    assert measured["threads.intra_op"].value == 1
+    assert measured["threads.intra_op"].reason == "measured: 1.31× over the rule's choice"
+    assert measured["threads.intra_op"].source == "measured"
+    assert load_measured("other", "builtin:cnn", environ=environ) == {}
+
+
+def test_store_newest_result_wins_without_a_workload(tmp_path: Path) -> None:
+    environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}
+    old = save_result(record(workload="a", ratio=1.1), environ)
+    os.utime(old, (1, 1))
+    save_result(record(workload="b", ratio=1.2), environ)
+    assert find_result("abc123", environ=environ) == result_path("abc123", "b", environ)
+    reason = load_measured("abc123", environ=environ)["instances"].reason
+    assert reason == "measured: 1.20× over the rule's choice"
+
+
+def test_store_default_location_follows_xdg_state_home(tmp_path: Path) -> None:
+    environ = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    assert result_path("f", "builtin:mlp", environ) == (
+        tmp_path / "state" / "hwtune" / "tuned" / "f" / "builtin_mlp.json"
+    )
+
+
+def test_a_corrupt_result_names_its_file_and_line(tmp_path: Path) -> None:
+    environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}
+    path = save_result(record(), environ)
+    path.write_text('{\n  "schema": 1,\n  "ratio": \n}\n')
+    with pytest.raises(TuneError) as caught:
+        load_measured("abc123", "builtin:cnn", environ=environ)
+    assert str(path) in caught.value.message and "line 4" in caught.value.message
+    path.write_text(json.dumps({"schema": 1, "ratio": math.pi}))
+    with pytest.raises(TuneError, match="needs 'settings', 'ratio'"):
+        load_measured("abc123", "builtin:cnn", environ=environ)
+
+
+def test_an_unwritable_store_is_a_tune_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(TuneError, match="cannot store the tuned result"):
+        save_result(record(), {"HWTUNE_TUNED_DIR": str(blocker)})
