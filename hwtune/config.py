@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -170,7 +171,7 @@ def parse_config_text(text: str, where: str) -> Overrides:
         import tomli as tomllib
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
+    except ValueError as err:  # TOMLDecodeError, or an integer of more than 4300 digits
         raise ConfigError(f"{where}: invalid TOML: {err}") from err
     from hwtune.models.convert import load
 
@@ -191,8 +192,9 @@ def parse_config_text(text: str, where: str) -> Overrides:
             key = f"threads.{name}" if name in ("intra_op", "inter_op") else name
             _check_value(name, value, f"{where}: '{key}'")
             origins[name] = where
-    for name in parsed.env:
+    for name, env_value in parsed.env.items():
         _check_env_name(name, f"{where}: '[env].{name}'")
+        _check_env_value(name, env_value, f"{where}: '[env].{name}'")
         origins[f"env.{name}"] = where
     return Overrides(env=dict(parsed.env), origins=origins, **values)
 
@@ -235,6 +237,7 @@ def parse_sets(argv_sets: Sequence[str]) -> Overrides:
                 f"--set {item!r}: expected NAME=VALUE", hint="e.g. --set KMP_BLOCKTIME=0"
             )
         _check_env_name(name, f"--set {item!r}")
+        _check_env_value(name, value, f"--set {name}=…")
         env[name] = value
     return Overrides(env=env, origins={f"env.{name}": "--set" for name in env})
 
@@ -269,3 +272,21 @@ def _check_env_name(name: str, where: str) -> None:
             f"{where}: {name!r} is not an environment variable name",
             hint="letters, digits and underscores, not starting with a digit",
         )
+
+
+def _check_env_value(name: str, value: str, where: str) -> None:
+    """Refuse a value no environment can hold, where it is written, so that `exec`,
+    `configure()` and every renderer see the same clear error instead of a crash."""
+    if "\0" in value:
+        # execve(2) passes "NAME=value" as a C string: a NUL would end it early.
+        raise ConfigError(
+            f"{where}: the value of {name} contains a NUL character, which no environment "
+            "variable can hold",
+            hint="remove the NUL (\\u0000 in TOML) from the value",
+        )
+    try:
+        os.fsencode(value)  # argv and the environment carry bytes; this is their codec
+    except UnicodeEncodeError as err:
+        raise ConfigError(
+            f"{where}: the value of {name} cannot be encoded for the environment ({err.reason})"
+        ) from None

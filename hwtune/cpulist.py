@@ -37,6 +37,9 @@ def _number(token: str, text: str) -> int:
     token = token.strip()
     if not token.isdigit() or not token.isascii():
         raise CpuListError(f"{token!r} is not a CPU number in {text.strip()!r}")
+    if len(token.lstrip("0")) > len(str(MAX_CPU)):
+        # Checked before int(): Python refuses strings over 4300 digits with a bare ValueError.
+        raise CpuListError(f"CPU {token[:12]}… is beyond {MAX_CPU - 1} in {text.strip()[:40]!r}")
     value = int(token)
     if value >= MAX_CPU:
         raise CpuListError(f"CPU {value} is beyond {MAX_CPU - 1} in {text.strip()!r}")

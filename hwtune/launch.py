@@ -12,44 +12,38 @@ output is prefixed line by line with "[i] "; SIGINT, SIGTERM, SIGHUP, SIGQUIT, S
 SIGUSR2 are forwarded to every group; hwtune exits with the worst status (a signal death
 counts as 128+N, as shells report it). With `fail_fast`, the first failure terminates the
 others (SIGTERM, then SIGKILL after `kill_after` seconds).
+
+Signals during start-up: the forwarded signals are blocked while an instance is forked and
+exec'd, and unblocked once it is registered, so one that arrives meanwhile is delivered then
+and reaches that instance too. SIGINT, SIGTERM and SIGQUIT (requests to stop) also keep the
+instances not yet started from starting; SIGHUP, SIGUSR1 and SIGUSR2 are only forwarded, and
+start-up goes on. A signal hwtune inherited as ignored (`nohup`) stays ignored, in the
+instances too, as it would across `execve`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
-import platform
 import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Literal, cast
+from typing import IO, Any, Literal, cast
 
 from hwtune.errors import HwtuneError
+from hwtune.mempolicy import MPOL_BIND as MPOL_BIND
+from hwtune.mempolicy import MPOL_DEFAULT as MPOL_DEFAULT
+from hwtune.mempolicy import MPOL_PREFERRED as MPOL_PREFERRED
+from hwtune.mempolicy import get_mempolicy as get_mempolicy
+from hwtune.mempolicy import set_mempolicy as set_mempolicy
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import InstanceSlice, Profile
 
 NumaPolicy = Literal["bind", "preferred", "none"]
 
-# linux/mempolicy.h
-MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND = 0, 1, 2
-# set_mempolicy / get_mempolicy syscall numbers per architecture: arch/x86/entry/syscalls/
-# syscall_64.tbl (238, 239); include/uapi/asm-generic/unistd.h, used by arm64, riscv and
-# loongarch (237, 236); arch/powerpc/kernel/syscalls/syscall.tbl (261, 260);
-# arch/s390/kernel/syscalls/syscall.tbl (270, 269).
-_SYSCALLS = {
-    "x86_64": (238, 239),
-    "aarch64": (237, 236),
-    "arm64": (237, 236),
-    "riscv64": (237, 236),
-    "loongarch64": (237, 236),
-    "ppc64le": (261, 260),
-    "ppc64": (261, 260),
-    "s390x": (270, 269),
-}
 FORWARDED_SIGNALS = (
     signal.SIGINT,
     signal.SIGTERM,
@@ -58,60 +52,11 @@ FORWARDED_SIGNALS = (
     signal.SIGUSR1,
     signal.SIGUSR2,
 )
-_LONG_BITS = ctypes.sizeof(ctypes.c_ulong) * 8
-_LIBC = ctypes.CDLL(None, use_errno=True)
+# Requests to stop: after one, no further instance is started (the running ones get it).
+STOP_SIGNALS = frozenset((signal.SIGINT, signal.SIGTERM, signal.SIGQUIT))
 _POLL_S = 0.1  # how often children are polled while output is quiet
 _PIPE_GRACE_S = 2.0  # how long a dead child's pipes may stay open (a grandchild holding them)
 _MAX_PARTIAL = 64 * 1024  # a "line" longer than this is flushed without waiting for "\n"
-
-
-def _syscall_numbers() -> tuple[int, int]:
-    numbers = _SYSCALLS.get(platform.machine())
-    if numbers is None:
-        raise OSError(38, f"set_mempolicy: unknown syscall number on {platform.machine()}")
-    return numbers
-
-
-def set_mempolicy(mode: int, nodes: Iterable[int]) -> None:
-    """set_mempolicy(2) for the calling thread (inherited by children, kept across execve)."""
-    chosen = sorted(set(nodes))
-    words = (max(chosen) // _LONG_BITS + 1) if chosen else 1
-    mask = (ctypes.c_ulong * words)()
-    for node in chosen:
-        mask[node // _LONG_BITS] |= 1 << (node % _LONG_BITS)
-    # maxnode is one more than the bits passed: the kernel decrements it first (mm/mempolicy.c,
-    # get_nodes), and libnuma passes nodemask size + 1 for the same reason.
-    result = _LIBC.syscall(
-        ctypes.c_long(_syscall_numbers()[0]),
-        ctypes.c_int(mode),
-        mask if chosen else None,
-        ctypes.c_ulong(words * _LONG_BITS + 1 if chosen else 0),
-    )
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"set_mempolicy: {os.strerror(err)}")
-
-
-def get_mempolicy() -> tuple[int, tuple[int, ...]]:
-    """(mode, nodes) of the calling thread's memory policy."""
-    words = 16  # 1024 nodes; the kernel's MAX_NUMNODES is at most 1 << 10 (NODES_SHIFT 10)
-    mode = ctypes.c_int(0)
-    mask = (ctypes.c_ulong * words)()
-    result = _LIBC.syscall(
-        ctypes.c_long(_syscall_numbers()[1]),
-        ctypes.byref(mode),
-        mask,
-        ctypes.c_ulong(words * _LONG_BITS),
-        None,
-        ctypes.c_ulong(0),
-    )
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"get_mempolicy: {os.strerror(err)}")
-    nodes = tuple(
-        i for i in range(words * _LONG_BITS) if mask[i // _LONG_BITS] >> (i % _LONG_BITS) & 1
-    )
-    return mode.value, nodes
 
 
 def instance_slice(profile: Profile, index: int) -> InstanceSlice:
@@ -193,11 +138,28 @@ def _pin(
 
 def exec_replace(command: Sequence[str], spec: InstanceSpec, policy: NumaPolicy = "bind") -> None:
     """Pin this process and replace it with `command` (never returns on success)."""
+    env = _checked_environment(spec.env)
     _pin(spec.cpus, spec.numa_nodes, policy, lambda text: os.write(2, text.encode()))
     try:
-        os.execvpe(command[0], list(command), dict(spec.env))
+        os.execvpe(command[0], list(command), env)
     except OSError as err:
         raise HwtuneError(f"cannot run {command[0]!r}: {err.strerror}") from err
+
+
+def _checked_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` as a dict, or HwtuneError naming a variable no environment can hold.
+
+    execve(2) passes "NAME=value" as C strings, so a NUL (or an "=" in a name) cannot travel;
+    config.py refuses those at the source, this is the last guard before the process starts.
+    """
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name or "\0" in value:
+            raise HwtuneError(
+                f"the environment variable {name!r} cannot be passed to a program: "
+                "names and values may not contain a NUL character (names no '=' either)",
+                hint="fix the value where it is set (config file [env], --set or the profile)",
+            )
+    return dict(env)
 
 
 def exit_status(returncode: int) -> int:
@@ -230,30 +192,42 @@ class Launcher:
         self.children: dict[int, subprocess.Popen[bytes]] = {}
         self.statuses: dict[int, int] = {}
         self._stopping_since: float | None = None
-        self._signalled = False
+        self._stop_signal: int | None = None  # the first stop request received
+        self._handled: tuple[int, ...] = ()  # the signals forwarded (not inherited as ignored)
+        # Each signal handled, with the instances registered when it was forwarded.
+        self._received: list[tuple[int, frozenset[int]]] = []
 
     def _forward(self, signum: int, _frame: object) -> None:
-        self._signalled = True
+        if signum in STOP_SIGNALS and self._stop_signal is None:
+            self._stop_signal = signum
         for child in self.children.values():
             if child.returncode is None:
                 _killpg(child.pid, signum)
+        self._received.append((signum, frozenset(self.children)))
 
     def _start(self, spec: InstanceSpec) -> subprocess.Popen[bytes]:
-        # The forwarded signals are blocked across fork+exec: one arriving in between would
-        # run hwtune's handler in the child and be lost at exec. The child restores the
-        # default actions, then unblocks, so a pending signal acts on the real command.
+        """Fork and exec one instance; call it with the forwarded signals blocked.
+
+        Blocked, because one arriving between fork and exec would run hwtune's handler in
+        the child and be lost at exec. The child restores the default actions first, then
+        unblocks, so a signal pending in it acts on the real command. Popen returns only once
+        the exec succeeded (it waits for its error pipe to close), so by then the child leads
+        its own process group and `_forward`'s killpg reaches it.
+        """
+        handled = self._handled
+
         def child_setup() -> None:  # runs in the child between fork and exec
-            for sig in FORWARDED_SIGNALS:
+            for sig in handled:
                 signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
             os.setpgid(0, 0)
             _pin(spec.cpus, spec.numa_nodes, self.policy, lambda text: os.write(2, text.encode()))
 
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+        env = _checked_environment(spec.env)
         try:
             return subprocess.Popen(
                 self.command,
-                env=dict(spec.env),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -261,23 +235,54 @@ class Launcher:
             )
         except OSError as err:
             raise HwtuneError(f"cannot run {self.command[0]!r}: {err.strerror}") from err
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        except subprocess.SubprocessError as err:  # child_setup raised (e.g. an invalid CPU)
+            raise HwtuneError(f"cannot start instance {spec.index}: {err}") from err
+
+    def _start_all(
+        self, selector: selectors.BaseSelector, partial: dict[tuple[int, int], bytes]
+    ) -> None:
+        for spec in self.specs:
+            # A signal arriving while this thread has them blocked stays pending and is handled
+            # (and forwarded to this instance too) once they are unblocked, after the instance
+            # is registered. But the kernel may deliver it to another thread instead (the NVML
+            # probe's, if it is stuck), and then CPython runs the handler in this thread at
+            # its next bytecode, possibly inside Popen, before the instance is registered: so
+            # what was handled meanwhile without reaching it is forwarded to it afterwards.
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+            try:
+                if self._stop_signal is not None:
+                    return
+                handled_before = len(self._received)
+                child = self._start(spec)
+                self.children[spec.index] = child
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            for signum, reached in self._received[handled_before:]:
+                if spec.index not in reached:
+                    _killpg(child.pid, signum)
+            for fd_number, pipe in ((1, child.stdout), (2, child.stderr)):
+                assert pipe is not None
+                selector.register(pipe, selectors.EVENT_READ, (spec.index, fd_number))
+                partial[(spec.index, fd_number)] = b""
 
     def run(self) -> int:
-        previous = {sig: signal.signal(sig, self._forward) for sig in FORWARDED_SIGNALS}
+        previous: dict[int, Any] = {}
+        for sig in FORWARDED_SIGNALS:
+            handler = signal.getsignal(sig)
+            if handler == signal.SIG_IGN:
+                continue  # inherited as ignored (nohup): stays ignored, as across execve
+            # None: a handler not installed from Python, which cannot be put back as it was
+            previous[sig] = signal.SIG_DFL if handler is None else handler
+            signal.signal(sig, self._forward)
+        self._handled = tuple(previous)
         selector = selectors.DefaultSelector()
         partial: dict[tuple[int, int], bytes] = {}
         try:
-            for spec in self.specs:
-                if self._signalled:
-                    break
-                child = self._start(spec)
-                self.children[spec.index] = child
-                for fd_number, pipe in ((1, child.stdout), (2, child.stderr)):
-                    assert pipe is not None
-                    selector.register(pipe, selectors.EVENT_READ, (spec.index, fd_number))
-                    partial[(spec.index, fd_number)] = b""
+            try:
+                self._start_all(selector, partial)
+            except HwtuneError:
+                self._stop_started()
+                raise
             exited_at: dict[int, float] = {}
             while selector.get_map() or len(self.statuses) < len(self.children):
                 for key, _ in selector.select(timeout=_POLL_S):
@@ -293,10 +298,30 @@ class Launcher:
                 self._close_orphaned_pipes(selector, exited_at, partial)
                 self._enforce_fail_fast()
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             selector.close()
+        if not self.children and self._stop_signal is not None:
+            return 128 + self._stop_signal  # stopped before any instance started
         return max((exit_status(code) for code in self.statuses.values()), default=0)
+
+    def _stop_started(self) -> None:
+        """An instance could not start: stop those already running (SIGTERM, then SIGKILL
+        after `kill_after`), so none outlives hwtune with nobody reading its output."""
+        live = [c for c in self.children.values() if c.poll() is None]
+        for child in live:
+            _killpg(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.kill_after
+        for child in live:
+            try:
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _killpg(child.pid, signal.SIGKILL)
+                child.wait()
+        for child in self.children.values():
+            for pipe in (child.stdout, child.stderr):
+                if pipe is not None:
+                    pipe.close()
 
     def _emit(
         self, index: int, fd_number: int, partial: dict[tuple[int, int], bytes], chunk: bytes

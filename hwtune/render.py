@@ -51,10 +51,11 @@ _SYSTEMD_ESCAPED = re.compile(r'(["\\`$])')
 INTRA_OP_ENV = "TF_NUM_INTRAOP_THREADS"
 INTER_OP_ENV = "TF_NUM_INTEROP_THREADS"
 
-# Files `apply_all` writes, in this order.
+# Files `apply_all` writes, in this order. hwtune.env is the EnvironmentFile= one, the name a
+# unit expects (`EnvironmentFile=/etc/hwtune/hwtune.env`); hwtune.sh is for `source`.
 ENV_FILES: dict[str, EnvFormat] = {
-    "hwtune.env": "sh",
-    "hwtune.systemd.env": "systemd",
+    "hwtune.env": "systemd",
+    "hwtune.sh": "sh",
     "hwtune.dotenv": "dotenv",
     "hwtune.json": "json",
 }
@@ -177,13 +178,13 @@ def dotenv_line(name: str, value: str) -> str:
             raise ApplyError(
                 f"the value of {name} contains {what}, which docker's --env-file format "
                 "cannot hold (it has no quoting: one line per variable)",
-                hint="use hwtune.env (sh) or hwtune.systemd.env, or pass it with docker -e",
+                hint="use hwtune.env (EnvironmentFile=) or hwtune.sh, or pass it with docker -e",
             )
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         raise ApplyError(
             f"the value of {name} is wrapped in {value[0]} quotes, which newer docker versions "
             "strip from --env-file values and older ones keep, so it would not read back exactly",
-            hint="pass it with docker -e, or use hwtune.env / hwtune.systemd.env",
+            hint="pass it with docker -e, or use hwtune.env (EnvironmentFile=) / hwtune.sh",
         )
     line = f"{name}={value}"
     if len(line.encode("utf-8")) > DOCKER_MAX_LINE_BYTES:

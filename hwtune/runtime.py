@@ -114,6 +114,7 @@ class ConfigureReport:
     def _apply_environment(self) -> None:
         tf_loaded = "tensorflow" in sys.modules
         late: list[str] = []
+        refused: list[str] = []
         for name, value, *_ in self.payload.get("env", []):
             current = os.environ.get(name)
             if current == value:
@@ -122,14 +123,22 @@ class ConfigureReport:
             if current is not None and _OWNED.get(name) != current:
                 self.env_user[name] = (current, value)
                 continue
+            try:
+                os.environ[name] = value
+            except (ValueError, TypeError, UnicodeError, OSError) as err:
+                # e.g. a NUL in the value (ValueError: embedded null byte) from a damaged
+                # cache: no environment can hold it, and configure() must not raise for it.
+                refused.append(f"{name} ({type(err).__name__}: {err})")
+                continue
             self._previous_env[name] = current
-            os.environ[name] = value
             _OWNED[name] = value
             self.env_set[name] = value
             if tf_loaded:
                 _SET_LATE.add(name)
                 if name not in (INTRA_OP_ENV, INTER_OP_ENV):
                     late.append(name)
+        if refused:
+            self.problems.append(f"could not set {', '.join(refused)}; left unset")
         if late:
             self.problems.append(
                 f"{', '.join(late)} set after TensorFlow was imported: TensorFlow reads such "

@@ -72,7 +72,8 @@ def test_dry_run_writes_nothing_and_diffs(tmp_path: Path) -> None:
     out = tmp_path / "out"
     report = apply_all(out, A, HW, dry_run=True)
     assert not out.exists() and report.would_change
-    assert "+++ b/hwtune.env" in report.diff and "+export MODE='a'" in report.diff
+    assert "+++ b/hwtune.sh" in report.diff and "+export MODE='a'" in report.diff
+    assert "+++ b/hwtune.env" in report.diff and '+MODE="a"' in report.diff
     apply_all(out, A, HW)
     (out / "hwtune.json").chmod(0o600)
     report = apply_all(out, A, HW, dry_run=True)

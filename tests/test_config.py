@@ -91,6 +91,11 @@ def test_default_paths_follow_xdg(tmp_path: Path) -> None:
         ("instances = 0", "'instances': 0 is below the minimum 1", None),
         ('tf_version = "latest"', "is not a TensorFlow version", "e.g. 2.19"),
         ('[env]\n"1BAD" = "x"', "is not an environment variable name", None),
+        (
+            '[env]\nX_NUL = "a\\u0000b"',
+            "'[env].X_NUL': the value of X_NUL contains a NUL character",
+            "remove the NUL (\\u0000 in TOML) from the value",
+        ),
         ("mode = ", "invalid TOML", None),
     ],
 )
@@ -130,6 +135,10 @@ def test_sets() -> None:
         load_overrides({}, ["KMP_BLOCKTIME"], [])
     with pytest.raises(ConfigError, match="not an environment variable name"):
         load_overrides({}, ["BAD NAME=1"], [])
+    with pytest.raises(ConfigError, match="--set X=…: the value of X contains a NUL"):
+        load_overrides({}, ["X=a\0b"], [])
+    raw = b"\xff caf\xe9".decode("utf-8", "surrogateescape")  # argv bytes that are not UTF-8
+    assert load_overrides({}, [f"RAW={raw}"], []).env == {"RAW": raw}
 
 
 def test_merged_keeps_earlier_values_where_later_is_unset() -> None:

@@ -7,12 +7,15 @@ import json
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 from hwtune.apply.source import plan_for
+from hwtune.errors import HwtuneError
 from hwtune.launch import (
+    FORWARDED_SIGNALS,
     MPOL_BIND,
     InstanceSpec,
     Launcher,
@@ -172,6 +175,89 @@ def test_sigterm_is_forwarded_to_every_instance(tmp_path: Path) -> None:
     out, _ = child.communicate(timeout=60)
     assert sorted(out.splitlines()) == ["[0] got TERM", "[1] got TERM"]
     assert child.returncode == 0
+
+
+# Prints the instance's blocked and ignored signal masks (hex, from /proc/self/status).
+SIGNAL_MASKS = (
+    "import json; f = dict(l.split(':\\t') for l in open('/proc/self/status').read().splitlines()"
+    " if ':\\t' in l); print(json.dumps({k: int(f[k], 16) for k in ('SigBlk', 'SigIgn')}))"
+)
+
+
+def test_instances_start_with_default_signals_and_inherited_ignores_kept() -> None:
+    """The forwarded signals are blocked in hwtune while an instance starts: the instance
+    must not inherit that mask, nor hwtune's handlers; one ignored by whoever started hwtune
+    (nohup: SIGHUP) stays ignored, as across execve."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        status, out, _ = _launch(SIGNAL_MASKS, 2)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    assert status == 0
+    bit = {sig: 1 << (sig - 1) for sig in FORWARDED_SIGNALS}
+    for line in out.decode().splitlines():
+        masks = json.loads(line.split("] ", 1)[1])
+        assert not any(masks["SigBlk"] & b for b in bit.values()), line
+        ignored = {sig for sig, b in bit.items() if masks["SigIgn"] & b}
+        assert ignored == {signal.SIGHUP}, line
+    assert signal.getsignal(signal.SIGHUP) == previous  # and hwtune's own are put back
+
+
+class _SignalledWhileStarting(Launcher):
+    """Sends hwtune (this process) SIGUSR1 as each instance starts, with the forwarded
+    signals blocked in this thread: the kernel hands it to another thread, and CPython runs
+    the handler here before the instance is registered (what a stuck NVML probe thread
+    causes in `hwtune exec`)."""
+
+    def _start(self, spec: InstanceSpec) -> subprocess.Popen[bytes]:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        return super()._start(spec)
+
+
+def test_a_signal_handled_in_another_thread_during_start_still_reaches_the_instance() -> None:
+    quiet = threading.Event()
+    other = threading.Thread(target=quiet.wait, daemon=True)  # does not block the signals
+    other.start()
+    sink = io.BytesIO()
+    specs = [InstanceSpec(i, dict(os.environ)) for i in range(2)]
+    launcher = _SignalledWhileStarting(
+        [PYTHON, "-c", "import time; time.sleep(30)"], specs, stdout=sink, stderr=sink
+    )
+    try:
+        status = launcher.run()
+    finally:
+        quiet.set()
+    # SIGUSR1's default action ends each instance; one it never reached would sleep 30 s
+    assert status == 128 + signal.SIGUSR1
+    assert {c.returncode for c in launcher.children.values()} == {-signal.SIGUSR1}
+
+
+def test_an_instance_that_cannot_start_stops_the_started_ones() -> None:
+    cpus = tuple(sorted(os.sched_getaffinity(0)))
+    specs = [
+        InstanceSpec(0, dict(os.environ), cpus),
+        InstanceSpec(1, dict(os.environ), (1 << 20,)),  # no such CPU: the child cannot pin
+    ]
+    sink = io.BytesIO()
+    launcher = Launcher(
+        [PYTHON, "-c", "import time; time.sleep(120)"],
+        specs,
+        stdout=sink,
+        stderr=sink,
+        kill_after=5.0,
+    )
+    with pytest.raises(HwtuneError, match="cannot start instance 1"):
+        launcher.run()
+    assert launcher.children[0].returncode == -signal.SIGTERM  # stopped and reaped
+
+
+def test_a_nul_in_the_environment_is_a_clear_error() -> None:
+    specs = [InstanceSpec(i, {"PATH": os.environ["PATH"], "X_NUL": "a\0b"}) for i in range(2)]
+    sink = io.BytesIO()
+    launcher = Launcher(["true"], specs, stdout=sink, stderr=sink)
+    with pytest.raises(HwtuneError, match="'X_NUL' cannot be passed"):
+        launcher.run()
+    assert not launcher.children
 
 
 MEMPOLICY = (

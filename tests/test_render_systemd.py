@@ -1,4 +1,4 @@
-"""hwtune.systemd.env against systemd's EnvironmentFile= parser rules.
+"""hwtune.env (the EnvironmentFile= rendering) against systemd's parser rules.
 
 What is verified, honestly: systemd (not running here, and no systemd tool parses an env file
 without the manager) is represented by `parse_env_file` below, a line-for-line port of the

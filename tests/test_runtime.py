@@ -119,6 +119,32 @@ def test_planning_failure_warns_and_strict_raises(
         hwtune.configure(tensorflow=False, strict=True)
 
 
+def test_a_value_no_environment_can_hold_is_a_problem_not_an_exception(
+    clean_env: dict[str, str],
+) -> None:
+    """A NUL in a (damaged) cached profile: configure() reports it and sets the rest; only
+    strict raises. (config.py refuses such a value at its source; this is the last guard.)"""
+    from hwtune.runtime import ConfigureReport
+
+    payload = {"env": [["HW_NUL", "a\0b", "user"], ["HW_OK", "1", "user"]]}
+    report = ConfigureReport(payload, cached=True, cache_path="", strict=False)
+    try:
+        report._apply_environment()
+        assert report.env_set == {"HW_OK": "1"} and "HW_NUL" not in os.environ
+        with pytest.warns(RuntimeWarning, match="could not set HW_NUL"):
+            report._finish(stacklevel=1)
+    finally:
+        report.restore()
+    strict = ConfigureReport(payload, cached=True, cache_path="", strict=True)
+    try:
+        strict._apply_environment()
+        with pytest.raises(hwtune.HwtuneError, match="HW_NUL"):
+            strict._finish(stacklevel=1)
+    finally:
+        strict.restore()
+    assert "HW_OK" not in os.environ
+
+
 BEFORE_IMPORT = textwrap.dedent(
     """
     import json, os, sys, warnings

@@ -104,4 +104,7 @@ def test_apply_service_is_a_oneshot_before_jobs() -> None:
 def test_training_drop_in_reads_the_env_file_after_hwtune() -> None:
     drop_in = _unit("examples/training.service.d/hwtune.conf")
     assert drop_in["Unit"]["After"] == "hwtune.service"
-    assert drop_in["Service"]["EnvironmentFile"] == "-/etc/hwtune/hwtune.systemd.env"
+    assert drop_in["Service"]["EnvironmentFile"] == "-/etc/hwtune/hwtune.env"
+    from hwtune.render import ENV_FILES
+
+    assert ENV_FILES["hwtune.env"] == "systemd"  # the file it names is apply's systemd rendering

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from hwtune.apply.guard import check_directory, refuse_unless_regular
 from hwtune.errors import ApplyError, LockTimeout
 
 TMP_MARK = ".hwtune-tmp-"
@@ -129,15 +130,22 @@ def ensure_dir(directory: Path) -> None:
 def locked(directory: Path, timeout: float = 30.0) -> Iterator[None]:
     """Hold an exclusive flock on `directory/.lock`; LockTimeout after `timeout` seconds.
 
+    Running as root, a directory others could swap files in is refused first
+    (`guard.check_directory`), and the lock file is never opened through a link.
+
     flock (not fcntl record locks) because it belongs to the open file description: it is
     released when the holder exits, however it exits, and a second open in the same process
     conflicts too, so two threads of a daemon serialise like two processes.
     """
     ensure_dir(directory)
+    check_directory(directory)
     lock_path = directory / LOCK_NAME
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # O_NOFOLLOW: a `.lock` link planted by another user must not be truncated through.
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as err:
+        if err.errno == errno.ELOOP:  # a link: refused, naming its owner
+            refuse_unless_regular(lock_path, os.lstat(lock_path))
         raise failure("open the lock file", lock_path, err) from err
     try:
         deadline = time.monotonic() + max(0.0, timeout)

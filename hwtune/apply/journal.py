@@ -18,13 +18,13 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hwtune.apply.atomic import failure, fsync_dir, remove_durably, write_atomic
+from hwtune.apply.guard import read_regular
 from hwtune.errors import ApplyError
 
 JOURNAL_DIR = ".journal"
@@ -58,13 +58,19 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _read_bytes(path: Path) -> bytes | None:
+def _read_regular(path: Path) -> tuple[bytes, int] | None:
+    """(bytes, mode) of an output file, never through a link (guard.read_regular)."""
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
+        return read_regular(path)
+    except ApplyError:
+        raise
     except OSError as err:
         raise failure("read", path, err) from err
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    found = _read_regular(path)
+    return None if found is None else found[0]
 
 
 def _new_id() -> str:
@@ -135,10 +141,10 @@ def _keep_previous(target: Path, backup: Path) -> str | None:
     except OSError as err:
         if err.errno not in _LINK_UNSUPPORTED:
             raise failure("keep the previous version of", target, err) from err
-    data = _read_bytes(target)
-    if data is None:
+    found = _read_regular(target)
+    if found is None:
         return None
-    mode = stat.S_IMODE(os.stat(target).st_mode)
+    data, mode = found
     write_atomic(backup, data, mode=mode)
     return "copy"
 

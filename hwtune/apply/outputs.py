@@ -11,8 +11,6 @@ run are put back from the journal, so the directory holds the previous set exact
 from __future__ import annotations
 
 import difflib
-import os
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +24,7 @@ from hwtune.apply.atomic import (
     remove_stale_temporaries,
     write_atomic,
 )
+from hwtune.apply.guard import check_journal_directory, read_regular
 from hwtune.errors import ApplyError
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Profile
@@ -51,15 +50,15 @@ class ApplyReport:
 
 
 def _current(path: Path) -> tuple[bytes | None, int | None]:
+    """What is at `path` now; a link or anything but a regular file is refused (ApplyError),
+    and a link is never followed, so a diff never shows another file's contents."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read(), stat.S_IMODE(os.fstat(handle.fileno()).st_mode)
-    except FileNotFoundError:
-        return None, None
-    except IsADirectoryError as err:
-        raise ApplyError(f"{path} is a directory; hwtune will not replace it") from err
+        found = read_regular(path)
+    except ApplyError:
+        raise
     except OSError as err:
         raise failure("read", path, err) from err
+    return (None, None) if found is None else found
 
 
 def _diff(name: str, old: bytes | None, new: bytes | None) -> str:
@@ -98,6 +97,7 @@ def apply_files(
     if dry_run:
         return _plan_changes(output_dir, files, dry_run=True, recovered=())
     with locked(output_dir, lock_timeout):
+        check_journal_directory(output_dir / journal.JOURNAL_DIR)
         remove_stale_temporaries(output_dir)
         recovered = tuple(journal.recover_incomplete(output_dir))
         report = _plan_changes(output_dir, files, dry_run=False, recovered=recovered)
@@ -203,6 +203,7 @@ def revert(
     if not (output_dir / journal.JOURNAL_DIR).is_dir():
         return None, [], ()
     with locked(output_dir, lock_timeout):
+        check_journal_directory(output_dir / journal.JOURNAL_DIR)
         remove_stale_temporaries(output_dir)
         recovered = tuple(journal.recover_incomplete(output_dir))
         if recovered:

@@ -1,7 +1,7 @@
 """`hwtune apply`: detect, plan and write every output file.
 
 Writes to /etc/hwtune as root, else $XDG_CONFIG_HOME/hwtune (`--output DIR` to choose):
-hwtune.env (sh), hwtune.systemd.env (EnvironmentFile=), hwtune.dotenv (docker --env-file),
+hwtune.env (systemd EnvironmentFile=), hwtune.sh (sh), hwtune.dotenv (docker --env-file),
 hwtune.json, tf_config.pbtxt (ConfigProto text format), tf_data_options.json,
 tensorflow.bazelrc (when a source build is planned), profile.json and hardware.json. Each file
 is replaced atomically, mode 0644, only when its content changes; concurrent applies are

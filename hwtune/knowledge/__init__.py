@@ -49,6 +49,8 @@ def _read_entries(path: Path) -> list[Any]:
         raise KnowledgeError(f"{path}: cannot read: {err}") from err
     except json.JSONDecodeError as err:
         raise KnowledgeError(f"{path}: line {err.lineno}: invalid JSON: {err.msg}") from err
+    except ValueError as err:  # e.g. an integer of more than 4300 digits (int() refuses it)
+        raise KnowledgeError(f"{path}: invalid JSON: {err}") from err
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise KnowledgeError(f"{path}: expected an object with an 'entries' list")
     entries: list[Any] = data["entries"]

@@ -99,7 +99,10 @@ def parse_proc_cgroup(text: str, issues: IssueLog, path: str = PROC_CGROUP) -> l
         if not raw.strip():
             continue
         parts = raw.split(":", 2)
-        if len(parts) != 3 or not parts[0].isdigit() or not parts[2].startswith("/"):
+        # A hierarchy ID is a small int (cgroups(7)); the length bound also keeps int() from a
+        # bare ValueError on strings over 4300 digits.
+        if (len(parts) != 3 or not parts[0].isdigit() or len(parts[0]) > 9
+                or not parts[2].startswith("/")):
             issues.add(PROBE, f"not a cgroup line: {raw!r}", path=path, line=number)
             continue
         names = tuple(n for n in parts[1].split(",") if n and not n.startswith("name="))
@@ -240,7 +243,15 @@ def parse_cfs_quota(quota: str, period: str) -> float | None:
         return None
     if p <= 0:
         raise ValueError(f"period {p} is not positive")
-    return q / p
+    return _ratio(q, p)
+
+
+def _ratio(quota: int, period: int) -> float:
+    # True division of ints too large for a float raises OverflowError; such a quota is junk.
+    try:
+        return quota / period
+    except OverflowError:
+        raise ValueError(f"quota {str(quota)[:20]}… is beyond any CPU count") from None
 
 
 def parse_cpu_max(text: str) -> float | None:
@@ -259,7 +270,7 @@ def parse_cpu_max(text: str) -> float | None:
     quota = int(fields[0])
     if quota < 0:  # the kernel writes only "max" or a positive quota (kernel/sched/core.c)
         raise ValueError(f"quota {quota} is negative")
-    return quota / period
+    return _ratio(quota, period)
 
 
 def parse_memory_limit(text: str, version: Literal[1, 2]) -> int | None:

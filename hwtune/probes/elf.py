@@ -201,6 +201,8 @@ def read_dynamic(path: Path) -> ElfDynamic:
         def read_at(offset: int, size: int) -> bytes:
             if offset < 0 or size < 0:
                 raise ElfError(f"negative offset or size ({offset}, {size})")
+            if offset >= 1 << 63:  # beyond off_t: seek() would raise a bare ValueError
+                raise ElfError(f"offset {offset:#x} is beyond any file")
             f.seek(offset)
             return f.read(size)
 

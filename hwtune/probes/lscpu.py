@@ -17,13 +17,18 @@ import json
 import re
 from typing import NamedTuple
 
-from hwtune.cpulist import CpuListError, parse_cpulist
+from hwtune.cpulist import MAX_CPU, CpuListError, parse_cpulist
 from hwtune.probes.cpuinfo import PROBE, ParseProblem, Topology
 from hwtune.probes.issues import IssueLog
 
 _KEY = re.compile(r"^(\s*)([^:]+?):(\s*)(.*)$")
-_NUMA_KEY = re.compile(r"^NUMA node(\d+) CPU\(s\)$")
-_SIZE = re.compile(r"^([\d.]+)\s*([KMGT]?)(i?B)?\s*(?:\((\d+) instances?\))?$")
+# Digit counts are bounded: int() refuses strings over 4300 digits with a bare ValueError, and
+# no real count, size or node number comes near 18 digits.
+_NUMA_KEY = re.compile(r"^NUMA node(\d{1,9}) CPU\(s\)$")
+_SIZE = re.compile(
+    r"^(\d{1,18}(?:\.\d{1,18})?)\s*([KMGT]?)(i?B)?\s*(?:\((\d{1,18}) instances?\))?$"
+)
+MAX_DIGITS = 18
 
 
 class LscpuRow(NamedTuple):
@@ -55,7 +60,7 @@ class LscpuFacts(NamedTuple):
     def number(self, key: str) -> int | None:
         """An integer summary value; None when absent or not a number ("-")."""
         value = self.fields.get(key, "").strip()
-        return int(value) if value.isdigit() else None
+        return int(value) if value.isdigit() and len(value) <= MAX_DIGITS else None
 
 
 def parse_lscpu(text: str) -> LscpuFacts:
@@ -133,7 +138,7 @@ def _cell_int(cells: list[str], column: int) -> int | None:
     if column < 0 or column >= len(cells):
         return None
     value = cells[column].strip()
-    return int(value) if value.isdigit() else None
+    return int(value) if value.isdigit() and len(value) <= MAX_DIGITS else None
 
 
 def _rows(
@@ -247,6 +252,10 @@ def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog) -> Topology | None:
     does not: 6 two-thread P-cores + 10 E-cores print "2" for 22 CPUs on 16 cores).
     """
     logical = lscpu.number("CPU(s)")
+    if logical is not None and logical > MAX_CPU:
+        # Beyond the CPU-list bound: no machine has it, and range() over it would exhaust memory.
+        issues.add(PROBE, f"CPU(s): {logical} is beyond {MAX_CPU} CPUs: ignored", path="lscpu.txt")
+        logical = None
     online: tuple[int, ...] = ()
     if "On-line CPU(s) list" in lscpu.fields:
         try:

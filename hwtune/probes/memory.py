@@ -16,6 +16,9 @@ from hwtune.probes.issues import IssueLog
 MEMINFO = "proc/meminfo"
 THP_ENABLED = "sys/kernel/mm/transparent_hugepage/enabled"
 UNITS = {"kB": 1024, "": 1}  # HugePages_Total and friends are plain counts
+# More digits than any u64 counter has (20): a longer "number" is garbage, and int() would
+# refuse one over 4300 digits with a bare ValueError.
+MAX_DIGITS = 20
 
 
 def parse_meminfo(text: str, issues: IssueLog, path: str = MEMINFO) -> dict[str, int]:
@@ -27,7 +30,8 @@ def parse_meminfo(text: str, issues: IssueLog, path: str = MEMINFO) -> dict[str,
         name, colon, rest = raw.partition(":")
         fields = rest.split()
         unit = fields[1] if len(fields) == 2 else ""
-        if not colon or not 1 <= len(fields) <= 2 or not fields[0].isdigit() or unit not in UNITS:
+        if (not colon or not 1 <= len(fields) <= 2 or not fields[0].isdigit()
+                or len(fields[0]) > MAX_DIGITS or unit not in UNITS):
             issues.add("memory", f"not a meminfo line: {raw.strip()!r}", path=path, line=number)
             continue
         values[name.strip()] = int(fields[0]) * UNITS[unit]

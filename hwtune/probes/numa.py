@@ -21,7 +21,8 @@ from hwtune.probes.issues import IssueLog
 from hwtune.probes.sysfs_cpu import NODE_DIR, read_node_cpulists
 
 PROBE = "numa"
-_MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s*kB", re.MULTILINE)
+# At most 20 digits (a u64): int() refuses over 4300 with a bare ValueError.
+_MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d{1,20})\s*kB", re.MULTILINE)
 
 
 def parse_node_meminfo(text: str) -> int | None:

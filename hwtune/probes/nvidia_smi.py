@@ -152,7 +152,7 @@ def parse_xml_tree(data: bytes) -> _Node:
     return root
 
 
-_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB)$")
+_SIZE_RE = re.compile(r"^(\d{1,18}(?:\.\d{1,18})?)\s*(B|KiB|MiB|GiB|TiB)$")
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
@@ -164,7 +164,7 @@ def parse_size(text: str | None) -> int | None:
 
 def _int_or_none(text: str | None) -> int | None:
     t = (text or "").strip()
-    return int(t) if t.isdigit() and t.isascii() else None
+    return int(t) if t.isdigit() and t.isascii() and len(t) <= 18 else None
 
 
 def _known(text: str | None) -> str | None:
@@ -257,8 +257,10 @@ _TRAILING_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _HEADER_TOKEN_RE = re.compile("|".join(re.escape(c) for c in _TRAILING_COLUMNS) + r"|\S+")
 # Newer drivers underline the header with terminal escapes even when writing to a file.
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_GPU_RE = re.compile(r"^GPU(\d+)$")
-_NVLINK_RE = re.compile(r"^NV(\d+)$")
+# Bounded digit counts: a longer number is not a GPU index or link count, and int() refuses
+# strings over 4300 digits with a bare ValueError.
+_GPU_RE = re.compile(r"^GPU(\d{1,9})$")
+_NVLINK_RE = re.compile(r"^NV(\d{1,9})$")
 
 
 def _is_header(tokens: list[str]) -> bool:
@@ -357,7 +359,7 @@ def _parse_row(
         index=index,
         links=tuple(links),
         cpu_affinity=cpus,
-        numa_node=int(numa) if numa.isdigit() and numa.isascii() else None,
+        numa_node=int(numa) if numa.isdigit() and numa.isascii() and len(numa) <= 9 else None,
     )
 
 

@@ -200,7 +200,8 @@ def _size(text: str | None) -> int | None:
         return None
     units = {"K": 1024, "M": 1024**2, "G": 1024**3}
     number, unit = (text[:-1], text[-1]) if text[-1] in units else (text, "")
-    return int(number) * units.get(unit, 1) if number.isdigit() else None
+    # 18 digits bound it: int() refuses over 4300 with a bare ValueError.
+    return int(number) * units.get(unit, 1) if number.isdigit() and len(number) <= 18 else None
 
 
 def _max_khz(read: _Reader) -> dict[int, int]:
