@@ -28,7 +28,9 @@ class CliResult:
 def run_cli(argv: Sequence[str], environ: dict[str, str] | None = None) -> CliResult:
     """Call `hwtune.cli.main` in-process with captured streams."""
     out, err = io.StringIO(), io.StringIO()
-    env = Environment(stdout=out, stderr=err, environ=dict(os.environ if environ is None else environ))
+    env = Environment(
+        stdout=out, stderr=err, environ=dict(os.environ if environ is None else environ)
+    )
     status = main(list(argv), env)
     return CliResult(status, out.getvalue(), err.getvalue())
 
@@ -42,5 +44,7 @@ def cli():  # type: ignore[no-untyped-def]
 def shared_hw() -> Path:
     """The read-only captures in ../shared/fixtures/hw; skips when the folder is absent."""
     if not SHARED_HW.is_dir():
-        pytest.skip(f"shared captures not present at {SHARED_HW} (they are not copied into tests/)")
+        pytest.skip(
+            f"shared captures not present at {SHARED_HW} (they are not copied into tests/)"
+        )
     return SHARED_HW

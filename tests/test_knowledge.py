@@ -1,4 +1,4 @@
-"""The knowledge loader: shipped tables validate; user entries add or replace; errors name the file."""
+"""Knowledge loader: shipped tables validate; user entries add or replace; errors name files."""
 
 from __future__ import annotations
 
@@ -44,7 +44,10 @@ def test_user_directory_adds_and_replaces(tmp_path: Path, monkeypatch: pytest.Mo
     user = tmp_path / "user"
     write_table(
         user,
-        [{"key": "apple", "colour": "green", "source": "me"}, {"key": "kiwi", "colour": "brown", "source": "me"}],
+        [
+            {"key": "apple", "colour": "green", "source": "me"},
+            {"key": "kiwi", "colour": "brown", "source": "me"},
+        ],
     )
     got = load_table("fruit", Fruit, extra_dirs=(user,))
     assert [(f.key, f.colour) for f in got] == [("apple", "green"), ("kiwi", "brown")]

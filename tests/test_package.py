@@ -22,7 +22,9 @@ builtins.open = real_open
 print(json.dumps({
     "env_changed": dict(os.environ) != before_env,
     "opened": opened,
-    "heavy": sorted(m for m in ("pydantic", "psutil", "tensorflow", "pynvml", "cpuinfo") if m in sys.modules),
+    "heavy": sorted(
+        m for m in ("pydantic", "psutil", "tensorflow", "pynvml", "cpuinfo") if m in sys.modules
+    ),
 }))
 """
 
