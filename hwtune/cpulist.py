@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from hwtune.digits import is_ascii_digits
+
 # A bound on list size so a hostile "0-4294967295" cannot exhaust memory. The kernel's own
 # NR_CPUS tops out at 8192 on x86-64 (arch/x86/Kconfig, MAXSMP); leave headroom.
 MAX_CPU = 1 << 16
@@ -35,7 +37,7 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
 
 def _number(token: str, text: str) -> int:
     token = token.strip()
-    if not token.isdigit() or not token.isascii():
+    if not is_ascii_digits(token):
         raise CpuListError(f"{token!r} is not a CPU number in {text.strip()!r}")
     if len(token.lstrip("0")) > len(str(MAX_CPU)):
         # Checked before int(): Python refuses strings over 4300 digits with a bare ValueError.

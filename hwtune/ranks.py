@@ -86,7 +86,8 @@ def expand_slurm_tasks(text: str) -> list[int]:
 
 
 def _digits(text: str) -> bool:
-    return text.isdigit() and text.isascii()
+    # = hwtune.digits.is_ascii_digits, not imported: this module is on configure()'s warm path.
+    return text.isascii() and text.isdigit()
 
 
 def _int(environ: Mapping[str, str], name: str) -> int:

@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from hwtune.digits import is_ascii_digits
 from hwtune.errors import ApplyError
 
 if TYPE_CHECKING:
@@ -110,7 +111,8 @@ def _thread_count(setting: Setting, where: str) -> int | None:
         return None
     if isinstance(value, int):
         return value if value > 0 else None
-    if isinstance(value, str) and value.isdigit():
+    # 9 digits: far beyond any thread count, and int() never sees a string of over 4300.
+    if isinstance(value, str) and is_ascii_digits(value) and len(value) <= 9:
         return int(value) or None
     raise ApplyError(f"profile {where} is {value!r}, not a thread count")
 

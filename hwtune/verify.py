@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hwtune.cpulist import CpuListError, format_cpulist, parse_cpulist
+from hwtune.digits import is_ascii_digits
 
 Status = Literal["OK", "DIFFERENT", "UNKNOWN"]
 INTER_OP_THREAD = "tf_Compute"  # comm is cut to 15 characters (TASK_COMM_LEN 16)
@@ -131,7 +132,7 @@ def descendants(pid: int) -> list[int]:
     """`pid` and every process below it, parents first (from /proc/*/stat)."""
     parents: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        if not is_ascii_digits(name):
             continue
         stat = _read(f"/proc/{name}/stat")
         if stat is None:

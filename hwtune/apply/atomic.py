@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hwtune.apply.guard import check_directory, refuse_unless_regular
+from hwtune.digits import is_ascii_digits
 from hwtune.errors import ApplyError, LockTimeout
 
 TMP_MARK = ".hwtune-tmp-"
@@ -185,4 +186,4 @@ def _read_holder(fd: int) -> str:
         text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
     except OSError:
         return ""
-    return f" (pid {text})" if text.isdigit() else ""
+    return f" (pid {text})" if is_ascii_digits(text) else ""

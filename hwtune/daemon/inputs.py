@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hwtune.daemon.watch import Input, Part
+from hwtune.digits import is_ascii_digits
 from hwtune.probes.cgroup import PROC_CGROUP, cgroup_files
 from hwtune.probes.issues import IssueLog
 
@@ -78,7 +79,7 @@ def plan_inputs(
         numa.extend(
             Part("content", nodes / name / "cpulist", notify=regular)
             for name in sorted(os.listdir(nodes))
-            if name.startswith("node") and name[4:].isdigit()
+            if name.startswith("node") and is_ascii_digits(name[4:])
         )
     cgroup = [Part("content", root / PROC_CGROUP, notify=regular)]
     cgroup.extend(Part("content", f, notify=regular) for f in cgroup_files(root, IssueLog()))

@@ -19,6 +19,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from hwtune.digits import is_ascii_digits
+
 
 def socket_address(name: str) -> str | None:
     """The `sendto` address for a `$NOTIFY_SOCKET` value; None for kinds not supported here.
@@ -42,7 +44,9 @@ def watchdog_interval(environ: Mapping[str, str], pid: int | None = None) -> flo
     """Seconds between `WATCHDOG=1` pings: half of `$WATCHDOG_USEC`, as sd_watchdog_enabled(3)
     recommends; None when the watchdog is off or `$WATCHDOG_PID` names another process."""
     raw = environ.get("WATCHDOG_USEC", "")
-    if not raw.isdigit() or int(raw) == 0:
+    # A u64 of microseconds (sd_watchdog_enabled(3)): 20 digits at most. The bound also keeps
+    # int() from a bare ValueError on strings of over 4300 digits.
+    if not is_ascii_digits(raw) or len(raw) > 20 or int(raw) == 0:
         return None
     owner = environ.get("WATCHDOG_PID", "")
     if owner and owner != str(os.getpid() if pid is None else pid):

@@ -84,16 +84,22 @@ class Knowledge:
         return max(self.tf_versions, key=lambda e: version_tuple(e.key))
 
 
+# No version part (TF, CUDA, compiler, compute capability) has more digits than this; a longer
+# run is damage, and int() of thousands of digits raises (sys.get_int_max_str_digits).
+_VERSION_PART_DIGITS = 9
+
+
 def version_tuple(text: str) -> tuple[int, ...]:
     """ "2.19.0rc1" -> (2, 19, 0); "16.0.6" -> (16, 0, 6). Stops at the first non-number part."""
     parts: list[int] = []
     for piece in text.strip().split("."):
         digits = ""
         for char in piece:
-            if not char.isdigit():
+            # ASCII only: '²' would make int() raise, '٣' is no version anyone writes.
+            if not "0" <= char <= "9":
                 break
             digits += char
-        if not digits:
+        if not digits or len(digits) > _VERSION_PART_DIGITS:
             break
         parts.append(int(digits))
         if len(digits) != len(piece):

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal, NamedTuple
 
 from hwtune.cpulist import CpuListError, parse_cpulist
+from hwtune.digits import is_ascii_digits
 from hwtune.probes.issues import IssueLog
 
 PROBE = "cgroup"
@@ -101,7 +102,7 @@ def parse_proc_cgroup(text: str, issues: IssueLog, path: str = PROC_CGROUP) -> l
         parts = raw.split(":", 2)
         # A hierarchy ID is a small int (cgroups(7)); the length bound also keeps int() from a
         # bare ValueError on strings over 4300 digits.
-        if (len(parts) != 3 or not parts[0].isdigit() or len(parts[0]) > 9
+        if (len(parts) != 3 or not is_ascii_digits(parts[0]) or len(parts[0]) > 9
                 or not parts[2].startswith("/")):
             issues.add(PROBE, f"not a cgroup line: {raw!r}", path=path, line=number)
             continue

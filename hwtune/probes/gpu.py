@@ -53,7 +53,7 @@ class GpuEntry:
 
 
 NO_GPUS = GpuReport(gpus=(), driver_version=None, cuda_driver_version=None, source="none")
-_CAPABILITY_RE = re.compile(r"^\d+\.\d+$")
+_CAPABILITY_RE = re.compile(r"^\d{1,4}\.\d{1,4}$", re.ASCII)  # "8.0"; ASCII digits only
 
 
 @functools.cache

@@ -18,15 +18,18 @@ import re
 from typing import NamedTuple
 
 from hwtune.cpulist import MAX_CPU, CpuListError, parse_cpulist
+from hwtune.digits import is_ascii_digits
 from hwtune.probes.cpuinfo import PROBE, ParseProblem, Topology
 from hwtune.probes.issues import IssueLog
 
 _KEY = re.compile(r"^(\s*)([^:]+?):(\s*)(.*)$")
 # Digit counts are bounded: int() refuses strings over 4300 digits with a bare ValueError, and
-# no real count, size or node number comes near 18 digits.
-_NUMA_KEY = re.compile(r"^NUMA node(\d{1,9}) CPU\(s\)$")
+# no real count, size or node number comes near 18 digits. re.ASCII: a str pattern's \d also
+# matches Arabic-Indic and other Unicode digits, which lscpu never prints (hwtune/digits.py).
+_NUMA_KEY = re.compile(r"^NUMA node(\d{1,9}) CPU\(s\)$", re.ASCII)
 _SIZE = re.compile(
-    r"^(\d{1,18}(?:\.\d{1,18})?)\s*([KMGT]?)(i?B)?\s*(?:\((\d{1,18}) instances?\))?$"
+    r"^(\d{1,18}(?:\.\d{1,18})?)\s*([KMGT]?)(i?B)?\s*(?:\((\d{1,18}) instances?\))?$",
+    re.ASCII,
 )
 MAX_DIGITS = 18
 
@@ -60,7 +63,7 @@ class LscpuFacts(NamedTuple):
     def number(self, key: str) -> int | None:
         """An integer summary value; None when absent or not a number ("-")."""
         value = self.fields.get(key, "").strip()
-        return int(value) if value.isdigit() and len(value) <= MAX_DIGITS else None
+        return int(value) if is_ascii_digits(value) and len(value) <= MAX_DIGITS else None
 
 
 def parse_lscpu(text: str) -> LscpuFacts:
@@ -127,7 +130,7 @@ def _parsable_sections(
                 columns = names
                 sections.append((columns, []))
             continue
-        if columns is None or not line[0].isdigit():
+        if columns is None or not is_ascii_digits(line[0]):
             problems.append(ParseProblem(index + 1, f"not an 'lscpu -p' row: {line[:60]!r}"))
             continue
         sections[-1][1].append((index + 1, line.split(",")))
@@ -138,7 +141,7 @@ def _cell_int(cells: list[str], column: int) -> int | None:
     if column < 0 or column >= len(cells):
         return None
     value = cells[column].strip()
-    return int(value) if value.isdigit() and len(value) <= MAX_DIGITS else None
+    return int(value) if is_ascii_digits(value) and len(value) <= MAX_DIGITS else None
 
 
 def _rows(

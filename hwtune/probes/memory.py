@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hwtune.digits import is_ascii_digits
 from hwtune.models.hardware import Memory
 from hwtune.probes.issues import IssueLog
 
@@ -30,7 +31,7 @@ def parse_meminfo(text: str, issues: IssueLog, path: str = MEMINFO) -> dict[str,
         name, colon, rest = raw.partition(":")
         fields = rest.split()
         unit = fields[1] if len(fields) == 2 else ""
-        if (not colon or not 1 <= len(fields) <= 2 or not fields[0].isdigit()
+        if (not colon or not 1 <= len(fields) <= 2 or not is_ascii_digits(fields[0])
                 or len(fields[0]) > MAX_DIGITS or unit not in UNITS):
             issues.add("memory", f"not a meminfo line: {raw.strip()!r}", path=path, line=number)
             continue

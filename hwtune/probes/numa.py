@@ -21,8 +21,9 @@ from hwtune.probes.issues import IssueLog
 from hwtune.probes.sysfs_cpu import NODE_DIR, read_node_cpulists
 
 PROBE = "numa"
-# At most 20 digits (a u64): int() refuses over 4300 with a bare ValueError.
-_MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d{1,20})\s*kB", re.MULTILINE)
+# At most 20 digits (a u64): int() refuses over 4300 with a bare ValueError. ASCII digits
+# only: a str pattern's \d also matches other Unicode digits, never in a kernel file.
+_MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d{1,20})\s*kB", re.MULTILINE | re.ASCII)
 
 
 def parse_node_meminfo(text: str) -> int | None:

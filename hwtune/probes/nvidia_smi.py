@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hwtune.cpulist import CpuListError, parse_cpulist
+from hwtune.digits import is_ascii_digits
 from hwtune.models.hardware import Gpu, GpuLink, MigDevice
 from hwtune.probes.issues import IssueLog
 
@@ -152,7 +153,8 @@ def parse_xml_tree(data: bytes) -> _Node:
     return root
 
 
-_SIZE_RE = re.compile(r"^(\d{1,18}(?:\.\d{1,18})?)\s*(B|KiB|MiB|GiB|TiB)$")
+# re.ASCII: a str pattern's \d also matches Unicode digits, which nvidia-smi never prints.
+_SIZE_RE = re.compile(r"^(\d{1,18}(?:\.\d{1,18})?)\s*(B|KiB|MiB|GiB|TiB)$", re.ASCII)
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
@@ -164,7 +166,7 @@ def parse_size(text: str | None) -> int | None:
 
 def _int_or_none(text: str | None) -> int | None:
     t = (text or "").strip()
-    return int(t) if t.isdigit() and t.isascii() and len(t) <= 18 else None
+    return int(t) if is_ascii_digits(t) and len(t) <= 18 else None
 
 
 def _known(text: str | None) -> str | None:
@@ -258,9 +260,9 @@ _HEADER_TOKEN_RE = re.compile("|".join(re.escape(c) for c in _TRAILING_COLUMNS) 
 # Newer drivers underline the header with terminal escapes even when writing to a file.
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Bounded digit counts: a longer number is not a GPU index or link count, and int() refuses
-# strings over 4300 digits with a bare ValueError.
-_GPU_RE = re.compile(r"^GPU(\d{1,9})$")
-_NVLINK_RE = re.compile(r"^NV(\d{1,9})$")
+# strings over 4300 digits with a bare ValueError. ASCII digits only, as above.
+_GPU_RE = re.compile(r"^GPU(\d{1,9})$", re.ASCII)
+_NVLINK_RE = re.compile(r"^NV(\d{1,9})$", re.ASCII)
 
 
 def _is_header(tokens: list[str]) -> bool:
@@ -359,7 +361,7 @@ def _parse_row(
         index=index,
         links=tuple(links),
         cpu_affinity=cpus,
-        numa_node=int(numa) if numa.isdigit() and numa.isascii() and len(numa) <= 9 else None,
+        numa_node=int(numa) if is_ascii_digits(numa) and len(numa) <= 9 else None,
     )
 
 

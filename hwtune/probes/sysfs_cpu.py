@@ -21,14 +21,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hwtune.cpulist import CpuListError, format_cpulist, parse_cpulist
+from hwtune.digits import is_ascii_digits
 from hwtune.models.hardware import Cache
 from hwtune.probes.cpuinfo import PROBE, Topology
 from hwtune.probes.issues import IssueLog
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
-_CPU_NAME = re.compile(r"^cpu(\d+)$")
-_NODE_NAME = re.compile(r"^node(\d+)$")
+# re.ASCII: a str pattern's \d also matches other Unicode digits, which no sysfs name holds.
+_CPU_NAME = re.compile(r"^cpu(\d+)$", re.ASCII)
+_NODE_NAME = re.compile(r"^node(\d+)$", re.ASCII)
 _CACHE_TYPES = {"Data": "data", "Instruction": "instruction", "Unified": "unified"}
 
 
@@ -160,7 +162,7 @@ def _places(read: _Reader, cpus: tuple[int, ...]) -> dict[int, tuple[int | None,
 def _caches(read: _Reader, cpus: list[int]) -> tuple[tuple[Cache, ...], frozenset[int]]:
     if not cpus:
         return (), frozenset()
-    indexes = read.names(f"{CPU_DIR}/cpu{cpus[0]}/cache", re.compile(r"^index(\d+)$"))
+    indexes = read.names(f"{CPU_DIR}/cpu{cpus[0]}/cache", re.compile(r"^index(\d+)$", re.ASCII))
     found: dict[tuple[int, str, int | None], int] = {}
     has_l3: set[int] = set()
     l3_seen = False
@@ -201,12 +203,14 @@ def _size(text: str | None) -> int | None:
     units = {"K": 1024, "M": 1024**2, "G": 1024**3}
     number, unit = (text[:-1], text[-1]) if text[-1] in units else (text, "")
     # 18 digits bound it: int() refuses over 4300 with a bare ValueError.
-    return int(number) * units.get(unit, 1) if number.isdigit() and len(number) <= 18 else None
+    if not is_ascii_digits(number) or len(number) > 18:
+        return None
+    return int(number) * units.get(unit, 1)
 
 
 def _max_khz(read: _Reader) -> dict[int, int]:
     result: dict[int, int] = {}
-    for policy in read.names(f"{CPU_DIR}/cpufreq", re.compile(r"^policy(\d+)$")):
+    for policy in read.names(f"{CPU_DIR}/cpufreq", re.compile(r"^policy(\d+)$", re.ASCII)):
         base = f"{CPU_DIR}/cpufreq/policy{policy}"
         khz = read.number(f"{base}/cpuinfo_max_freq")
         cpus = read.cpus(f"{base}/related_cpus") or read.cpus(f"{base}/affected_cpus")

@@ -87,7 +87,9 @@ NEOVERSE_V1 = ("0x41", "0xd40")
 
 def parse_version(version: str) -> tuple[int, int] | None:
     """(major, minor) of "2.21.0", "2.16.0rc1", "2.17.0.dev20240301"; None when unparsable."""
-    match = re.match(r"\s*v?(\d+)\.(\d+)", version)
+    # Bounded ASCII digits: int() refuses over 4300 digits with a bare ValueError, and a
+    # str pattern's \d would also match Unicode digits no version string holds.
+    match = re.match(r"\s*v?(\d{1,9})\.(\d{1,9})", version, re.ASCII)
     return (int(match[1]), int(match[2])) if match else None
 
 

@@ -25,14 +25,40 @@ HOSTILE_TOKENS = (
     "0-", "-0", "3-1", "0-65536", "0-4294967295", "0-3:0/4", "0-3:5/4", "0-3:1/0", "1:2:3",
     "\x00", "\ufffd", "\t", "\r", "\r\n", "\n\n", " ", "\\", "\\040", "'", '"', "$(touch x)",
     "`id`", "<", ">", "&", "&amp;", "&lt;", "]]>", "<!--", "<![CDATA[x]]>", "\u202e", "\u00a0",
-    "\U0001f600", "Ā" * 3,
+    "\U0001f600", "Ā" * 3, "²", "①", "1²", "０",
 )
+
+# Characters str.isdigit() accepts: superscripts and circled digits, which int() refuses with a
+# bare ValueError, and other scripts' decimal digits (Arabic-Indic, Devanagari, fullwidth),
+# which int() reads although no kernel file or tool writes them (hwtune/digits.py).
+UNICODE_DIGITS = "²³¹⁰⁹①⑨٣٠۴९０９"
+
+
+def _splice(number: int, digit: str, at: int) -> str:
+    text = str(number)
+    at %= len(text) + 1
+    return text[:at] + digit + text[at:]
+
+
+def unicode_number() -> st.SearchStrategy[str]:
+    """A number with Unicode digits: only those ("٣٣"), or one among ASCII ones ("12²4")."""
+    digit = st.sampled_from(UNICODE_DIGITS)
+    return st.one_of(
+        st.text(digit, min_size=1, max_size=3),
+        st.builds(_splice, st.integers(0, 10**6), digit, st.integers(0, 8)),
+    )
+
+
+def number(values: st.SearchStrategy[int]) -> st.SearchStrategy[str]:
+    """What a parser finds where a number belongs: mostly `values`, sometimes Unicode digits."""
+    return st.one_of(values.map(str), values.map(str), unicode_number())
 
 
 def _payload() -> st.SearchStrategy[str]:
     return st.one_of(
         st.sampled_from(HOSTILE_TOKENS),
         st.integers(-(2**70), 2**70).map(str),
+        unicode_number(),
         st.text(max_size=12),
         st.text(string.digits + ",-:/ ", max_size=12),
     )
@@ -150,12 +176,12 @@ def _cpuinfo_value(key: str) -> st.SearchStrategy[str]:
     if key in ("flags", "Features"):
         return st.lists(st.sampled_from(_FLAGS), max_size=10).map(" ".join)
     if key in ("CPU implementer", "CPU part", "CPU variant"):
-        return st.one_of(st.integers(0, 0xFFFF).map(hex), _payload())
+        return st.one_of(st.integers(0, 0xFFFF).map(hex), unicode_number(), _payload())
     if key == "vendor_id":
         return st.sampled_from(("GenuineIntel", "AuthenticAMD", "HygonGenuine", "", "Bogus"))
     if key == "revision":
         return st.sampled_from(("2.2 (pvr 004e 1202)", "pvr zzzz", "2.0 (pvr 0080 0100)", ""))
-    return st.one_of(st.integers(-5, 300).map(str), _payload())
+    return st.one_of(number(st.integers(-5, 300)), _payload())
 
 
 @st.composite
@@ -180,22 +206,22 @@ LSCPU_KEYS = (
     "Thread(s) per core", "Core(s) per socket", "Core(s) per cluster", "Socket(s)", "Stepping",
     "CPU max MHz", "CPU min MHz", "BogoMIPS", "Flags", "Virtualization", "Hypervisor vendor",
     "L1d cache", "L1i cache", "L2 cache", "L3 cache", "NUMA node(s)", "NUMA node0 CPU(s)",
-    "NUMA node1 CPU(s)", "NUMA node70000 CPU(s)",
+    "NUMA node1 CPU(s)", "NUMA node70000 CPU(s)", "NUMA node٣ CPU(s)", "NUMA node² CPU(s)",
 )
 
 
 def _lscpu_value(key: str) -> st.SearchStrategy[str]:
     if key.endswith("cache"):
         return st.one_of(
-            st.builds(lambda n, u, i: f"{n} {u} ({i} instances)", st.integers(0, 10**6),
+            st.builds(lambda n, u, i: f"{n} {u} ({i} instances)", number(st.integers(0, 10**6)),
                       st.sampled_from(("KiB", "MiB", "GiB", "K", "B", "TiB")),
-                      st.integers(0, 10**6)),
+                      number(st.integers(0, 10**6))),
             _payload())
     if "list" in key or (key.endswith("CPU(s)") and "NUMA" in key):
         return st.one_of(structured_cpulist(), _payload())
     if key == "Flags":
         return st.lists(st.sampled_from(_FLAGS), max_size=10).map(" ".join)
-    return st.one_of(st.integers(-3, 5000).map(str), _payload())
+    return st.one_of(number(st.integers(-3, 5000)), _payload())
 
 
 @st.composite
@@ -211,7 +237,7 @@ def structured_lscpu(draw: st.DrawFn) -> str:
         lines.append("# The following is the parsable format, which can be fed to other")
         lines.append(f"# {columns}")
         width = columns.count(",") + 1
-        cell = st.one_of(st.integers(0, 70).map(str), st.just(""), _payload())
+        cell = st.one_of(number(st.integers(0, 70)), st.just(""), _payload())
         for _ in range(draw(st.integers(0, 8))):
             lines.append(",".join(draw(cell) for _ in range(draw(st.integers(1, width + 1)))))
     return "\n".join(lines) + "\n"
@@ -226,7 +252,9 @@ _CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "name=systemd", "pids", ""
 def structured_proc_cgroup(draw: st.DrawFn) -> str:
     lines = []
     for _ in range(draw(st.integers(0, 6))):
-        hierarchy = draw(st.sampled_from(("0", "1", "12", "x", "", "-1", "99999999999999999999")))
+        hierarchy = draw(st.one_of(
+            st.sampled_from(("0", "1", "12", "x", "", "-1", "99999999999999999999")),
+            unicode_number()))
         controllers = draw(st.sampled_from(_CONTROLLERS))
         path = draw(st.sampled_from(("/", "/a", "/a/b", "/docker/abc", "", "rel", "/..", "/../..",
                                      "/a:b", "/with space", "/\\040x")))
@@ -256,8 +284,10 @@ def cgroup_value() -> st.SearchStrategy[str]:
     number = st.one_of(st.integers(-(2**64), 2**64), st.integers(-5, 200_000))
     return st.one_of(
         number.map(str),
-        st.builds(lambda a, b: f"{a} {b}", st.one_of(number.map(str), st.just("max")),
-                  number.map(str)),
+        unicode_number(),
+        st.builds(lambda a, b: f"{a} {b}", st.one_of(number.map(str), st.just("max"),
+                                                     unicode_number()),
+                  st.one_of(number.map(str), unicode_number())),
         st.just("max"), st.just("max 100000"), st.just(""), st.just("9223372036854771712"),
         structured_cpulist(),
         _payload(),
@@ -278,6 +308,8 @@ def _xml_text() -> st.SearchStrategy[str]:
         st.sampled_from(("Tesla T4", "NVIDIA A100-SXM4-40GB", "15360 MiB", "1.5 GiB", "N/A",
                          "Enabled", "Disabled", "00000000:07:00.0", "GPU-1234", "0", "-1",
                          "9" * 40, "[N/A]", "Hopper", "")),
+        unicode_number(),
+        st.builds("{} MiB".format, unicode_number()),
         st.text(max_size=20),
     )
 
@@ -323,13 +355,17 @@ def structured_topo(draw: st.DrawFn) -> str:
     if draw(st.booleans()):
         header = "\x1b[4m" + header + "\x1b[0m"
     cell = st.sampled_from(("X", "NV12", "NV1", "SYS", "NODE", "PHB", "PXB", "PIX", "SOC",
-                            "NV", "NV99999999999999999999", "??", ""))
+                            "NV", "NV99999999999999999999", "??", "", "NV²", "NV٣", "NV1²"))
     rows = []
     for name in names:
         cells = [draw(cell) for _ in names]
         cells.append(draw(st.one_of(structured_cpulist(), _payload())))
-        cells.append(draw(st.sampled_from(("0", "1", "N/A", "-1", "0-1", ""))))
+        cells.append(draw(st.one_of(st.sampled_from(("0", "1", "N/A", "-1", "0-1", "")),
+                                    unicode_number())))
         cells.append(draw(st.sampled_from(("N/A", "0", "x"))))
+        # Now and then a row's GPU number is spelled with Unicode digits ("GPU٣").
+        name = draw(st.one_of(st.just(name), st.just(name), st.builds("GPU{}".format,
+                                                                      unicode_number())))
         rows.append(name + "\t" + "\t".join(cells[: draw(st.integers(0, len(cells)))]))
     legend = draw(st.sampled_from(("\nLegend:\n\n  X    = Self\n", "", "\nNIC Legend:\n\n")))
     return header + "\n" + "\n".join(rows) + "\n" + legend

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hwtune.cpulist import CpuListError
-from hwtune.errors import ConfigError, HwtuneError, KnowledgeError
+from hwtune.errors import ApplyError, ConfigError, HwtuneError, KnowledgeError
 from hwtune.models.hardware import CpuInfo, Memory
 from hwtune.probes.elf import ElfError
 from hwtune.probes.issues import IssueLog
@@ -147,3 +147,142 @@ def test_numbers_beyond_any_machine_word(parser: str, tmp_path: Path) -> None:
             leaked = isinstance(err, OverflowError)
         assert not leaked, f"{parser}: the bare int()/float error leaked"
         assert str(err)
+
+
+# Unicode digits: str.isdigit() is True for '²' and '①', which int() refuses with a bare
+# ValueError, and for '٣' (Arabic-Indic three), which int() reads as 3 although no kernel
+# file, tool or launcher writes it. Found by the long run in the lscpu `-p` parser; the same
+# check was in a dozen more places (hwtune/digits.py is now the one test). Each reader must
+# read none of these as a number, and raise nothing but its documented error.
+UNICODE_DIGITS = {"superscript": "²", "circled": "①", "arabic-indic": "٣",
+                  "digit-superscript": "1²"}
+by_token = pytest.mark.parametrize("token", list(UNICODE_DIGITS.values()),
+                                   ids=list(UNICODE_DIGITS))
+
+
+def _digit_readers() -> dict[str, Callable[[str, Path], object]]:
+    """Each reader returns what it read from the token: None (or nothing) when not a number."""
+    from dataclasses import replace
+
+    from hwtune.cpulist import parse_cpulist
+    from hwtune.daemon.inputs import plan_inputs
+    from hwtune.daemon.sdnotify import watchdog_interval
+    from hwtune.models.profile import Setting
+    from hwtune.planner import plan
+    from hwtune.probes.cgroup import parse_proc_cgroup
+    from hwtune.probes.lscpu import parse_lscpu
+    from hwtune.probes.memory import parse_meminfo
+    from hwtune.probes.numa import parse_node_meminfo
+    from hwtune.probes.nvidia_smi import parse_size, parse_smi_xml, parse_topo
+    from hwtune.probes.sysfs_cpu import read_sysfs_cpu
+    from hwtune.probes.tf_knowledge import parse_version
+    from hwtune.ranks import local_rank
+    from hwtune.render import thread_counts
+    from tests.plan_builders import make_hardware
+
+    def lscpu_rows(token: str, row: str) -> object:
+        """The numbers read from a `-p` row other than its CPU 0 and core 0."""
+        rows = parse_lscpu(f"# CPU,Core\n{row.format(token)}\n").rows
+        return [n for r in rows for n in (r.cpu, r.core) if n not in (0, None)] or None
+
+    def lscpu_cache(text: str) -> object:
+        return [(c.size_bytes, c.instances) for c in parse_lscpu(text).caches] or None
+
+    def sysfs(token: str, tmp: Path) -> object:
+        cpus = tmp / "sys/devices/system/cpu"
+        for name in ("cpu0", f"cpu{token}"):
+            (cpus / name / "cache/index0").mkdir(parents=True)
+        (cpus / "online").write_text("0\n")
+        cache = cpus / "cpu0/cache/index0"
+        for name, value in (("size", f"{token}K"), ("level", "1"), ("type", "Data"),
+                            ("shared_cpu_list", "0")):
+            (cache / name).write_text(value + "\n")
+        facts = read_sysfs_cpu(tmp)
+        assert facts is not None
+        read = [c.size_bytes for c in facts.caches if c.size_bytes is not None]
+        return read + [c for c in facts.cpu_dirs if c != 0] or None
+
+    def daemon_nodes(token: str, tmp: Path) -> object:
+        nodes = tmp / "sys/devices/system/node"
+        for name in ("node0", f"node{token}"):
+            (nodes / name).mkdir(parents=True)
+            (nodes / name / "cpulist").write_text("0\n")
+        inputs = plan_inputs(tmp, live=False, config_files=())
+        return [p.path for i in inputs for p in i.parts if token in str(p.path)] or None
+
+    def smi_attached(token: str, tmp: Path) -> object:
+        issues = IssueLog()
+        parse_smi_xml(f"<nvidia_smi_log><attached_gpus>{token}</attached_gpus>"
+                      "</nvidia_smi_log>".encode(), "x.xml", issues)
+        return [i.reason for i in issues if "attached_gpus> says" in i.reason] or None
+
+    def topo(text: str) -> object:
+        # GPU0, no NUMA node and no NVLinks is what the texts say apart from the token.
+        rows = parse_topo(text, "t", IssueLog()).rows
+        read = [r.index for r in rows if r.index != 0]
+        read += [r.numa_node for r in rows if r.numa_node is not None]
+        return read + [link.nvlinks for r in rows for link in r.links if link.nvlinks] or None
+
+    def thread_count(token: str, tmp: Path) -> object:
+        profile = plan(make_hardware())
+        threads = replace(profile.threads, intra_op=Setting(token, "from a profile.json"))
+        return thread_counts(replace(profile, threads=threads))[0]
+
+    return {
+        "lscpu summary number": lambda t, tmp: parse_lscpu(f"CPU(s): {t}\n").number("CPU(s)"),
+        "lscpu -p CPU column": lambda t, tmp: lscpu_rows(t, "{},0"),
+        "lscpu -p Core column": lambda t, tmp: lscpu_rows(t, "0,{}"),
+        "lscpu NUMA key": lambda t, tmp: list(parse_lscpu(f"NUMA node{t} CPU(s): 0\n").numa)
+        or None,
+        "lscpu cache size": lambda t, tmp: lscpu_cache(f"L2 cache: {t} MiB (1 instance)\n"),
+        "lscpu cache count": lambda t, tmp: lscpu_cache(f"L2 cache: 1 MiB ({t} instances)\n"),
+        "meminfo": lambda t, tmp: parse_meminfo(f"MemTotal: {t} kB\n", IssueLog()) or None,
+        "NUMA node meminfo": lambda t, tmp: parse_node_meminfo(f"Node 0 MemTotal: {t} kB"),
+        "/proc/self/cgroup hierarchy": lambda t, tmp: parse_proc_cgroup(f"{t}:cpu:/\n",
+                                                                        IssueLog()) or None,
+        "sysfs cache size and CPU directories": sysfs,
+        "nvidia-smi size": lambda t, tmp: parse_size(f"{t} MiB"),
+        "nvidia-smi attached_gpus": smi_attached,
+        "nvidia-smi topo GPU index": lambda t, tmp: topo(f"\tGPU0\tCPU Affinity\nGPU{t}\tX\t0\n"),
+        "nvidia-smi topo NVLink count": lambda t, tmp: topo(
+            f"\tGPU0\tGPU1\tCPU Affinity\nGPU0\tX\tNV{t}\t0\n"),
+        "nvidia-smi topo NUMA column": lambda t, tmp: topo(
+            f"\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\tX\t0\t{t}\n"),
+        "TensorFlow version": lambda t, tmp: parse_version(f"{t}.1"),
+        "cpulist": lambda t, tmp: parse_cpulist(t),
+        "launcher rank variable": lambda t, tmp: local_rank(
+            {"LOCAL_RANK": t, "LOCAL_WORLD_SIZE": "4"}),
+        "WATCHDOG_USEC": lambda t, tmp: watchdog_interval({"WATCHDOG_USEC": t}),
+        "profile thread count": thread_count,
+        "daemon NUMA node inputs": daemon_nodes,
+    }
+
+
+_DIGITS_DOCUMENTED: dict[str, tuple[type[BaseException], ...]] = {
+    "cpulist": (CpuListError,),
+    "launcher rank variable": (ConfigError,),
+    "profile thread count": (ApplyError,),
+}
+
+
+@by_token
+@pytest.mark.parametrize("reader", sorted(_digit_readers()))
+def test_unicode_digits_are_not_numbers(reader: str, token: str, tmp_path: Path) -> None:
+    try:
+        read = _digit_readers()[reader](token, tmp_path)
+    except _DIGITS_DOCUMENTED.get(reader, ()) as err:
+        assert str(err), f"{reader}: {type(err).__name__} without a message"
+        return
+    assert read is None, f"{reader} read {token!r} as {read!r}"
+
+
+@by_token
+def test_compute_capability_with_unicode_digits_plans(token: str) -> None:
+    """A GPU's compute capability (from hardware.json, `plan --hardware`) goes through the
+    planner's version_tuple(), which still tests characters with str.isdigit()."""
+    from hwtune.planner import plan
+    from hwtune.planner.knowledge import version_tuple
+    from tests.plan_builders import make_gpus, make_hardware
+
+    plan(make_hardware(gpus=make_gpus(1, cc=f"7.{token}")))  # no ValueError traceback
+    assert version_tuple(f"7.{token}") == ((7, 1) if token[0] == "1" else (7,))

@@ -151,6 +151,55 @@ class Exec:
         self.lines += out.decode(errors="replace").splitlines()
         return self.process.returncode, err.decode(errors="replace")
 
+    def finish_after(self, signum: int, within: float = HANG_S) -> tuple[int, str, bool]:
+        """finish() for a signal sent at a random moment: (status, stderr, sent again).
+
+        One race is CPython's, not hwtune's: until hwtune's launcher handles SIGINT, the
+        interpreter's default handler raises KeyboardInterrupt wherever it runs, and where
+        that is site's processing of a .pth file ("Error processing line 1 of …pth", before
+        any hwtune code) or a callback (importlib's module-lock weakref callback during an
+        import: "Exception ignored in: <function _get_module_lock.<locals>.cb …>"), CPython
+        prints it and goes on: the signal is gone before hwtune could see it (3,000 rounds
+        here, about 1,500 of them SIGINT: 3 lost, at 20, 56 and 135 ms). hwtune itself
+        prints no KeyboardInterrupt (cli.main turns one into exit 130), so one on stderr
+        while it still runs is that loss, and the SIGINT is sent again, once. Anything else
+        that keeps hwtune running past `within` is a hang and fails with its state and stderr.
+        """
+        assert self.process.stdout is not None and self.process.stderr is not None
+        out, err = self.process.stdout.fileno(), self.process.stderr.fileno()
+        data = {out: b"", err: b""}
+        selector = selectors.DefaultSelector()
+        for fd in data:
+            selector.register(fd, selectors.EVENT_READ)
+        deadline = time.monotonic() + within
+        dropped_at: float | None = None
+        resent = False
+        try:
+            while selector.get_map() or self.process.poll() is None:
+                if time.monotonic() > deadline:
+                    state = describe(self.process.pid)
+                    self.kill_everything()
+                    tail = data[err].decode(errors="replace")[-1500:]
+                    raise AssertionError(f"hwtune exec did not exit within {within:.0f} s: "
+                                         f"{state}; stderr: {tail!r}")
+                for key, _ in selector.select(timeout=0.2):
+                    chunk = os.read(key.fd, 65536)
+                    if chunk:
+                        data[key.fd] += chunk
+                    else:
+                        selector.unregister(key.fd)
+                lost = (signum == signal.SIGINT and not resent
+                        and b"KeyboardInterrupt" in data[err] and self.process.poll() is None)
+                if lost:
+                    dropped_at = dropped_at or time.monotonic()
+                    if time.monotonic() - dropped_at > 1.0:
+                        self.process.send_signal(signum)
+                        resent = True
+        finally:
+            selector.close()
+        self.lines += data[out].decode(errors="replace").splitlines()
+        return self.process.wait(), data[err].decode(errors="replace"), resent
+
     def kill_everything(self) -> None:
         """SIGKILL hwtune and every process carrying the marker (by PID), then reap."""
         for pid in marked_processes(self.marker):
@@ -169,6 +218,7 @@ SLEEPER = 'echo "ready $HWTUNE_INSTANCE"; sleep 300'
 # foreground child and that child's exec) is swallowed inside the shell and never reaches
 # the command, a race of the shell, not of hwtune. So SLEEPER gets its SIGINT only once
 # both sleeps run (`wait_until_settled`). The marker is in the environment of each sleep.
+# (CPython has a race of its own before hwtune handles SIGINT: see Exec.finish_after.)
 BARE_SLEEP = ("sleep", "300")
 
 
@@ -278,8 +328,11 @@ def test_fail_fast_takes_the_others_down(stubborn: bool, machine_snapshot: Path,
 def test_signals_at_random_moments(machine_snapshot: Path, tmp_path: Path,
                                    figures: Figures) -> None:
     """SIGTERM or SIGINT at any moment of hwtune exec's life, start-up included: it always
-    exits and leaves no instance behind."""
-    seed = random.SystemRandom().randrange(2**32) if LONG else 7
+    exits and leaves no instance behind. (A SIGINT that CPython drops before hwtune can
+    handle it is sent again: Exec.finish_after.) A hang fails with the seed and the delay,
+    after HANG_S, instead of holding up the suite."""
+    seed = int(os.environ.get("HWTUNE_RELIABILITY_SEED")
+                or (random.SystemRandom().randrange(2**32) if LONG else 7))
     rng = random.Random(seed)
     started = time.monotonic()
     probe = Exec(machine_snapshot, tmp_path, "", command=BARE_SLEEP)
@@ -298,11 +351,14 @@ def test_signals_at_random_moments(machine_snapshot: Path, tmp_path: Path,
             time.sleep(delay)
             run.process.send_signal(signum)
             try:
-                status, _ = run.finish()
+                status, _, resent = run.finish_after(signum)
             except AssertionError as err:
                 raise AssertionError(f"{signal.Signals(signum).name} after {delay:.3f} s "
-                                     f"(seed {seed}): {err}") from None
+                                     f"(seed {seed}: HWTUNE_RELIABILITY_SEED={seed} replays "
+                                     f"the delays): {err}") from None
             figures.count(f"exit {status} after {signal.Signals(signum).name}")
+            if resent:
+                figures.count("SIGINT dropped by CPython before hwtune handled it: sent again")
         finally:
             _cleanup(run, figures)
     figures.note(rounds=SIGNAL_ROUNDS, seed=seed, ready_after_s=round(ready_after, 3))

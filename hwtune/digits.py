@@ -1,0 +1,23 @@
+"""Numbers as kernel files, tools and launchers write them: ASCII digits 0-9, nothing else.
+
+`str.isdigit()` is not that test. It is also True for every other Unicode digit:
+- superscripts and circled digits ('²', '①'), which `int()` refuses with a bare ValueError
+  (found by the reliability suite's long run in the lscpu parser, then in eight more);
+- Arabic-Indic and other decimal digits ('٣'), which `int()` accepts, but which no kernel
+  file, tool output or launcher variable ever holds: such a "number" is garbage, not data.
+
+Every check that decides whether text is fed to `int()` (or read as a number) uses
+`is_ascii_digits`. This module imports nothing, so any module can use it at no start-up cost.
+"""
+
+from __future__ import annotations
+
+
+def is_ascii_digits(text: str) -> bool:
+    """True when `text` is one or more ASCII digits: no sign, space or underscore either.
+
+    >>> is_ascii_digits("42"), is_ascii_digits("4²"), is_ascii_digits("٣"), is_ascii_digits("")
+    (True, False, False, False)
+    """
+    # isascii() first: on ASCII text, isdigit() is exactly [0-9]+.
+    return text.isascii() and text.isdigit()
