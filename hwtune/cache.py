@@ -21,7 +21,7 @@ from typing import Any
 from hwtune.fingerprint import fingerprint
 
 CACHE_SCHEMA = 1
-INTENT_KEYS = ("mode", "instances", "instance", "precision")
+INTENT_KEYS = ("mode", "instances", "instance", "precision", "model")
 
 
 def cache_dir(environ: Mapping[str, str]) -> str:

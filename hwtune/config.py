@@ -7,6 +7,7 @@ A config file looks like this; every key is optional:
     mode = "latency"            # or "throughput"
     instances = 2
     precision = "auto"          # off | eligible | auto
+    model = "dense"             # unknown | dense | conv: what you train (XLA on CPU)
     tf_version = "2.19"         # the TensorFlow a source build is planned for
     jit = "off"                 # off | autoclustering | on
     data_format = "channels_last"
@@ -35,14 +36,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hwtune.errors import ConfigError, ModelError
-from hwtune.models.profile import Mode, PrecisionIntent
+from hwtune.models.profile import Mode, ModelKind, PrecisionIntent
 
 JitLevel = Literal["off", "autoclustering", "on"]
 DataFormat = Literal["channels_last", "channels_first"]
 
 SYSTEM_CONFIG = Path("/etc/hwtune/config.toml")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_TF_VERSION = re.compile(r"\d+\.\d+(\.\d+)?\Z")
+_TF_VERSION = re.compile(r"\d+\.\d+(\.\d+)?\Z", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ class Overrides:
     instance: int | None = None
     precision: PrecisionIntent | None = None
     tf_version: str | None = None
+    model: ModelKind | None = None
     intra_op: int | None = None
     inter_op: int | None = None
     jit: JitLevel | None = None
@@ -97,6 +99,7 @@ class _ConfigFile:
     instance: int | None = None
     precision: PrecisionIntent | None = None
     tf_version: str | None = None
+    model: ModelKind | None = None
     jit: JitLevel | None = None
     data_format: DataFormat | None = None
     threads: _ThreadsTable = field(default_factory=_ThreadsTable)
@@ -111,6 +114,7 @@ _ENV_FIELDS: dict[str, str] = {
     "HWTUNE_INSTANCE": "instance",
     "HWTUNE_PRECISION": "precision",
     "HWTUNE_TF_VERSION": "tf_version",
+    "HWTUNE_MODEL": "model",
     "HWTUNE_INTRA_OP": "intra_op",
     "HWTUNE_INTER_OP": "inter_op",
     "HWTUNE_JIT": "jit",
@@ -119,6 +123,7 @@ _ENV_FIELDS: dict[str, str] = {
 _CHOICES: dict[str, tuple[str, ...]] = {
     "mode": ("throughput", "latency"),
     "precision": ("off", "eligible", "auto"),
+    "model": ("unknown", "dense", "conv"),
     "jit": ("off", "autoclustering", "on"),
     "data_format": ("channels_last", "channels_first"),
 }

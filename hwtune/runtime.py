@@ -35,7 +35,7 @@ import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType, TracebackType
 from typing import Any
 
@@ -46,6 +46,10 @@ INTRA_OP_ENV = (
     "TF_NUM_INTRAOP_THREADS"  # = hwtune.render.INTRA_OP_ENV (not imported: start-up cost)
 )
 INTER_OP_ENV = "TF_NUM_INTEROP_THREADS"
+# = hwtune.tune.config.TRIAL_ENV, TRIAL_JIT_ENV, TRIAL_PRECISION_ENV (not imported: start-up cost)
+TRIAL_ENV = "HWTUNE_TRIAL"
+TRIAL_JIT_ENV = "HWTUNE_TRIAL_JIT"
+TRIAL_PRECISION_ENV = "HWTUNE_TRIAL_PRECISION"
 _KERAS_MODULES = ("keras", "tf_keras")
 # tf.config.optimizer.set_jit accepts False, True or "autoclustering" (tf 2.x context.py).
 _JIT_ARGUMENT: dict[str, bool | str] = {
@@ -97,8 +101,24 @@ class ConfigureReport:
         return value if isinstance(value, int) else None
 
     @property
-    def jit(self) -> str:
-        return str(self.payload.get("jit") or "off")
+    def jit(self) -> str | None:
+        """The planned XLA level ("off", "autoclustering", "on"); None: nothing to apply (an
+        empty report, or a tuner trial that does not set HWTUNE_TRIAL_JIT)."""
+        value = self.payload.get("jit")
+        return str(value) if value is not None else None
+
+    @property
+    def jit_compile(self) -> bool | str:
+        """What to pass to Keras: `model.compile(..., jit_compile=report.jit_compile)`.
+
+        Keras 3 does not follow `tf.config.optimizer.set_jit` for its own train step: its
+        default "auto" turns XLA off on CPU-only machines (keras/src/trainers/trainer.py,
+        `_resolve_auto_jit_compile`). True when the profile plans XLA, False when it plans it
+        off, "auto" (Keras's own default) when there is no plan.
+        """
+        if self.jit is None:
+            return "auto"
+        return self.jit != "off"
 
     @property
     def precision(self) -> str | None:
@@ -243,6 +263,8 @@ class ConfigureReport:
         self._undo.append(lambda: _quietly(setter, before))
 
     def _apply_jit(self, tf: Any) -> None:
+        if self.jit is None:
+            return
         argument = _JIT_ARGUMENT.get(self.jit)
         if argument is None:
             self.problems.append(f"unknown JIT level {self.jit!r} in the profile; JIT left alone")
@@ -375,6 +397,7 @@ def configure(
     instances: int | None = None,
     instance: int | None = None,
     precision: str | None = None,
+    model: str | None = None,
     strict: bool = False,
     tensorflow: bool = True,
     use_cache: bool = True,
@@ -392,10 +415,19 @@ def configure(
         instances, instance: this process's share of the node; by default from
             `hwtune exec` or the launcher's local rank (SLURM_LOCALID, LOCAL_RANK, …).
         precision: "off", "eligible" or "auto" (mixed precision policy).
+        model: "dense", "conv" or "unknown": what this program trains (on a CPU it decides
+            XLA; pass `report.jit_compile` to Keras's `compile`).
         strict: raise ConfigError instead of warning when something cannot take effect.
         tensorflow: apply tf.config settings (now, or when TensorFlow is imported).
         use_cache: use the cached profile when the machine is unchanged.
+
+    Inside a `hwtune tune` trial (HWTUNE_TRIAL=1) no profile is applied: the trial's
+    environment already holds the settings being measured, and a profile would undo them.
+    Only HWTUNE_TRIAL_JIT and HWTUNE_TRIAL_PRECISION are applied (they have no variable
+    TensorFlow reads itself), and the report says so.
     """
+    if os.environ.get(TRIAL_ENV) == "1":
+        return _configure_trial(os.environ, strict=strict, tensorflow=tensorflow)
     explicit = {
         key: value
         for key, value in (
@@ -403,6 +435,7 @@ def configure(
             ("instances", instances),
             ("instance", instance),
             ("precision", precision),
+            ("model", model),
         )
         if value is not None
     }
@@ -425,4 +458,36 @@ def configure(
     if tensorflow:
         report._schedule_tensorflow()
     report._finish(stacklevel=3)
+    return report
+
+
+def trial_payload(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The report payload of a tuner trial: its JIT and precision variables, nothing else.
+
+    The names match hwtune/tune/config.py (not imported: start-up cost). An unset
+    HWTUNE_TRIAL_JIT leaves JIT alone (the "TF defaults" trials); "float32" means no policy.
+    """
+    jit = {"on": "autoclustering", "off": "off"}.get(environ.get(TRIAL_JIT_ENV, ""))
+    policy = environ.get(TRIAL_PRECISION_ENV, "") or None
+    names = (TRIAL_JIT_ENV, TRIAL_PRECISION_ENV)
+    shown = ", ".join(f"{name}={environ[name]}" for name in names if name in environ)
+    return {
+        "env": [],
+        "threads": {},
+        "jit": jit,
+        "precision": None if policy == "float32" else policy,
+        "notes": [
+            f"a hwtune tune trial ({TRIAL_ENV}=1): the profile is not applied, the trial's "
+            f"settings are measured as they are ({shown or 'TensorFlow defaults'})"
+        ],
+    }
+
+
+def _configure_trial(
+    environ: Mapping[str, str], *, strict: bool, tensorflow: bool
+) -> ConfigureReport:
+    report = ConfigureReport(trial_payload(environ), cached=False, cache_path="", strict=strict)
+    if tensorflow and (report.jit is not None or report.precision is not None):
+        report._schedule_tensorflow()
+    report._finish(stacklevel=4)
     return report

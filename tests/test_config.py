@@ -128,6 +128,19 @@ def test_hwtune_variables() -> None:
     assert err.value.hint == "did you mean 'auto'?"
 
 
+def test_model_kind_from_file_variable_and_flag(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", 'model = "conv"\n')
+    got = load_overrides({}, [], [path])
+    assert got.model == "conv" and got.origin("model") == str(path)
+    got = load_overrides({"HWTUNE_MODEL": "dense"}, [], [path])
+    assert got.model == "dense" and got.origin("model") == "HWTUNE_MODEL"
+    flagged = with_flags(got, model="unknown")
+    assert flagged.model == "unknown" and flagged.origin("model") == "--model"
+    with pytest.raises(ConfigError) as err:
+        load_overrides({}, [], [write(tmp_path / "bad.toml", 'model = "dnese"\n')])
+    assert "bad.toml" in err.value.message and err.value.hint == "did you mean 'dense'?"
+
+
 def test_sets() -> None:
     got = load_overrides({}, ["KMP_BLOCKTIME=0", "EMPTY=", "URL=a=b"], [])
     assert got.env == {"KMP_BLOCKTIME": "0", "EMPTY": "", "URL": "a=b"}

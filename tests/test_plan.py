@@ -42,7 +42,45 @@ def test_this_machine_shape_two_cores_stock_tf(knowledge: Knowledge) -> None:
     )
     assert profile.distribution is None
     assert profile.data_format.value == "channels_last"
-    assert profile.jit.level.value == "off" and "20% slower" in profile.jit.level.reason
+    assert profile.jit.level.value == "off" and "model kind unknown" in profile.jit.level.reason
+
+
+@pytest.mark.parametrize(
+    ("model", "level", "flags", "why"),
+    [
+        ("unknown", "off", None, "off is the safe side"),
+        ("conv", "off", None, "runtime_conv2d.cc"),
+        ("dense", "autoclustering", "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit", "fuses"),
+    ],
+)
+def test_xla_on_a_cpu_follows_the_model_kind(
+    knowledge: Knowledge, model: str, level: str, flags: str | None, why: str
+) -> None:
+    profile = plan(make_hardware(tensorflow=tf_info()), knowledge=knowledge, model=model)
+    assert profile.intent.model == model
+    assert profile.jit.level.value == level and why in profile.jit.level.reason
+    assert profile.jit.level.source == "rule"
+    env = profile.env.get("TF_XLA_FLAGS")
+    assert (env.value if env else None) == flags
+    left = {item.name for item in profile.left_out}
+    assert ("TF_XLA_FLAGS" in left) == (flags is None)
+
+
+def test_model_kind_does_not_move_xla_on_a_gpu(knowledge: Knowledge) -> None:
+    hw = p4d_hardware()
+    for model in ("unknown", "conv", "dense"):
+        assert plan(hw, knowledge=knowledge, model=model).jit.level.value == "autoclustering"
+
+
+def test_user_jit_outranks_the_model_rule(knowledge: Knowledge) -> None:
+    overrides = Overrides(jit="off", origins={"jit": "--set"})
+    profile = plan(make_hardware(), knowledge=knowledge, model="dense", overrides=overrides)
+    assert profile.jit.level.value == "off" and profile.jit.level.source == "user"
+
+
+def test_unknown_model_kind_is_refused(knowledge: Knowledge) -> None:
+    with pytest.raises(PlanError, match="model 'rnn'"):
+        plan(make_hardware(), knowledge=knowledge, model="rnn")
 
 
 def test_smt_siblings_are_not_intra_op_threads_but_feed_tf_data(knowledge: Knowledge) -> None:

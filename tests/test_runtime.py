@@ -418,3 +418,98 @@ def test_a_tuned_result_reaches_configure_and_invalidates_its_cache(
     save_result(record, environ)
     cached, env = run()
     assert cached is False and env["HW_TUNED_KNOB"] == "42"  # type: ignore[index]
+
+
+# ------------------------------------------------------------------------- tuner trials
+
+TRIAL_KNOBS = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2",
+               "TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+@pytest.mark.parametrize(
+    ("trial", "jit", "jit_compile", "precision"),
+    [
+        ({"HWTUNE_TRIAL_JIT": "on", "HWTUNE_TRIAL_PRECISION": "mixed_bfloat16"},
+         "autoclustering", True, "mixed_bfloat16"),
+        ({"HWTUNE_TRIAL_JIT": "off", "HWTUNE_TRIAL_PRECISION": "float32"}, "off", False, None),
+        ({}, None, "auto", None),  # the "TF defaults" trial: nothing to apply
+    ],
+)
+def test_a_trial_keeps_its_own_settings(
+    clean_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, trial: dict[str, str],
+    jit: str | None, jit_compile: bool | str, precision: str | None,
+) -> None:
+    """Under HWTUNE_TRIAL=1 a program's configure() must not undo the settings being measured:
+    no profile variable is set, only the trial's JIT and precision are reported for applying."""
+    for name, value in {"HWTUNE_TRIAL": "1", "HWTUNE_MODE": "latency", **TRIAL_KNOBS,
+                        **trial}.items():
+        monkeypatch.setenv(name, value)
+    before = dict(os.environ)
+    with hwtune.configure(tensorflow=False, strict=True) as report:
+        assert dict(os.environ) == before
+        assert report.env_set == {} and report.env_user == {} and report.problems == []
+        assert (report.jit, report.jit_compile, report.precision) == (jit, jit_compile, precision)
+        assert report.cache_path == ""  # no profile was looked up
+        assert "hwtune tune trial" in report.summary()
+    assert dict(os.environ) == before
+
+
+def test_jit_compile_follows_the_planned_level(clean_env: dict[str, str]) -> None:
+    """Keras needs `jit_compile=` itself on a CPU: the report says what the plan decided."""
+    dense = hwtune.configure(model="dense", tensorflow=False, use_cache=False)
+    conv = hwtune.configure(model="conv", tensorflow=False, use_cache=False)
+    assert dense.jit_compile is True and dense.payload["intent"]["model"] == "dense"
+    assert conv.jit_compile is False
+    conv.restore()
+    dense.restore()
+
+
+TRIAL_PROGRAM = textwrap.dedent(
+    """
+    import json, os
+    import hwtune
+    report = hwtune.configure()
+    import keras
+    import tensorflow as tf
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse", jit_compile=report.jit_compile)
+    print(json.dumps({
+        "env": {k: os.environ.get(k) for k in ("TF_NUM_INTRAOP_THREADS",
+                                               "TF_NUM_INTEROP_THREADS",
+                                               "TF_ENABLE_ONEDNN_OPTS")},
+        "tf_jit": str(tf.config.optimizer.get_jit()),
+        "keras_jit": model.jit_compile,
+        "policy": keras.mixed_precision.global_policy().name,
+        "notes": report.notes,
+    }))
+    """
+)
+
+
+@needs_tf
+def test_a_trial_program_that_calls_configure_is_measured_as_the_trial_asked(
+    clean_env: dict[str, str],
+) -> None:
+    """The tuner's trials run the user's program, which calls hwtune.configure(): with real
+    TensorFlow and Keras, the trial's threads, JIT and policy are what the program runs with."""
+    env = {**clean_env, "HWTUNE_TRIAL": "1", "HWTUNE_TRIAL_JIT": "on",
+           "HWTUNE_TRIAL_PRECISION": "mixed_bfloat16", **TRIAL_KNOBS}
+    result = subprocess.run(
+        [PYTHON, "-c", TRIAL_PROGRAM], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert seen["env"] == TRIAL_KNOBS
+    assert seen["tf_jit"] == "autoclustering" and seen["keras_jit"] is True
+    assert seen["policy"] == "mixed_bfloat16"
+    assert any("trial" in note for note in seen["notes"])
+
+
+def test_trial_variable_names_match_the_tuner() -> None:
+    """runtime.py spells the names out (importing the tuner would cost start-up time)."""
+    from hwtune import runtime
+    from hwtune.tune import config
+
+    assert (runtime.TRIAL_ENV, runtime.TRIAL_JIT_ENV, runtime.TRIAL_PRECISION_ENV) == (
+        config.TRIAL_ENV, config.TRIAL_JIT_ENV, config.TRIAL_PRECISION_ENV
+    )

@@ -1,17 +1,24 @@
-"""bench/bench_report.py turns a journal into the results table, targets and chart."""
+"""bench/: the report from a journal (table, targets, chart, budgets, load), machine names."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
+import background
 import bench_report
+import budgets
+import tune_bench
+
+from hwtune.models.hardware import CpuInfo
+from hwtune.tune.stats import Comparison
 
 
 def config(intra: int | None, jit: bool | None = None) -> str:
@@ -22,45 +29,223 @@ def config(intra: int | None, jit: bool | None = None) -> str:
     )
 
 
-def journal(tmp_path: Path) -> Path:
+def load(other_cpu_s: float, wall_s: float = 10.0) -> dict[str, object]:
+    return {"wall_s": wall_s, "cpus": 2, "other_cpu_s": other_cpu_s, "steal_cpu_s": 0.0}
+
+
+BUDGETS: list[dict[str, object]] = [
+    {"id": "budget/bench_detect.py", "phase": "budget", "script": "bench_detect.py",
+     "status": 0, "wall_s": 23.0, "output": "", "result": {
+         "rounds": 15, "budget_ms": 150.0, "min_ratio": 8.0, "pass": True, "results": {
+             "hwtune detect --json": {"median_ms": 108.9, "ratio_vs_py_cpuinfo": 11.0},
+             "py-cpuinfo": {"median_ms": 1195.1}}}},
+    {"id": "budget/bench_configure.py", "phase": "budget", "script": "bench_configure.py",
+     "status": 2, "wall_s": 0.3, "result": None,
+     "output": "bench_configure: 'import hwtune' exited 0: RuntimeWarning\n"},
+    {"id": "budget/bench_plan.py", "phase": "budget", "script": "bench_plan.py",
+     "status": "missing"},
+    {"id": "budget/bench_daemon.py", "phase": "budget", "script": "bench_daemon.py",
+     "status": 0, "wall_s": 97.0, "output": "", "result": {
+         "idle": {"percent_of_one_core": 0.0333, "wall_s": 60.0},
+         "follow_inotify": {"max_intervals": 0.58}, "follow_poll_only": {"max_intervals": 1.23},
+         "stop": {"max_s": 0.164}, "within_budget": True,
+         "budgets": {"idle_percent": 0.5, "follow_intervals": 2.0, "stop_s": 1.0}}},
+]
+
+
+def journal(
+    tmp_path: Path, tune2: str | None = None, tune2_value: float = 95.0, noise: float = 0.01,
+    busy: float = 0.0,
+) -> Path:
+    """S3 measured, S1 skipped. `tune2`: the second tuner run's pick (default: the first's),
+    `tune2_value` its throughput; `noise`: the relative noise of each final trial; `busy`:
+    CPU-seconds other work took during each final trial of 10 s on 2 CPUs."""
     defaults, plan, best = config(None), config(1), config(1, jit=False)
+    tune2 = tune2 or best
     entries: list[dict[str, object]] = [
         {"id": "header", "settings": {"quick": False, "oracle_rounds": 1, "final_rounds": 3,
-                                      "seconds": 2.0}, "started": 0},
-        {"id": "S3/space", "scenario": "S3", "phase": "space", "plan_s": 0.3},
+                                      "seconds": 2.0, "tune_runs": 2}, "started": 0},
+        {"id": "session/1", "phase": "session", "commit": "abc1234+dirty", "hwtune": "0.1.0",
+         "python": "3.11.7", "cpus": 2, "loadavg": [0.05, 0.1, 0.2]},
+        {"id": "S3/space", "scenario": "S3", "phase": "space", "plan_s": 0.3, "model": "dense",
+         "grid": [json.loads(best)]},
         {"id": "S3/oracle/0", "scenario": "S3", "phase": "oracle", "round": 0, "config": best,
-         "value": 100.0, "wall_s": 40.0, "failure": None},
-        {"id": "S3/tune", "scenario": "S3", "phase": "tune", "measuring_s": 8.0, "trials": 1},
+         "value": 100.0, "wall_s": 40.0, "failure": None, "load": load(0.0, 40.0)},
+        {"id": "S3/tune/1", "scenario": "S3", "phase": "tune", "run": 1, "seed": 0,
+         "measuring_s": 8.0, "trials": 1},
+        {"id": "S3/tune/2", "scenario": "S3", "phase": "tune", "run": 2, "seed": 1,
+         "measuring_s": 9.0, "trials": 2},
         {"id": "S3/columns/1", "scenario": "S3", "phase": "columns",
-         "columns": {"defaults": defaults, "plan": plan, "tune": best, "oracle": best},
-         "labels": {"defaults": "d", "plan": "p", "tune": "t", "oracle": "o"}},
+         "columns": {"defaults": defaults, "plan": plan, "tune": best, "tune2": tune2,
+                     "oracle": best},
+         "labels": {"defaults": "d", "plan": "p", "tune": "t", "tune2": "t2", "oracle": "o"}},
         {"id": "S1/skipped/1", "scenario": "S1", "phase": "skipped", "reason": "not root"},
-        {"id": "budget/bench_plan.py", "phase": "budget", "script": "bench_plan.py",
-         "status": "missing"},
+        *BUDGETS,
         {"id": "runtime/1", "phase": "runtime", "wall_s": 600.0},
     ]
     # Round levels drift 2× while plan stays 1.5× defaults and the best 1.6×.
+    levels = {defaults: 60.0, plan: 90.0, best: 96.0}
+    levels.setdefault(tune2, tune2_value)
     for round_, level in enumerate((1.0, 0.5, 1.0)):
-        for key, value in ((defaults, 60.0), (plan, 90.0), (best, 96.0)):
-            noise = 1 + 0.01 * ((round_ + len(key)) % 3 - 1)
+        for key, value in levels.items():
+            jitter = 1 + noise * ((round_ + len(key) + (key == tune2)) % 3 - 1)
             entries.append({"id": f"S3/final/{round_}/{key}", "scenario": "S3",
                             "phase": "final", "round": round_, "config": key,
-                            "value": value * level * noise, "wall_s": 10.0, "failure": None})
+                            "value": value * level * jitter, "wall_s": 10.0, "failure": None,
+                            "load": load(busy)})
     path = tmp_path / "m.journal.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in entries))
     return path
 
 
+def render(tmp_path: Path, **kwargs: Any) -> str:
+    return bench_report.write(journal(tmp_path, **kwargs), tmp_path, "m").read_text()
+
+
 def test_report_has_the_table_targets_and_reasons(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    md = bench_report.write(journal(tmp_path), tmp_path, "m").read_text()
+    md = render(tmp_path)
     assert "| S1 CNN training, whole machine, mixed precision allowed | skipped: not root |" in md
     row = next(line for line in md.splitlines() if line.startswith("| S3 MLP"))
-    assert "8 s, 1 trials" in row and "40 s, 1 trials (1 configs)" in row
-    assert "| S3 | tune's measuring ≤ 25% of the oracle's | 20% | ✓ |" in md
+    assert "8 s, 1 trials; 9 s, 2 trials" in row and "40 s, 1 trials (1 configs)" in row
+    assert "| S3 | tune's measuring ≤ 25% of the oracle's (each run) | 20%, 22% | ✓ |" in md
     plan_vs_defaults = next(line for line in md.splitlines() if "plan ≥ 1.25× TF defaults" in line)
     assert "1.50×" in plan_vs_defaults and plan_vs_defaults.endswith("✓ |")
     assert "| S3 | plan ≥ 0.95× oracle | 0.94×" in md  # 90/96, clearly below: ✗
-    assert "`bench/bench_plan.py`: missing" in md
+    assert "| `bench/bench_plan.py` | | missing | | — |" in md
     assert "total runtime 10 min" in md
     assert (tmp_path / "m.png").stat().st_size > 1000
+
+
+def test_report_without_matplotlib_says_why_there_is_no_chart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench_report, "chart", lambda results, path: False)
+    md = render(tmp_path)
+    assert "No chart: matplotlib is missing" in md and "![" not in md
+
+
+def test_report_shows_both_tuner_runs_and_the_reproducibility_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench_report, "chart", lambda results, path: False)
+    md = render(tmp_path)
+    assert "| tune | tune (2nd run) | oracle (grid's best) |" in md
+    assert "| S3 | two tuner runs within 3% (2nd / 1st) | 1.00× (same settings) | ✓ |" in md
+    assert "| S3 | tune (2nd run) ≥ 1.25× TF defaults |" in md
+    assert "  - tune (2nd run): `t2` (seed 1)" in md
+    def verdict(**kwargs: Any) -> str:
+        md = render(tmp_path, tune2=config(2), **kwargs)
+        return next(x for x in md.splitlines() if "two tuner runs within 3%" in x)
+
+    # Another pick as fast as the first, 1% noise: the interval lies within ±3%.
+    assert verdict(tune2_value=96.0).endswith("| ✓ |")
+    # The same with 5% noise: three rounds cannot tell.
+    assert verdict(noise=0.05).endswith("| ~ (within noise) |")
+    # 88 vs 96: the second pick is clearly slower.
+    assert verdict(tune2_value=88.0).endswith("| ✗ |")
+
+
+def test_report_header_names_the_commit_the_model_and_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench_report, "chart", lambda results, path: False)
+    md = render(tmp_path)
+    assert "hwtune 0.1.0 at commit `abc1234+dirty`, Python 3.11.7" in md
+    assert "- **S3** planned with `--model dense` (plan:" in md
+    assert "Background load: other work used 0.0% of the CPUs" in md and "Quiet" in md
+    assert "1-minute load average at start: 0.05 on 2 CPUs" in md
+    assert "not quiet" not in md
+    md = render(tmp_path, busy=2.0)  # 2 of 20 CPU-seconds per final trial: 10%
+    assert "**Warning: the machine was not quiet.**" in md
+    assert "other work used 6.9% of the CPUs" in md  # 9 trials × 2 s / (9 × 20 + 80) s
+    assert "9 of 10 trials saw more than 3% (worst 10%)" in md
+
+
+def test_report_quotes_the_budgets_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench_report, "chart", lambda results, path: False)
+    md = render(tmp_path)
+    detect = next(x for x in md.splitlines() if x.startswith("| `bench/bench_detect.py`"))
+    assert "`hwtune detect --json` 109 ms (11.0× faster); py-cpuinfo 1,195 ms" in detect
+    assert detect.endswith("| median < 150 ms, ≥ 8× faster | ✓ |")
+    daemon = next(x for x in md.splitlines() if x.startswith("| `bench/bench_daemon.py`"))
+    assert "idle 0.033% of a core" in daemon and "≤ 0.16 s" in daemon and daemon.endswith("✓ |")
+    configure = next(x for x in md.splitlines() if x.startswith("| `bench/bench_configure.py`"))
+    assert "failed (exit 2): `bench_configure: 'import hwtune'" in configure
+    assert "### bench/bench_configure.py (exit 2, 0 s)" in md
+
+
+def test_reproducibility_verdicts() -> None:
+    judge = bench_report.judge_reproducible
+    assert judge(Comparison("same", 1.0, 1.0, 1.0)) == "✓"  # the same settings picked
+    assert judge(Comparison("same", 1.01, 0.985, 1.025)) == "✓"  # interval inside ±3%
+    assert judge(Comparison("unclear", 1.01, 0.95, 1.07)) == "~ (within noise)"
+    assert judge(Comparison("better", 1.08, 1.04, 1.12)) == "✗"
+    assert judge(Comparison("worse", 0.9, 0.85, 0.95)) == "✗"
+    assert judge(None) == "—"
+
+
+def test_machine_names_tell_zen3_from_zen4() -> None:
+    zen3 = CpuInfo(arch="x86_64", model_name="AMD EPYC", microarch="znver3", hypervisor="KVM")
+    assert tune_bench.machine_name(zen3, 2) == "amd-epyc-znver3-2cpu-kvm"
+    zen4 = CpuInfo(arch="x86_64", model_name="AMD EPYC", microarch="znver4", hypervisor="KVM")
+    assert tune_bench.machine_name(zen4, 2) == "amd-epyc-znver4-2cpu-kvm"
+    bare = CpuInfo(arch="aarch64", model_name=None, microarch="neoverse-v1")
+    assert tune_bench.machine_name(bare, 64) == "aarch64-neoverse-v1-64cpu"
+    unknown = CpuInfo(arch="x86_64", model_name="Intel(R) Xeon(R) CPU @ 2.20GHz")
+    assert tune_bench.machine_name(unknown, 4) == "intel-r-xeon-r-cpu-2-20ghz-4cpu"
+
+
+def test_every_tune_call_states_the_scenarios_model(tmp_path: Path) -> None:
+    models = {s.name: s.model for s in tune_bench.SCENARIOS}
+    assert models == {"S1": "conv", "S2": "dense", "S3": "dense", "S4": "dense"}
+    settings = tune_bench.Settings.make(quick=True)
+    journal = tune_bench.Journal(tmp_path / "j.jsonl", True, {"settings": settings.as_json()})
+    for scenario in tune_bench.SCENARIOS:
+        # common_args() is the start of the dry run's and of both tuner runs' command lines.
+        args = tune_bench.ScenarioRun(scenario, settings, journal, None).common_args()
+        assert args[args.index("--model") + 1] == scenario.model
+
+
+def test_background_load_is_busy_time_less_our_own(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "stat").write_text("cpu  100 0 50 1000 0 0 0 7 0 0\ncpu0 1\ncpu1 1\nintr 5\n")
+    (proc / "loadavg").write_text("1.50 0.80 0.40 2/100 999\n")
+    times = background.read_times(proc)
+    assert times is not None and times.steal_s > 0
+    assert background.online_cpus(proc) == 2
+    assert background.loadavg(proc) == (1.5, 0.8, 0.4)
+    assert background.load_warning((1.5, 0.8, 0.4), 2) is not None
+    assert background.load_warning((0.3, 0.2, 0.1), 2) is None
+    summary = background.summarize([
+        {"phase": "final", "load": load(0.4)},  # 2% of 2 CPUs for 10 s
+        {"phase": "final", "load": load(-0.1)},  # tick sampling: slightly below our own
+        {"phase": "tune", "load": load(0.3, 100.0)},
+    ])
+    assert summary is not None and summary.trials == 2 and summary.noisy_trials == 0
+    assert summary.quiet and summary.other == pytest.approx(0.6 / 240)
+
+
+def test_a_journal_from_before_these_fields_still_renders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench_report, "chart", lambda results, path: False)
+    old = REPO / "bench" / "results" / "amd-epyc-znver4-2cpu-kvm.journal.jsonl"
+    copy = tmp_path / "old.journal.jsonl"
+    copy.write_text(old.read_text())
+    md = bench_report.write(copy, tmp_path, "old").read_text()
+    assert "hwtune commit, version and Python not recorded" in md
+    assert "Background load: not recorded in this journal." in md
+    assert "| not run |" in md and "two tuner runs" not in md
+    assert "| S1 | tune ≥ 1.4× TF defaults (bf16 allowed) | 1.65× [1.43–1.90] | ✓ |" in md
+    assert "Not run in this journal (`--no-budgets`)." in md
+
+
+def test_budget_output_from_before_json_is_quoted() -> None:
+    lines = budgets.report_lines([{"phase": "budget", "script": "bench_plan.py", "status": 0,
+                                   "output": "plan() on {...}\n  1 instance median 1.2 ms\n"}])
+    assert "| `bench/bench_plan.py` | | exit 0, output below | | ✓ |" in lines
+    assert "  1 instance median 1.2 ms" in "\n".join(lines)

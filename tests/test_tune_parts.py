@@ -279,6 +279,45 @@ def test_store_newest_result_wins_without_a_workload(tmp_path: Path) -> None:
     assert reason == "measured: 1.20× over the rule's choice"
 
 
+def test_store_results_fit_the_model_kind_they_were_tuned_for(tmp_path: Path) -> None:
+    """XLA measured on a dense model says nothing about a convolutional one: without a
+    workload, the newest result that fits the asked model kind (or mode) is used."""
+    environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}
+    conv = save_result(record(workload="cnn", model="conv", ratio=1.1), environ)
+    os.utime(conv, (1, 1))
+    older = save_result(record(workload="legacy", ratio=1.05), environ)  # before --model
+    os.utime(older, (0, 0))
+    save_result(record(workload="mlp", model="dense", ratio=1.4), environ)
+
+    def ratio(**asked: str) -> str:
+        return load_measured("abc123", environ=environ, **asked)["instances"].reason
+
+    assert ratio() == ratio(model="unknown") == ratio(model="dense")
+    assert ratio(model="dense") == "measured: 1.40× over the rule's choice"
+    assert ratio(model="conv") == "measured: 1.10× over the rule's choice"
+    conv.unlink()
+    assert ratio(model="conv") == "measured: 1.05× over the rule's choice"  # tuned "unknown"
+    assert load_measured("abc123", environ=environ, mode="latency") == {}
+
+
+def test_a_result_the_plan_cannot_use_is_ignored_with_the_file_named(tmp_path: Path) -> None:
+    from hwtune.planner import plan
+    from hwtune.tune.store import apply_measured
+    from tests.plan_builders import make_hardware
+
+    environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}
+    hardware = make_hardware()
+    rules = plan(hardware)
+    path = save_result(
+        record(fingerprint=rules.fingerprint, settings={"instances": 1024}), environ
+    )
+    profile, ignored = apply_measured(rules, lambda found: plan(hardware, measured=found), environ)
+    assert profile is rules and ignored and ignored.startswith(f"tuned results ignored: {path}: ")
+    save_result(record(fingerprint=rules.fingerprint), environ)
+    profile, ignored = apply_measured(rules, lambda found: plan(hardware, measured=found), environ)
+    assert ignored is None and profile.threads.intra_op.source == "measured"
+
+
 def test_store_default_location_follows_xdg_state_home(tmp_path: Path) -> None:
     environ = {"XDG_STATE_HOME": str(tmp_path / "state")}
     assert result_path("f", "builtin:mlp", environ) == (

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hwtune.cli import MODEL_HELP
 from hwtune.models.hardware import Hardware
-from hwtune.models.profile import Intent, Profile
+from hwtune.models.profile import MODEL_KINDS, Intent, Profile
 from hwtune.ranks import LocalRank, already_pinned, local_rank
 
-INTENT_FLAGS = ("mode", "instances", "instance", "precision", "tf_version")
+INTENT_FLAGS = ("mode", "instances", "instance", "precision", "tf_version", "model")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ def add_intent_arguments(parser: argparse.ArgumentParser, *, instances: bool = T
             help="which of them this is (0-based)",
         )
     group.add_argument("--precision", choices=("off", "eligible", "auto"), default=None)
+    group.add_argument("--model", choices=MODEL_KINDS, default=None, help=MODEL_HELP)
     group.add_argument(
         "--tf-version",
         default=None,
@@ -124,24 +126,15 @@ def plan_for(
         instance=overrides.instance or 0,
         precision=overrides.precision or "eligible",
         tf_version=overrides.tf_version,
+        model=overrides.model or "unknown",
     )
     profile = plan(hw, intent, overrides)
-    measured = _measured(profile, environ, notes)
-    if measured:  # tuner results are keyed by the plan's hardware fingerprint (as `hwtune plan`)
-        profile = plan(hw, intent, overrides, measured)
+    from hwtune.tune.store import apply_measured
+
+    # Tuner results are keyed by the plan's hardware fingerprint (as `hwtune plan`).
+    profile, ignored = apply_measured(
+        profile, lambda measured: plan(hw, intent, overrides, measured), environ
+    )
+    if ignored:
+        notes.append(ignored)
     return Planned(hw, profile, tuple(notes), rank)
-
-
-def _measured(profile: Profile, environ: Mapping[str, str], notes: list[str]) -> dict[str, Any]:
-    """What `hwtune tune` stored for this hardware and mode; a bad file becomes a note."""
-    from hwtune.errors import HwtuneError
-
-    try:
-        from hwtune.tune.store import load_measured
-    except ImportError:
-        return {}
-    try:
-        return dict(load_measured(profile.fingerprint, mode=profile.intent.mode, environ=environ))
-    except HwtuneError as err:
-        notes.append(f"tuned results ignored: {err}")
-        return {}

@@ -16,10 +16,10 @@ import json
 import shutil
 from pathlib import Path
 
-from hwtune.cli import Environment
+from hwtune.cli import MODEL_HELP, Environment
 from hwtune.errors import HwtuneError
 from hwtune.models.hardware import Hardware
-from hwtune.models.profile import Profile, Setting
+from hwtune.models.profile import MODEL_KINDS, Profile
 from hwtune.status import ExitStatus
 
 
@@ -47,6 +47,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("off", "eligible", "auto"),
         help="mixed precision: report eligibility only (default), enable the best, or off",
     )
+    parser.add_argument("--model", choices=MODEL_KINDS, help=MODEL_HELP)
     parser.add_argument(
         "--tf-version", metavar="X.Y", help="plan a source build for this TensorFlow"
     )
@@ -115,30 +116,23 @@ def plan_from_args(args: argparse.Namespace, env: Environment) -> tuple[Hardware
         instance=args.instance,
         precision=args.precision,
         tf_version=args.tf_version,
+        model=args.model,
     )
     hardware = load_hardware(args)
     profile = plan(hardware, overrides=overrides)
     if getattr(args, "no_measured", False):
         return hardware, profile
-    measured = _tuned(profile, env)
-    if measured:  # tuner results are keyed by the plan's hardware fingerprint
-        profile = plan(hardware, overrides=overrides, measured=measured)
+    from hwtune.tune.store import apply_measured
+
+    # Tuner results are keyed by the plan's hardware fingerprint, so plan once without them.
+    profile, ignored = apply_measured(
+        profile,
+        lambda measured: plan(hardware, overrides=overrides, measured=measured),
+        env.environ,
+    )
+    if ignored:
+        print(f"hwtune: warning: {ignored}", file=env.stderr)
     return hardware, profile
-
-
-def _tuned(profile: Profile, env: Environment) -> dict[str, Setting]:
-    """What `hwtune tune` stored for this hardware and mode; a bad file is a warning here."""
-    try:
-        from hwtune.tune.store import load_measured
-    except ImportError:
-        return {}
-    try:
-        return dict(
-            load_measured(profile.fingerprint, mode=profile.intent.mode, environ=env.environ)
-        )
-    except HwtuneError as err:
-        print(f"hwtune: warning: tuned results ignored: {err}", file=env.stderr)
-        return {}
 
 
 def table_rows(profile: Profile) -> list[tuple[str, str, str]]:

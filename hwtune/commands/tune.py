@@ -15,7 +15,8 @@ import argparse
 import json
 from typing import Any
 
-from hwtune.cli import Environment
+from hwtune.cli import MODEL_HELP, Environment
+from hwtune.models.profile import MODEL_KINDS
 from hwtune.status import ExitStatus
 
 _BUILTIN_HELP = (
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mode", choices=("throughput", "latency"),
         help="default: the configured mode (config.toml, HWTUNE_MODE), else throughput",
     )
+    parser.add_argument("--model", choices=MODEL_KINDS, help=MODEL_HELP)
     parser.add_argument(
         "--instances", type=int, metavar="N",
         help="tune for N concurrent copies (default: searched in throughput mode)",
@@ -97,6 +99,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         trial_timeout_s=args.trial_timeout,
         allow_precision=args.allow_precision,
         mode=args.mode or overrides.mode or "throughput",
+        model=args.model or overrides.model or "unknown",
         instances=args.instances,
         store=not args.no_store,
         seed=args.seed,
@@ -129,6 +132,7 @@ def _dry_run(hw: Any, request: Any, overrides: Any, env: Environment, *, as_json
         data = {
             "fingerprint": fingerprint,
             "workload": request.workload.key,
+            "model": request.model,
             "start": to_json(start),
             "neighbors": [to_json(c) for c in space.neighbors(start)],
             "grid": [to_json(c) for c in grid],
@@ -137,7 +141,7 @@ def _dry_run(hw: Any, request: Any, overrides: Any, env: Environment, *, as_json
         return ExitStatus.SUCCESS
     lines = [
         f"hwtune tune --dry-run: {request.workload.display}, hardware {fingerprint}",
-        f"  start (the plan): {start.label()}",
+        f"  start (the plan, --model {request.model}): {start.label()}",
         f"  instances: {', '.join(str(k) for k in space.bases)}",
     ]
     for count in space.bases:

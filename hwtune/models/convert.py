@@ -66,7 +66,9 @@ def _convert(tp: Any, value: Any, where: str, path: str) -> Any:
         if value in get_args(tp) and type(value) in {type(a) for a in get_args(tp)}:
             return value
         allowed = ", ".join(repr(a) for a in get_args(tp))
-        raise _fail(where, path, f"{value!r} is not one of {allowed}")
+        close = difflib.get_close_matches(str(value), [str(a) for a in get_args(tp)], n=1)
+        hint = f"did you mean '{close[0]}'?" if close else None
+        raise _fail(where, path, f"{value!r} is not one of {allowed}", hint)
     if origin is tuple or origin is list:
         if not isinstance(value, (list, tuple)):
             raise _fail(where, path, f"expected a list, got {type(value).__name__}")

@@ -15,6 +15,10 @@ Source = Literal["rule", "user", "measured", "default"]
 Scalar = str | int | float | bool | None
 Mode = Literal["throughput", "latency"]
 PrecisionIntent = Literal["off", "eligible", "auto"]
+# What the user trains, as far as the rules care: XLA on CPU helps a dense model (matmuls and
+# elementwise ops it can fuse) and hurts a convolutional one (planner/accel.py has the figures).
+ModelKind = Literal["unknown", "dense", "conv"]
+MODEL_KINDS: tuple[ModelKind, ...] = ("unknown", "dense", "conv")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,7 @@ class Intent:
     instance: int = 0
     precision: PrecisionIntent = "eligible"
     tf_version: str | None = None  # the TensorFlow version to plan a source build for
+    model: ModelKind = "unknown"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from hwtune.planner.bazel import plan_bazel
 from hwtune.planner.instances import split
 from hwtune.planner.knowledge import Knowledge, default_knowledge
 
-INTENT_FIELDS = ("mode", "instances", "instance", "precision", "tf_version")
+INTENT_FIELDS = ("mode", "instances", "instance", "precision", "tf_version", "model")
 # measured keys that name the same decision
 _ALIASES = {
     "env.TF_NUM_INTRAOP_THREADS": "threads.intra_op",
@@ -109,6 +109,8 @@ def resolve_intent(base: Intent, overrides: Overrides, measured: Mapping[str, Se
         raise PlanError(f"mode {intent.mode!r} is not throughput or latency")
     if intent.precision not in ("off", "eligible", "auto"):
         raise PlanError(f"precision {intent.precision!r} is not off, eligible or auto")
+    if intent.model not in ("unknown", "dense", "conv"):
+        raise PlanError(f"model {intent.model!r} is not unknown, dense or conv")
     if intent.instances < 1:
         raise PlanError(f"instances must be at least 1, not {intent.instances}")
     if not 0 <= intent.instance < intent.instances:
@@ -193,7 +195,7 @@ def plan(
     left_out.extend(omitted)
 
     precision = _precision(resolved, eligible, why_eligible, on_gpu, onednn, layers)
-    jit = layers.pick("jit.level", accel.jit_rule(on_gpu), overrides.jit, "jit")
+    jit = layers.pick("jit.level", accel.jit_rule(on_gpu, resolved.model), overrides.jit, "jit")
     flags = accel.xla_flags(str(jit.value), on_gpu)
     if flags:
         env["TF_XLA_FLAGS"] = Setting(flags, jit.reason, jit.source)

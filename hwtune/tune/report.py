@@ -23,7 +23,7 @@ def render_report(report: TuneReport) -> str:
     }.get(outcome.stopped, outcome.stopped)
     lines = [
         f"hwtune tune: {request.workload.display} — {request.mode} mode, "
-        f"hardware {report.fingerprint}",
+        f"{request.model} model, hardware {report.fingerprint}",
         f"  {len(outcome.trials)} trials in {clock_text(outcome.elapsed_s)} "
         f"(budget {clock_text(request.budget_s)}) over a space of {report.space.size()} "
         f"configurations; {stopped}; noise ±{outcome.noise:.1%}",

@@ -18,7 +18,7 @@ from typing import Any
 from hwtune import __version__
 from hwtune.errors import PlanError, TuneError
 from hwtune.models.hardware import Hardware
-from hwtune.models.profile import Intent, Mode, PrecisionIntent, Profile
+from hwtune.models.profile import Intent, Mode, ModelKind, PrecisionIntent, Profile
 from hwtune.tune.config import TrialConfig, to_json
 from hwtune.tune.search import Search, SearchOutcome, SearchSettings
 from hwtune.tune.space import SearchSpace, build_space
@@ -42,6 +42,7 @@ class TuneRequest:
     trial_timeout_s: float | None = None  # None: adaptive (see TIMEOUT_FACTOR)
     allow_precision: bool = False
     mode: Mode = "throughput"
+    model: ModelKind = "unknown"  # what the workload trains: the plan's XLA rule uses it
     instances: int | None = None  # fixed instance count; None: searched in throughput mode
     store: bool = True
     seed: int = 0
@@ -93,7 +94,11 @@ def plans_for(
     for count in instance_counts(hw, request):
         try:
             plans[count] = plan(
-                hw, Intent(mode=request.mode, instances=count, precision=precision), overrides
+                hw,
+                Intent(
+                    mode=request.mode, instances=count, precision=precision, model=request.model
+                ),
+                overrides,
             )
         except PlanError:
             if count == (request.instances or 1):
@@ -105,7 +110,9 @@ def _intent_free(overrides: Any) -> Any:
     """The user's overrides without the intent fields the tuner sets itself."""
     if overrides is None:
         return None
-    return dataclasses.replace(overrides, mode=None, instances=None, instance=None, precision=None)
+    return dataclasses.replace(
+        overrides, mode=None, instances=None, instance=None, precision=None, model=None
+    )
 
 
 def prepare(
@@ -179,6 +186,7 @@ def tune(
         "workload": request.workload.key,
         "command": request.workload.display,
         "mode": request.mode,
+        "model": request.model,
         "ratio": round(outcome.ratio, 4),
         # The ratio's 95% interval, when the plan and the best were re-measured side by side.
         "ratio_interval": (

@@ -14,6 +14,17 @@ KNOWN_BUGS: dict[str, str] = {}
 
 # Found by the suite and fixed since; their reproducers run as plain regression tests.
 FIXED_BUGS: dict[str, str] = {
+    "unicode-digits-version-tuple": (
+        "the planner's version_tuple() fed str.isdigit() characters to int(): a compute "
+        "capability '7.⁵' in hardware.json (`plan --hardware`) ended planning in a ValueError "
+        "traceback, and '7.٣' was read as 7.3 (hwtune/planner/knowledge.py; "
+        "test_known_bugs.py::test_compute_capability_with_unicode_digits_plans)"),
+    "tuned-instances-beyond-cores": (
+        "a tuned result whose `instances` this machine cannot hold (1024 on 2 cores) made "
+        "plan() raise PlanError, and `hwtune plan`/`apply`/`exec` failed instead of ignoring "
+        "the result with a warning; now store.apply_measured plans with the rules and names "
+        "the file (hwtune/tune/store.py; "
+        "test_faults.py::test_tuned_instances_beyond_this_machine)"),
     "cgroup-negative-cpu-max": (
         "a negative cgroup v2 cpu.max quota became a 1-CPU limit (hwtune/probes/cgroup.py; "
         "test_known_bugs.py::test_negative_cgroup_v2_quota_is_not_a_limit)"),
@@ -48,6 +59,21 @@ FIXED_BUGS: dict[str, str] = {
         "any forwarded signal during `hwtune exec` start-up (SIGUSR1 too) stopped the remaining "
         "instances from starting (hwtune/launch.py; "
         "test_processes.py::test_sigusr1_while_an_instance_is_starting)"),
+    "unicode-digits": (
+        "str.isdigit() is True for '²' and '①', which int() refuses: lscpu `-p` rows and "
+        "summary numbers, meminfo, /proc/self/cgroup, sysfs cache sizes, $WATCHDOG_USEC and "
+        "profile thread counts raised a bare ValueError, and '٣' was read as 3 there and in "
+        "the sysfs, NUMA, nvidia-smi and TensorFlow version patterns; one ASCII-digit test "
+        "now (hwtune/digits.py; test_known_bugs.py::test_unicode_digits_are_not_numbers)"),
+    "tuned-result-crashes-plan": (
+        "a tuned result file that was not UTF-8, held a number of 5,000 digits or a ratio "
+        "beyond any float, or nested arrays 100,000 deep ended `hwtune plan`/`apply` in a "
+        "traceback (and configure() planned nothing), and so did a wrong-typed setting "
+        "(threads.intra_op \"abc\": a ValueError in plan(); jit.level 'x': an ApplyError "
+        "from render); "
+        "a directory or dangling symlink in its place was skipped without a word "
+        "(hwtune/tune/store.py; test_fuzz_parsers.py::test_tuned_result_file, "
+        "test_faults.py::test_tuned_result_faults)"),
 }
 
 

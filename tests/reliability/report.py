@@ -53,6 +53,7 @@ PARSERS = {
     "test_journal_manifest_and_cache": "apply journal manifests, configure() cache",
     "test_launcher_rank_variables": "launcher rank variables (SLURM_*, LOCAL_RANK…)",
     "test_proc_readers_of_verify_and_tune": "`verify`'s /proc readers, tuner metric lines",
+    "test_tuned_result_file": "tuned results (`hwtune tune`'s JSON), then plan and render",
 }
 
 
@@ -271,8 +272,10 @@ def render(default: Run | None, long: Run | None, kept_long: str | None = None) 
         "  dangling symlinks, symlink loops, EIO on read, empty or binary; CPU directories",
         "  vanishing while detect runs; every NVML call failing with each error; the",
         "  nvidia-smi fallback failing, hanging or lying; a TensorFlow installed but broken;",
-        "  `configure()` with bad settings. Detect must complete with issues (no probe may",
-        "  raise), plan must still produce a profile that renders.",
+        "  `configure()` with bad settings; tuned results broken the same ways. Detect must",
+        "  complete with issues (no probe may raise), plan must still produce a profile that",
+        "  renders, and a tuned result that cannot be used is ignored with a warning naming",
+        "  its file.",
         "- **Writes**: real `hwtune apply` processes SIGKILLed at random moments; a full",
         "  tmpfs; read-only mounts; symlinks planted by another user; twenty at once.",
         "- **Hostile values**: quotes, `$(…)`, backticks, backslashes, newlines, NUL, 100 KB",
@@ -309,7 +312,14 @@ def render(default: Run | None, long: Run | None, kept_long: str | None = None) 
         "  one landing while it starts up or forks a foreground child is swallowed inside the",
         "  shell, a race of the shell, not of hwtune. The grandchild case (a shell and its",
         "  `sleep`) is covered once the instances have settled. hwtune is started with",
-        "  default signal dispositions: it keeps an inherited ignore (nohup, `cmd &`) as is.", "",
+        "  default signal dispositions: it keeps an inherited ignore (nohup, `cmd &`) as is.",
+        "- Until hwtune's launcher handles SIGINT, CPython raises KeyboardInterrupt wherever",
+        "  it is, and drops it where it can only print it: in site's processing of a `.pth`",
+        "  file (before any hwtune code runs) or in a callback such as importlib's module-lock",
+        "  weakref callback (\"Exception ignored in\"): 3 of about 1,500 SIGINTs sent at a",
+        "  random start-up moment here. Such a SIGINT, visible as a KeyboardInterrupt on",
+        "  stderr while hwtune runs on, is sent again once, and counted; any other hang",
+        "  fails the case with its seed and delay.", "",
         "## Known bugs found by the suite", "",
     ]
     if KNOWN_BUGS:

@@ -446,6 +446,7 @@ with warnings.catch_warnings(record=True) as caught:
         report = hwtune.configure(strict=scenario.startswith("strict"))
         result["raised"] = None
         result["env_set"] = len(report.env_set)
+        result["notes"] = list(report.notes)
     except HwtuneError as err:
         result["raised"] = type(err).__name__ + ": " + err.message
     result["warnings"] = [str(w.message) for w in caught]
@@ -467,6 +468,8 @@ CONFIGURE_CASES: dict[str, tuple[dict[str, str], str]] = {
     "cache directory is a file": ({"XDG_CACHE_HOME": "{tmp}/cachefile"}, "configured"),
     "cache file corrupt": ({"XDG_CACHE_HOME": "{tmp}/cache"}, "configured"),
     "broken tensorflow": ({"PYTHONPATH": "{tmp}/site"}, "configured"),
+    # planned with the rules, a note naming the file (tuned_result_fault writes it)
+    "tuned result not UTF-8": ({"HWTUNE_TUNED_DIR": "{tmp}/tuned"}, "configured"),
 }
 
 
@@ -491,6 +494,12 @@ def test_configure_never_raises_into_the_program(scenario: str, tmp_path: Path,
         env["PYTHONPATH"] += os.pathsep + str(REPO_ROOT)
     else:
         env["PYTHONPATH"] = str(REPO_ROOT)
+    broken = None
+    if scenario.startswith("tuned"):
+        from hwtune.apply.source import plan_for
+
+        fingerprint = plan_for({}, env).profile.fingerprint  # this machine's, as configure()'s
+        broken = tuned_result_fault(tmp_path / "tuned", fingerprint, "not-utf8")
     done = subprocess.run([sys.executable, "-c", CONFIGURE_SCRIPT, scenario], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -505,5 +514,94 @@ def test_configure_never_raises_into_the_program(scenario: str, tmp_path: Path,
         assert result["env_set"] > 0, result
     if scenario == "broken tensorflow":
         assert "BROKEN-TF" in result["tf_import"], result
+    if broken is not None:
+        assert any(str(broken) in note for note in result["notes"]), result
     figures.count("faults injected")
     figures.count(expected)
+
+
+# ---------------------------------------------------------------------------- tuned results
+
+# File-system faults of hwtune/tune/store.py's files, plus two of its own: the fingerprint's
+# directory is a file, and a broken entry beside a good result (the good one is used).
+TUNED_FAULTS = (*(f for f in FAULTS if f != "removed"), "not-utf8", "fingerprint-dir-is-a-file",
+                "beside-a-good-result")
+
+
+def tuned_record(fingerprint: str, **settings: object) -> dict[str, object]:
+    return {"schema": 1, "fingerprint": fingerprint, "workload": "builtin:cnn",
+            "mode": "throughput", "ratio": 1.31,
+            "settings": settings or {"threads.intra_op": 1, "instances": 1}}
+
+
+def tuned_result_fault(tuned: Path, fingerprint: str, fault: str) -> Path | None:
+    """Break the tuned result of `fingerprint` under `tuned`; returns the path a warning must
+    name (None when a good result is still there to use)."""
+    target = tuned / fingerprint / "builtin_cnn.json"
+    target.parent.parent.mkdir(parents=True, exist_ok=True)
+    if fault == "fingerprint-dir-is-a-file":
+        target.parent.write_text("not a directory\n")
+        return target.parent
+    target.parent.mkdir(exist_ok=True)
+    if fault == "not-utf8":  # a Latin-1 "é" in a value, as an editor might save it
+        record = json.dumps(tuned_record(fingerprint, **{"env.KMP_BLOCKTIME": "\x01"}))
+        target.write_bytes(record.encode().replace(b"\\u0001", b"\xe9"))
+        return target
+    if fault == "beside-a-good-result":
+        good = target.with_name("builtin_mlp.json")
+        good.write_text(json.dumps(tuned_record(fingerprint)))
+        os.utime(good, (1, 1))  # older: the broken entry is the newest
+        break_path(target, "directory")
+        return None
+    break_path(target, fault)
+    return target
+
+
+@pytest.mark.parametrize("fault", TUNED_FAULTS)
+def test_tuned_result_faults(fault: str, machine_snapshot: Path, tmp_path: Path,
+                             figures: Figures) -> None:
+    """A tuned result that cannot be used never stops `plan` or `apply`: they plan with the
+    rules, exit 0, and say which file they ignored and why."""
+    from tests.conftest import run_cli
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "XDG_"))}
+    environ.update(XDG_CONFIG_HOME=str(tmp_path / "config"),
+                   XDG_CACHE_HOME=str(tmp_path / "cache"),
+                   HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
+    root = ["--root", str(machine_snapshot)]
+    fingerprint = json.loads(run_cli(["plan", *root, "--json"], environ).stdout)["fingerprint"]
+    named = tuned_result_fault(tmp_path / "tuned", fingerprint, fault)
+    planned = run_cli(["plan", *root, "--json"], environ)
+    assert planned.exit_status == 0, planned.stderr
+    source = json.loads(planned.stdout)["threads"]["intra_op"]["source"]
+    applied = run_cli(["apply", *root, "--output", str(tmp_path / "out")], environ)
+    assert applied.exit_status == 0, applied.stderr
+    if named is None:
+        assert source == "measured", planned.stderr
+        figures.count("good result beside a broken entry: used")
+        return
+    assert source == "rule"
+    for output in (planned.stderr, applied.stdout):
+        assert "tuned results ignored" in output and str(named) in output, output
+    figures.count("faults injected")
+    figures.count("planned with the rules, warning names the file")
+
+
+def test_tuned_instances_beyond_this_machine(machine_snapshot: Path, tmp_path: Path,
+                                             figures: Figures) -> None:
+    """A well-formed result whose instance count this machine cannot hold (hand-edited or
+    damaged: the store cannot know the machine's cores) is ignored like any bad result."""
+    from tests.conftest import run_cli
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "XDG_"))}
+    environ.update(XDG_CONFIG_HOME=str(tmp_path / "config"),
+                   HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
+    root = ["--root", str(machine_snapshot)]
+    fingerprint = json.loads(run_cli(["plan", *root, "--json"], environ).stdout)["fingerprint"]
+    target = tmp_path / "tuned" / fingerprint / "builtin_cnn.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(tuned_record(fingerprint, instances=1024)))
+    planned = run_cli(["plan", *root, "--json"], environ)
+    assert planned.exit_status == 0, planned.stderr
+    assert "tuned results ignored" in planned.stderr and str(target) in planned.stderr
+    figures.count("planned with the rules, warning names the file")

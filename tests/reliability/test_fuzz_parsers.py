@@ -626,3 +626,88 @@ def planned_hardware(tmp_path_factory: pytest.TempPathFactory) -> Any:
     dest = tmp_path_factory.mktemp("fuzz-machine") / "root"
     take_snapshot(dest, gpus=False, tensorflow=False)
     return detect(dest, tensorflow=False)
+
+
+# ---------------------------------------------------------------------------- tuned results
+
+_TUNED_KEYS = ("threads.intra_op", "threads.inter_op", "env.TF_ENABLE_ONEDNN_OPTS", "jit.level",
+               "precision.enabled", "instances", "jit", "precision", "data_format",
+               "env.TF_NUM_INTRAOP_THREADS", "env.KMP_BLOCKTIME", "env.LD_PRELOAD", "env.A=B",
+               "tf_data.prefetch", "env.")
+
+
+def _tuned_value() -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.sampled_from(("off", "on", "autoclustering", "mixed_float16", "mixed_bfloat16",
+                         "float32", "channels_first", "0", "1", "42", None, True, 0, 1, 2, -1,
+                         2**16, 2**16 + 1, 10**400, 1.5, float("nan"), float("inf"))),
+        st.integers(-(2**70), 2**70), fz.env_value(), fz.unicode_number(),
+        st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=4), st.none(),
+                                                             max_size=2),
+    )
+
+
+def _tuned_record(fingerprint: str) -> dict[str, Any]:
+    """What hwtune/tune/tuner.py stores (abridged), for this machine's plan."""
+    return {
+        "schema": 1, "fingerprint": fingerprint, "workload": "builtin:cnn",
+        "mode": "throughput", "model": "conv", "ratio": 1.31, "ratio_interval": [1.2, 1.4],
+        "settings": {"threads.intra_op": 2, "threads.inter_op": 1,
+                     "env.TF_ENABLE_ONEDNN_OPTS": "1", "jit.level": "off",
+                     "precision.enabled": None, "instances": 1},
+        "trials": 12, "hwtune": "0.1.0",
+    }
+
+
+@fuzz_settings
+@given(data=st.data())
+def test_tuned_result_file(data: st.DataObject, figures: Figures, planned_hardware: Any,
+                           tmp_path: Path) -> None:
+    """A tuned result (hwtune/tune/store.py) as `plan`, `apply`, `exec` and configure() load
+    it: measured settings that plan and render, or TuneError naming the file (which they turn
+    into a warning and plan with the rules); never another exception."""
+    from hwtune.errors import TuneError
+    from hwtune.planner import plan
+    from hwtune.render import render_all
+    from hwtune.tune.store import apply_measured, load_measured
+
+    fingerprint = plan(planned_hardware).fingerprint
+    record = _tuned_record(fingerprint)
+    settings = st.dictionaries(st.one_of(st.sampled_from(_TUNED_KEYS), st.text(max_size=12)),
+                               _tuned_value(), max_size=6)
+    raw = data.draw(st.one_of(
+        st.builds(lambda s: json.dumps({**record, "settings": s}), settings),
+        mutated_json(record).map(json.dumps),
+        fz.mutated([json.dumps(record, indent=2)]),
+        st.sampled_from((
+            json.dumps({**record, "ratio": 10**400}), json.dumps({**record, "ratio": -1}),
+            json.dumps(record).replace("1.31", "9" * 5000), "[" * 100_000,
+            json.dumps({**record, "schema": True}), json.dumps(record)[:40],
+        )),
+        st.binary(max_size=300),
+        st.binary(max_size=40).map(lambda b: json.dumps(record).encode() + b),
+    ), label="tuned result")
+    figures.count("inputs")
+    path = tmp_path / "tuned" / fingerprint / "builtin_cnn.json"
+    write(path, raw)
+    environ = {"HWTUNE_TUNED_DIR": str(tmp_path / "tuned")}
+    try:
+        measured = load_measured(fingerprint, mode="throughput", environ=environ)
+    except TuneError as err:
+        assert str(path) in err.message, err.message
+        figures.count("typed error (TuneError)")
+    else:
+        figures.count("result" if measured else "result (nothing for this machine and mode)")
+    # As `plan`, `apply`, `exec` and configure() use it: the rule profile when the result
+    # cannot be used (a TuneError, or a PlanError such as more instances than cores).
+    rules = plan(planned_hardware)
+    profile, ignored = apply_measured(
+        rules, lambda found: plan(planned_hardware, measured=found), environ
+    )
+    if ignored:
+        assert str(path) in ignored and profile is rules, ignored
+        figures.count("planned with the rules, a warning naming the file")
+    else:
+        figures.count("planned with the measured settings" if measured else "planned")
+    render_all(profile, planned_hardware)
+    figures.count("planned and rendered")

@@ -35,24 +35,17 @@ def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.
     return args
 
 
-def jit_setting() -> bool | str:
-    """Keras `jit_compile`: True/False from HWTUNE_TRIAL_JIT, else Keras's own "auto"."""
-    value = os.environ.get("HWTUNE_TRIAL_JIT", "")
-    if value in ("on", "1", "true"):
-        return True
-    if value in ("off", "0", "false"):
-        return False
-    return "auto"
+def configure() -> Any:
+    """`hwtune.configure()`, called the way a user's program calls it, before TensorFlow.
 
+    In a tuner trial (HWTUNE_TRIAL=1) it applies only the trial's XLA and precision settings
+    (HWTUNE_TRIAL_JIT, HWTUNE_TRIAL_PRECISION; TensorFlow reads the other knobs from the
+    environment itself); run by hand, the machine's profile. Either way the workload then
+    passes `report.jit_compile` to Keras and gets the precision policy set on import.
+    """
+    import hwtune
 
-def apply_precision() -> str:
-    """Set the Keras mixed-precision policy named by HWTUNE_TRIAL_PRECISION; return its name."""
-    policy = os.environ.get("HWTUNE_TRIAL_PRECISION", "") or "float32"
-    if policy != "float32":
-        import keras
-
-        keras.mixed_precision.set_global_policy(policy)
-    return policy
+    return hwtune.configure()
 
 
 def rate_from_step_times(ends: Sequence[float], start: float, samples_per_step: int) -> float:

@@ -15,7 +15,7 @@ BATCH = 64
 def main() -> None:
     args = _harness.parse_args(__doc__ or "")
     batch = args.batch or BATCH
-    policy = _harness.apply_precision()
+    report = _harness.configure()
     import keras
     import numpy as np
     import tensorflow as tf
@@ -42,9 +42,10 @@ def main() -> None:
     model.compile(
         optimizer="adam",
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=_harness.jit_setting(),
+        jit_compile=report.jit_compile,
     )
     rate = _harness.keras_fit_rate(model, data, batch, args)
+    policy = keras.mixed_precision.global_policy().name
     _harness.report(rate, policy=policy, jit=model.jit_compile)
 
 

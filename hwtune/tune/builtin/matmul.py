@@ -15,12 +15,13 @@ PRODUCTS_PER_STEP = 8
 
 def main() -> None:
     args = _harness.parse_args(__doc__ or "")
-    policy = _harness.apply_precision()
+    report = _harness.configure()
+    policy = report.precision or "float32"
     import tensorflow as tf
 
     dtype = tf.bfloat16 if "bfloat16" in policy else tf.float16 if "float16" in policy else None
     dtype = dtype or tf.float32
-    jit = _harness.jit_setting()
+    jit = report.jit_compile
     a = tf.random.stateless_uniform((SIZE, SIZE), seed=(1, 2), dtype=tf.float32)
     b = tf.cast(tf.random.stateless_uniform((SIZE, SIZE), seed=(3, 4)), dtype)
 
