@@ -134,7 +134,9 @@ def main() -> int:
         and result["stop"]["max_s"] < STOP_BUDGET_S
     )
     if args.json:
-        print(json.dumps({**result, "within_budget": ok}, indent=2))
+        budgets = {"idle_percent": IDLE_BUDGET_PERCENT, "follow_intervals":
+                   FOLLOW_BUDGET_INTERVALS, "stop_s": STOP_BUDGET_S}
+        print(json.dumps({**result, "budgets": budgets, "within_budget": ok}, indent=2))
     else:
         for name in ("idle", "idle_at_1s"):
             idle = result[name]

@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         "gpus": len(hw.gpus),
         "sockets": hw.cpu.sockets,
     }
+    ok = all(r["median_ms"] < args.budget_ms for r in report.values())
     if args.json:
         print(
             json.dumps(
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                     "rounds": args.rounds,
                     "budget_ms": args.budget_ms,
                     "results": report,
+                    "pass": ok,
                 },
                 indent=2,
             )
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {name:<26} median {r['median_ms']:7.3f} ms  IQR {r['iqr_ms'][0]:.3f}-"
                 f"{r['iqr_ms'][1]:.3f}  min-max {r['min_ms']:.3f}-{r['max_ms']:.3f}"
             )
-    return 0 if all(r["median_ms"] < args.budget_ms for r in report.values()) else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

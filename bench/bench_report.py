@@ -10,16 +10,24 @@ count only where the spreads allow it.
 from __future__ import annotations
 
 import json
-import platform
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from hwtune import __version__
+import background
+import budgets
+
 from hwtune.tune.stats import Blocked, Comparison, summarize
 
-COLUMNS = ("defaults", "plan", "tune", "oracle")
+COLUMNS = ("defaults", "plan", "tune", "tune2", "oracle")
+HEADINGS = {
+    "defaults": "TF defaults", "plan": "plan", "tune": "tune", "tune2": "tune (2nd run)",
+    "oracle": "oracle (grid's best)",
+}
+TUNE_RUNS = {"tune": 1, "tune2": 2}
+# Issue 6, "Correct": two tuner runs pick settings whose throughputs are within 3%.
+REPRODUCIBLE_WITHIN = 0.03
 QUICK = "QUICK run (tiny grid, 1 round: checks the machinery, measures nothing)"
 TITLES = {
     "S1": "S1 CNN training, whole machine, mixed precision allowed",
@@ -31,6 +39,12 @@ TITLES = {
 
 def load(journal: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+
+
+def tune_runs(mine: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The scenario's `hwtune tune` entries by run number (journals before the second run
+    was added have one, without a "run" field)."""
+    return {e.get("run", 1): e for e in mine if e["phase"] == "tune"}
 
 
 def scenario_data(entries: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
@@ -55,16 +69,19 @@ def scenario_data(entries: list[dict[str, Any]], name: str) -> dict[str, Any] | 
         design.add(e["config"], e["round"], e["value"])
     oracle = [e for e in mine if e["phase"] == "oracle"]
     space = next((e for e in mine if e["phase"] == "space"), {})
-    tune = next((e for e in mine if e["phase"] == "tune"), {})
     return {
         "columns": cols["columns"], "labels": cols["labels"], "design": design,
-        "values": values, "failures": failures, "space": space, "tune": tune,
+        "values": values, "failures": failures, "space": space, "tunes": tune_runs(mine),
         "oracle_s": sum(e["wall_s"] for e in oracle), "oracle_trials": len(oracle),
         "oracle_configs": len({e["config"] for e in oracle}),
     }
 
 
-def ratio(data: dict[str, Any], a: str, b: str) -> Comparison | None:
+def ratio(
+    data: dict[str, Any], a: str, b: str, equivalence: float = REPRODUCIBLE_WITHIN
+) -> Comparison | None:
+    """a's throughput over b's in the final rounds; "same" when the interval lies within
+    ±`equivalence` (only the reproducibility target reads that verdict)."""
     ka, kb = data["columns"].get(a), data["columns"].get(b)
     if ka is None or kb is None:
         return None
@@ -73,13 +90,15 @@ def ratio(data: dict[str, Any], a: str, b: str) -> Comparison | None:
     design: Blocked = data["design"]
     if not design.count(ka) or not design.count(kb):
         return None
-    return design.compare(ka, kb)
+    return design.compare(ka, kb, equivalence=equivalence)
 
 
 def cell(data: dict[str, Any], column: str) -> str:
     key = data["columns"].get(column)
     if key is None:
-        return "failed" if column == "tune" else "—"
+        if column in TUNE_RUNS:
+            return "failed" if TUNE_RUNS[column] in data["tunes"] else "not run"
+        return "—"
     values = data["values"].get(key, [])
     if not values:
         return "failed: " + "; ".join(data["failures"].get(key, ["not measured"]))[:60]
@@ -106,25 +125,60 @@ def judge(c: Comparison | None, target: float, indistinguishable_ok: bool = Fals
     return "✗" if c.high < target else "~ (within noise)"
 
 
+def judge_reproducible(c: Comparison | None) -> str:
+    """Two tuner runs: ✓ when they picked the same settings or the ratio's 95% interval lies
+    within ±3% (Comparison "same", the equivalence test); ~ when the interval is wider but
+    contains 1; ✗ when it excludes 1 (one pick is clearly faster)."""
+    if c is None:
+        return "—"
+    if c.verdict == "same":
+        return "✓"
+    return "~ (within noise)" if c.low <= 1.0 <= c.high else "✗"
+
+
+def has_precision(space: dict[str, Any]) -> bool:
+    """Whether the searched grid had a mixed-precision configuration (a bf16-capable CPU);
+    True when the journal does not say."""
+    grid = space.get("grid")
+    return grid is None or any(c.get("precision") for c in grid)
+
+
 def targets(name: str, data: dict[str, Any]) -> list[tuple[str, str, str]]:
+    runs = [c for c in ("tune", "tune2") if c in data["columns"]]  # the runs that picked
     rows = [
         ("plan ≥ 0.95× oracle", show(ratio(data, "plan", "oracle")),
          judge(ratio(data, "plan", "oracle"), 0.95)),
-        ("tune ≥ 0.98× oracle (or indistinguishable)", show(ratio(data, "tune", "oracle")),
-         judge(ratio(data, "tune", "oracle"), 0.98, indistinguishable_ok=True)),
     ]
-    tune = data["tune"]
-    if "measuring_s" in tune and data["oracle_s"]:
-        share = tune["measuring_s"] / data["oracle_s"]
-        rows.append(("tune's measuring ≤ 25% of the oracle's", f"{share:.0%}",
-                     "✓" if share <= 0.25 else "✗"))
+    for who in runs:
+        c = ratio(data, who, "oracle")
+        rows.append((f"{HEADINGS[who]} ≥ 0.98× oracle (or indistinguishable)", show(c),
+                     judge(c, 0.98, indistinguishable_ok=True)))
+    shares = [
+        data["tunes"][run]["measuring_s"] / data["oracle_s"]
+        for run in sorted(data["tunes"])
+        if "measuring_s" in data["tunes"][run] and data["oracle_s"]
+    ]
+    if shares:
+        each = " (each run)" if len(shares) > 1 else ""
+        rows.append((f"tune's measuring ≤ 25% of the oracle's{each}",
+                     ", ".join(f"{share:.0%}" for share in shares),
+                     "✓" if max(shares) <= 0.25 else "✗"))
+    if len(data["tunes"]) > 1:  # journals from before the second run have no such line
+        if len(runs) == 2:
+            c = ratio(data, "tune2", "tune", equivalence=REPRODUCIBLE_WITHIN)
+            rows.append(("two tuner runs within 3% (2nd / 1st)", show(c), judge_reproducible(c)))
+        else:
+            rows.append(("two tuner runs within 3% (2nd / 1st)", "a tuner run failed", "✗"))
     if name in ("S3", "S4"):
-        for who in ("plan", "tune"):
+        for who in ("plan", *runs):
             c = ratio(data, who, "defaults")
-            rows.append((f"{who} ≥ 1.25× TF defaults", show(c), judge(c, 1.25)))
+            rows.append((f"{HEADINGS[who]} ≥ 1.25× TF defaults", show(c), judge(c, 1.25)))
     if name == "S1":
-        c = ratio(data, "tune", "defaults")
-        rows.append(("tune ≥ 1.4× TF defaults (bf16 allowed)", show(c), judge(c, 1.4)))
+        for who in runs:
+            c = ratio(data, who, "defaults")
+            verdict = (judge(c, 1.4) if has_precision(data["space"])
+                       else "n/a: no bf16 in the grid (the target is for bf16-capable CPUs)")
+            rows.append((f"{HEADINGS[who]} ≥ 1.4× TF defaults (bf16 allowed)", show(c), verdict))
     return rows
 
 
@@ -139,8 +193,8 @@ def chart(results: dict[str, dict[str, Any]], path: Path) -> bool:
     names = [n for n, d in results.items() if "columns" in d]
     if not names:
         return False
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    width = 0.2
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    width = 0.16
     for i, column in enumerate(COLUMNS):
         heights, low, high = [], [], []
         for name in names:
@@ -157,17 +211,56 @@ def chart(results: dict[str, dict[str, Any]], path: Path) -> bool:
             heights.append(s.median / base)
             low.append((s.median - s.q1) / base)
             high.append((s.q3 - s.median) / base)
-        xs = [k + (i - 1.5) * width for k in range(len(names))]
-        ax.bar(xs, heights, width, yerr=[low, high], capsize=3, label=column)
+        xs = [k + (i - (len(COLUMNS) - 1) / 2) * width for k in range(len(names))]
+        ax.bar(xs, heights, width, yerr=[low, high], capsize=3, label=HEADINGS[column])
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("throughput / oracle's median")
-    ax.set_title("TF defaults, hwtune plan, hwtune tune and the grid's best (median, IQR)")
-    ax.legend(ncol=4, loc="lower center", fontsize="small")
+    ax.set_title("TF defaults, hwtune plan, hwtune tune (two runs) and the grid's best "
+                 "(median, IQR)", fontsize="medium")
+    ax.legend(ncol=len(COLUMNS), loc="lower center", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def provenance(entries: list[dict[str, Any]]) -> str:
+    """Which hwtune (git commit) and Python the run was made with, from its sessions."""
+    sessions = [e for e in entries if e.get("phase") == "session"]
+    if not sessions:
+        return "hwtune commit, version and Python not recorded"
+
+    def distinct(field: str) -> str:
+        seen = list(dict.fromkeys(str(s.get(field) or "unknown") for s in sessions))
+        return seen[0] if len(seen) == 1 else " then ".join(seen) + " (resumed)"
+
+    return (f"hwtune {distinct('hwtune')} at commit `{distinct('commit')}`, "
+            f"Python {distinct('python')}")
+
+
+def load_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """The machine's background load during the run, and a warning when it was not quiet."""
+    sessions = [e for e in entries if e.get("phase") == "session"]
+    at_start = "; ".join(
+        f"{s['loadavg'][0]:.2f} on {s['cpus']} CPUs" for s in sessions if s.get("loadavg")
+    )
+    start = f" 1-minute load average at start: {at_start}." if at_start else ""
+    summary = background.summarize(entries)
+    if summary is None:
+        return [f"Background load: not recorded in this journal.{start}", ""]
+    share = f"{background.QUIET_SHARE:.0%}"
+    text = (
+        f"other work used {summary.other:.1%} of the CPUs on average while the benchmark "
+        f"measured (hypervisor steal {summary.steal:.1%}); {summary.noisy_trials} of "
+        f"{summary.trials} trials saw more than {share} (worst {summary.worst:.0%}).{start}"
+    )
+    if summary.quiet:
+        return [f"Background load: {text} Quiet (≤ {share} on average).", ""]
+    return [f"> **Warning: the machine was not quiet.** Background load: {text} A loaded "
+            "machine makes the same configuration vary between rounds and can favour "
+            "settings that leave CPUs idle; rerun on a quiet machine before trusting the "
+            "ratios.", ""]
 
 
 def write(journal: Path, out_dir: Path, machine: str) -> Path:
@@ -182,34 +275,38 @@ def write(journal: Path, out_dir: Path, machine: str) -> Path:
         f"# hwtune benchmark — {machine}",
         "",
         f"{time.strftime('%Y-%m-%d', time.gmtime(header.get('started', time.time())))}, "
-        f"hwtune {__version__}, Python {platform.python_version()}, "
+        f"{provenance(entries)}, "
         f"{QUICK if settings.get('quick') else 'full run'}, "
         f"{settings.get('oracle_rounds')} oracle rounds, {settings.get('final_rounds')} final "
         f"rounds, {settings.get('seconds')} s measurement window per trial; "
         f"total runtime {runtime / 60:.0f} min. Made by `bench/run` (bench/tune_bench.py).",
         "",
+        *load_lines(entries),
         "Throughput in samples/s: median of the final interleaved rounds ± half the "
         "interquartile range. Ratios with their 95% interval after removing each round's "
-        "load level; `~` = the interval reaches the target (within noise).",
+        "load level; `~` = the interval reaches the target (within noise)."
+        + (" The tuner runs twice (seeds 0 and 1) with the same budget; both picks are "
+           "measured." if settings.get("tune_runs", 1) > 1 else ""),
         "",
         "## Scenarios",
         "",
-        "| scenario | TF defaults | plan | tune | oracle (grid's best) | tune search "
-        "| oracle search |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| scenario | " + " | ".join(HEADINGS[c] for c in COLUMNS)
+        + " | tune search (each run) | oracle search |",
+        "|---|" + "---:|" * (len(COLUMNS) + 2),
     ]
     detail: list[str] = []
     target_rows: list[str] = []
     for name, data in results.items():
         if "columns" not in data:
             why = data.get("skipped") or "incomplete (run `bench/run` again to resume)"
-            lines.append(f"| {TITLES[name]} | skipped: {why} | | | | | |")
+            lines.append(f"| {TITLES[name]} | skipped: {why} |" + " |" * (len(COLUMNS) + 1))
             continue
-        tune = data["tune"]
-        tune_search = (
-            f"{tune['measuring_s']:.0f} s, {tune['trials']} trials"
-            if "measuring_s" in tune else "failed"
-        )
+        tunes = data["tunes"]
+        tune_search = "; ".join(
+            f"{tunes[run]['measuring_s']:.0f} s, {tunes[run]['trials']} trials"
+            if "measuring_s" in tunes[run] else "failed"
+            for run in sorted(tunes)
+        ) or "not run"
         oracle_search = (
             f"{data['oracle_s']:.0f} s, {data['oracle_trials']} trials "
             f"({data['oracle_configs']} configs)"
@@ -218,13 +315,22 @@ def write(journal: Path, out_dir: Path, machine: str) -> Path:
             f"| {TITLES[name]} | " + " | ".join(cell(data, c) for c in COLUMNS)
             + f" | {tune_search} | {oracle_search} |"
         )
-        plan_s = data["space"].get("plan_s")
-        detail.append(f"- **{name}** (plan: `hwtune tune --dry-run` {plan_s:.1f} s incl. start-up)"
-                      if plan_s else f"- **{name}**")
+        space = data["space"]
+        intent = f" planned with `--model {space['model']}`" if space.get("model") else ""
+        plan_s = space.get("plan_s")
+        timing = (f" (plan: `hwtune tune --dry-run` {plan_s:.1f} s incl. start-up)"
+                  if plan_s else "")
+        detail.append(f"- **{name}**{intent}{timing}")
         for column in COLUMNS:
-            detail.append(f"  - {column}: `{data['labels'].get(column, '—')}`")
-        if "failure" in tune:
-            detail.append(f"  - tune failed: `{tune['failure'].strip().splitlines()[-1:]}`")
+            if column not in data["labels"] and column in TUNE_RUNS:
+                continue
+            seed = tunes.get(TUNE_RUNS.get(column, 0), {}).get("seed")
+            note = f" (seed {seed})" if seed is not None else ""
+            detail.append(f"  - {HEADINGS[column]}: `{data['labels'].get(column, '—')}`{note}")
+        for run in sorted(tunes):
+            if "failure" in tunes[run]:
+                last = tunes[run]["failure"].strip().splitlines()[-1:]
+                detail.append(f"  - tune run {run} failed: `{last}`")
         for what, value, verdict in targets(name, data):
             target_rows.append(f"| {name} | {what} | {value} | {verdict} |")
     lines += ["", "## Targets (issue 6)", ""]
@@ -235,18 +341,10 @@ def write(journal: Path, out_dir: Path, machine: str) -> Path:
     lines += ["", "## Settings chosen", "", *detail, ""]
     if has_chart:
         lines += [f"![throughput relative to the oracle]({png.name})", ""]
-    lines += ["## Earlier budgets", ""]
-    if not any(e.get("phase") == "budget" for e in entries):
-        lines += ["Not run in this journal (`--no-budgets`).", ""]
-    for e in entries:
-        if e.get("phase") != "budget":
-            continue
-        status = e["status"]
-        if status == "missing":
-            lines.append(f"- `bench/{e['script']}`: missing")
-            continue
-        lines += [f"### bench/{e['script']} (exit {status}, {e.get('wall_s', 0):.0f} s)", "",
-                  "```text", e.get("output", "").rstrip(), "```", ""]
+    else:
+        lines += ["No chart: matplotlib is missing (`pip install 'hwtune[bench]'`, then "
+                  "`bench/run --report-only`).", ""]
+    lines += ["## Earlier budgets", "", *budgets.report_lines(entries)]
     path = out_dir / f"{machine}.md"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8")
     return path

@@ -8,26 +8,35 @@ Scenarios (issue 6), each with a built-in workload:
     S3  MLP training inside a real cgroup with a 1-CPU CFS quota (root only; else skipped)
     S4  MLP training, two jobs at once on the node (2 concurrent processes, throughputs added)
 
+Every `hwtune tune` call states the kind of model the scenario trains (`--model conv` for
+S1, `--model dense` for S2-S4): the planner's XLA rule depends on it.
+
 For each, in order: the plan's configuration and the space (`hwtune tune --dry-run`, run
 inside the scenario's cgroup so it sees the quota); the oracle: every configuration of the
-space, R rounds, each round in a new shuffled order; the tuner (`hwtune tune --no-store`, its
-budget 25% of the oracle's measuring time, its trials in the same cgroup); then the final
-comparison, interleaved: defaults, plan, tune and oracle-best once per round in a shuffled
-order, N rounds. Medians and spreads come from the final rounds only (the oracle's pick is
-re-measured there, so its selection luck does not count), and ratios from a per-round
-blocked fit (hwtune.tune.stats.Blocked) with 95% intervals.
+space, R rounds, each round in a new shuffled order; the tuner, twice (`hwtune tune
+--no-store --seed 0`, then `--seed 1`, each with the same budget: 25% of the oracle's
+measuring time; its trials in the same cgroup), so the report can show whether its decisions
+are reproducible; then the final comparison, interleaved: defaults, plan, both tuner picks
+and oracle-best (identical configurations once) once per round in a shuffled order, N rounds.
+Medians and spreads come from the final rounds only (the oracle's pick is re-measured there,
+so its selection luck does not count), and ratios from a per-round blocked fit
+(hwtune.tune.stats.Blocked) with 95% intervals.
 
 Every trial is appended to bench/results/<machine>.journal.jsonl as it finishes, so an
 interrupted run continues where it stopped (unless --fresh); the report is written from the
-journal by bench_report.py. The earlier budgets (bench_detect.py, bench_configure.py,
-bench_plan.py, bench_daemon.py) run first and are quoted in the report, "missing" if absent.
+journal by bench_report.py. Each trial's entry also records the CPU time other work took
+meanwhile (background.py), and each start of bench/run the hwtune git commit and the load
+average. The earlier budgets (bench_detect.py, bench_configure.py, bench_plan.py,
+bench_daemon.py) run first, with --json, and are quoted in the report, "missing" if absent.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import platform
 import random
 import re
 import subprocess
@@ -39,15 +48,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import background
+import budgets
 from quota import QuotaUnavailable, cpu_quota, joiner
 
+from hwtune import __version__
+from hwtune.models.hardware import CpuInfo
 from hwtune.tune.config import TrialConfig, from_json, to_json
 from hwtune.tune.trial import TrialRunner
 from hwtune.tune.workloads import builtin
 
 BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
 RESULTS = BENCH / "results"
-BUDGET_SCRIPTS = ("bench_detect.py", "bench_configure.py", "bench_plan.py", "bench_daemon.py")
 TUNER_SHARE = 0.25  # issue 6: the tuner may spend ≤ 25% of the oracle's measuring time
 
 
@@ -56,6 +69,7 @@ class Scenario:
     name: str
     title: str
     workload: str
+    model: str  # `hwtune tune --model`: the kind of model trained (the XLA rule uses it)
     allow_precision: bool = False
     instances: int | None = None  # concurrent jobs, fixed; None: searched by the tuner
     quota: float | None = None  # CPUs of a CFS quota (S3)
@@ -64,10 +78,12 @@ class Scenario:
 # S1-S3 are one training job (`--instances 1`): summing two independent copies would not be
 # the same job. Splitting the node is S4's subject, two jobs that are there anyway.
 SCENARIOS = (
-    Scenario("S1", "CNN training, whole machine, mixed precision allowed", "cnn", True, 1),
-    Scenario("S2", "MLP training, whole machine", "mlp", instances=1),
-    Scenario("S3", "MLP training in a 1-CPU quota (cgroup CFS)", "mlp", instances=1, quota=1.0),
-    Scenario("S4", "MLP training, two jobs at once on the node", "mlp", instances=2),
+    Scenario("S1", "CNN training, whole machine, mixed precision allowed", "cnn", "conv",
+             allow_precision=True, instances=1),
+    Scenario("S2", "MLP training, whole machine", "mlp", "dense", instances=1),
+    Scenario("S3", "MLP training in a 1-CPU quota (cgroup CFS)", "mlp", "dense", instances=1,
+             quota=1.0),
+    Scenario("S4", "MLP training, two jobs at once on the node", "mlp", "dense", instances=2),
 )
 
 
@@ -78,12 +94,16 @@ class Settings:
     oracle_rounds: int
     final_rounds: int
     oracle_limit: int | None  # quick mode: this many grid configurations only
+    tune_runs: int = 2  # `hwtune tune` runs per scenario, seeds 0, 1…: is its pick reproducible?
 
     @classmethod
     def make(cls, quick: bool) -> Settings:
         if quick:
             return cls(True, 1.0, 1, 1, 4)
         return cls(False, 2.0, 3, 5, None)
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 def key_of(config: TrialConfig) -> str:
@@ -101,7 +121,7 @@ class Journal:
                 entry = json.loads(line)
                 self.entries[entry["id"]] = entry
             old = self.entries.get("header", {}).get("settings")
-            if old is not None and old != header["settings"]:
+            if old is not None and old != json.loads(json.dumps(header["settings"])):
                 sys.exit(f"{path} was made with other settings ({old}); use --fresh")
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -159,6 +179,7 @@ class ScenarioRun:
     def common_args(self) -> list[str]:
         args = [
             "--workload", f"builtin:{self.s.workload}", "--seconds", f"{self.settings.seconds:g}",
+            "--model", self.s.model,
         ]
         if self.s.allow_precision:
             args.append("--allow-precision")
@@ -169,11 +190,13 @@ class ScenarioRun:
     def trial(self, entry_id: str, phase: str, config: TrialConfig, round_: int) -> None:
         if self.journal.get(entry_id):
             return
+        meter = background.Meter()
         result = self.runner.run(config)
         self.journal.add(entry_id, {
             "scenario": self.s.name, "phase": phase, "round": round_, "config": key_of(config),
             "label": config.label(), "value": result.value, "wall_s": round(result.wall_s, 3),
             "failure": result.failure, "stderr_tail": result.stderr_tail if result.failure else "",
+            "load": meter.stop(),
         })
         shown = f"{result.value:,.0f}/s" if result.ok else f"FAILED {result.failure}"
         log(f"{self.s.name} {phase} r{round_} {config.label():48} {shown} ({result.wall_s:.1f} s)")
@@ -183,12 +206,12 @@ class ScenarioRun:
         found = self.journal.get(entry_id)
         if found:
             return found
-        data, err, elapsed = hwtune_json(
-            ["tune", "--dry-run", *self.common_args()], self.procs, self.environ, 300
-        )
+        args = ["tune", "--dry-run", *self.common_args()]
+        data, err, elapsed = hwtune_json(args, self.procs, self.environ, 300)
         if data is None:
-            raise RuntimeError(f"hwtune tune --dry-run failed:\n{err}")
+            raise RuntimeError(f"hwtune {' '.join(args)} failed:\n{err}")
         return self.journal.add(entry_id, {"scenario": self.s.name, "phase": "space",
+                                           "model": self.s.model, "args": args,
                                            "plan_s": round(elapsed, 3), **data})
 
     def oracle(self, grid: list[TrialConfig], start: TrialConfig) -> None:
@@ -237,21 +260,26 @@ class ScenarioRun:
         best = max((k for k in effect if k not in failed), key=lambda k: effect[k])
         return configs[str(best)]
 
-    def tune(self) -> dict[str, Any]:
-        entry_id = f"{self.s.name}/tune"
+    def tune(self, run: int) -> dict[str, Any]:
+        """`hwtune tune` run `run` (1, 2, …) with seed run - 1 and the same budget rule."""
+        entry_id = f"{self.s.name}/tune/{run}"
         found = self.journal.get(entry_id)
         if found:
             return found
         budget = 90.0 if self.settings.quick else max(self.first_race_s(), self.tuner_share())
-        args = ["tune", *self.common_args(), "--budget", f"{budget:.0f}", "--no-store"]
+        seed = run - 1
+        args = ["tune", *self.common_args(), "--budget", f"{budget:.0f}", "--no-store",
+                "--seed", str(seed)]
         if self.settings.quick:
             args += ["--max-repeats", "2"]
-        log(f"{self.s.name} tune: hwtune {' '.join(args)}")
+        log(f"{self.s.name} tune #{run}: hwtune {' '.join(args)}")
+        meter = background.Meter()
         with tempfile.TemporaryDirectory(prefix="hwtune-bench-tuned-") as store:
             environ = {**self.environ, "HWTUNE_TUNED_DIR": store}
             data, err, elapsed = hwtune_json(args, self.procs, environ, budget * 3 + 600)
-        entry: dict[str, Any] = {"scenario": self.s.name, "phase": "tune",
-                                 "budget_s": budget, "wall_s": round(elapsed, 2)}
+        entry: dict[str, Any] = {"scenario": self.s.name, "phase": "tune", "run": run,
+                                 "seed": seed, "args": args, "budget_s": budget,
+                                 "wall_s": round(elapsed, 2), "load": meter.stop()}
         if data is None:
             entry["failure"] = err
         else:
@@ -259,7 +287,7 @@ class ScenarioRun:
                          measuring_s=data["measuring_s"], elapsed_s=data["elapsed_s"],
                          ratio=data["ratio"], stopped=data["stopped"],
                          failures=len(data["failures"]))
-        log(f"{self.s.name} tune: {entry.get('best') or entry.get('failure')}")
+        log(f"{self.s.name} tune #{run}: {entry.get('best') or entry.get('failure')}")
         return self.journal.add(entry_id, entry)
 
     def final(self, columns: dict[str, TrialConfig]) -> None:
@@ -277,11 +305,12 @@ class ScenarioRun:
         grid = [from_json(c) for c in space["grid"]]
         log(f"{self.s.name}: plan {start.label()}; grid of {len(grid)}")
         self.oracle(grid, start)
-        tuned = self.tune()
         defaults = TrialConfig(instances=self.s.instances or 1)
         columns = {"defaults": defaults, "plan": start, "oracle": self.oracle_best()}
-        if "best" in tuned:
-            columns["tune"] = from_json(tuned["best"])
+        for run in range(1, self.settings.tune_runs + 1):
+            tuned = self.tune(run)
+            if "best" in tuned:
+                columns[tune_column(run)] = from_json(tuned["best"])
         self.journal.add(f"{self.s.name}/columns/{time.time()}", {
             "scenario": self.s.name, "phase": "columns",
             "columns": {name: key_of(c) for name, c in columns.items()},
@@ -290,39 +319,93 @@ class ScenarioRun:
         self.final(columns)
 
 
+def tune_column(run: int) -> str:
+    """The report's column of tuner run `run`: "tune", "tune2", …"""
+    return "tune" if run == 1 else f"tune{run}"
+
+
 def run_budget_scripts(journal: Journal, quick: bool) -> None:
-    for script in BUDGET_SCRIPTS:
+    for script in budgets.SCRIPTS:
         entry_id = f"budget/{script}"
         if journal.get(entry_id):
             continue
-        path = BENCH / script
-        if not path.exists():
-            journal.add(entry_id, {"phase": "budget", "script": script, "status": "missing"})
-            continue
-        argv = [sys.executable, str(path)]
-        if quick:
-            help_text = subprocess.run([*argv, "--help"], capture_output=True, text=True).stdout
-            if "--rounds" in help_text:
-                argv += ["--rounds", "3"]
-        log(f"budget: {' '.join(argv[1:])}")
-        started = time.monotonic()
-        status: int | str
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
-            status, output = proc.returncode, proc.stdout + proc.stderr[-2000:]
-        except subprocess.TimeoutExpired:
-            status, output = "timeout", ""
-        journal.add(entry_id, {"phase": "budget", "script": script, "status": status,
-                               "output": output, "wall_s": round(time.monotonic() - started, 1)})
+        log(f"budget: {script}")
+        entry = journal.add(entry_id, {"phase": "budget", "script": script,
+                                       **budgets.measure(BENCH / script, quick)})
+        log(f"budget: {script} exit {entry['status']}")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def machine_name(cpu: CpuInfo, usable_cpus: int) -> str:
+    """CPU model, microarchitecture, usable CPUs and hypervisor: "amd-epyc-znver3-2cpu-kvm".
+
+    The model name alone does not tell machines apart: a KVM guest of a Zen 3 and of a Zen 4
+    host both read "AMD EPYC", and their results differ (Zen 4 has AVX512_BF16, so its S1
+    grid has bf16 configurations)."""
+    parts = [slug(cpu.model_name or cpu.arch)]
+    march = slug(cpu.microarch or "")
+    if march and march not in parts[0]:
+        parts.append(march)
+    parts.append(f"{usable_cpus}cpu")
+    if cpu.hypervisor:
+        parts.append(slug(cpu.hypervisor))
+    return "-".join(parts)
 
 
 def default_machine() -> str:
     from hwtune.probes import detect
 
     hw = detect(gpus=False, tensorflow=False)
-    model = re.sub(r"[^a-z0-9]+", "-", (hw.cpu.model_name or hw.cpu.arch).lower()).strip("-")
-    virt = f"-{hw.cpu.hypervisor.lower()}" if hw.cpu.hypervisor else ""
-    return f"{model}-{len(hw.limits.usable_cpus)}cpu{virt}"
+    return machine_name(hw.cpu, len(hw.limits.usable_cpus))
+
+
+def git_commit(repo: Path = REPO) -> str | None:
+    """`git rev-parse --short HEAD`, "+dirty" when the tree differs from it; None without git.
+
+    Results files are left out: a resumed run has already changed its own journal."""
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
+                                  timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:
+        return None
+    changes = git("status", "--porcelain", "--", ".", ":(exclude)bench/results")
+    return head + ("+dirty" if changes is None or changes else "")
+
+
+def check_hwtune() -> str | None:
+    """Why this hwtune cannot run the benchmark, or None: it must know `tune --model`."""
+    proc = subprocess.run([sys.executable, "-m", "hwtune", "tune", "--help"],
+                          capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        return f"`python -m hwtune tune --help` failed:\n{proc.stderr[-2000:]}"
+    if "--model" not in proc.stdout:
+        return ("this hwtune's `tune` has no --model option, which every scenario passes "
+                "(S1 --model conv, S2-S4 --model dense)")
+    return None
+
+
+def session(machine: str) -> dict[str, Any]:
+    """What this start of bench/run ran with, and how loaded the machine was before it."""
+    cpus = background.online_cpus()
+    load = background.loadavg()
+    warning = background.load_warning(load, cpus)
+    if warning:
+        log(warning)
+    if importlib.util.find_spec("matplotlib") is None:
+        log("warning: matplotlib is missing, so the report will have no chart "
+            "(pip install 'hwtune[bench]', then `bench/run --report-only`)")
+    return {"phase": "session", "machine": machine, "started": time.time(),
+            "commit": git_commit(), "hwtune": __version__,
+            "python": platform.python_version(), "cpus": cpus, "loadavg": load}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,8 +425,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_only:
         bench_report.write(journal_path, RESULTS, machine)
         return 0
-    header = {"machine": machine, "settings": settings.__dict__, "started": time.time()}
+    problem = check_hwtune()
+    if problem:
+        sys.exit(f"bench/run: {problem}")
+    header = {"machine": machine, "settings": settings.as_json(), "started": time.time()}
     journal = Journal(journal_path, args.fresh, header)
+    journal.add(f"session/{time.time()}", session(machine))
     started = time.monotonic()
     if not args.no_budgets:
         run_budget_scripts(journal, args.quick)
