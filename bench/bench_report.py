@@ -38,7 +38,14 @@ TITLES = {
 
 
 def load(journal: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    """The journal's entries in order; an id written again (a session's runtime, rewritten
+    after each step) counts once, with its last value."""
+    entries: dict[str, dict[str, Any]] = {}
+    for line in journal.read_text().splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            entries[entry.get("id", f"line/{len(entries)}")] = entry
+    return list(entries.values())
 
 
 def tune_runs(mine: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:

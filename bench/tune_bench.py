@@ -233,12 +233,13 @@ class ScenarioRun:
         return TUNER_SHARE * self.oracle_time()
 
     def first_race_s(self) -> float:
-        """A floor for the tuner's budget: one and a half rounds of its first race (the plan
-        and its neighbours) at the oracle's median trial time. Below that the tuner cannot
-        compare anything and fails; above 25% of the oracle, the report shows the excess."""
+        """A floor for the tuner's budget: one round of its first race (the plan and its
+        neighbours) and one trial of the second, at the oracle's median trial time. Below
+        that the tuner cannot compare anything and fails; above 25% of the oracle, the report
+        shows the excess."""
         walls = sorted(e["wall_s"] for e in self.entries("oracle"))
         arms = 1 + len(self.space()["neighbors"])
-        return 1.5 * arms * (walls[len(walls) // 2] if walls else 10.0)
+        return (arms + 1) * (walls[len(walls) // 2] if walls else 10.0)
 
     def oracle_time(self) -> float:
         return float(sum(e["wall_s"] for e in self.entries("oracle")))
@@ -435,12 +436,22 @@ def main(argv: list[str] | None = None) -> int:
     journal = Journal(journal_path, args.fresh, header)
     journal.add(f"session/{time.time()}", session(machine))
     started = time.monotonic()
+    # One runtime entry per session, rewritten after each step, so a run interrupted and
+    # resumed reports the time of every session up to its last finished step.
+    runtime_id = f"runtime/{time.time()}"
+
+    def note_runtime() -> None:
+        journal.add(runtime_id, {"phase": "runtime",
+                                 "wall_s": round(time.monotonic() - started, 1)})
+
     if not args.no_budgets:
         run_budget_scripts(journal, args.quick)
+        note_runtime()
     wanted = {name.strip().upper() for name in args.scenarios.split(",")}
     for scenario in SCENARIOS:
         if scenario.name not in wanted:
             continue
+        note_runtime()
         if scenario.quota is None:
             ScenarioRun(scenario, settings, journal, None).run()
             continue
@@ -451,8 +462,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{scenario.name} skipped: {why}")
             journal.add(f"{scenario.name}/skipped/{time.time()}",
                         {"scenario": scenario.name, "phase": "skipped", "reason": str(why)})
-    journal.add(f"runtime/{time.time()}", {"phase": "runtime",
-                                           "wall_s": round(time.monotonic() - started, 1)})
+    note_runtime()
     path = bench_report.write(journal_path, RESULTS, machine)
     log(f"report: {path}")
     return 0

@@ -16,6 +16,8 @@ import pytest
 from hwtune.errors import TuneError
 from hwtune.tune.config import TrialConfig, from_json, to_json, trial_env
 from hwtune.tune.progress import Progress, render_line
+from hwtune.tune.search import Search, SearchOutcome, SearchSettings
+from hwtune.tune.space import SearchSpace
 from hwtune.tune.stats import Blocked, compare, summarize
 from hwtune.tune.store import find_result, load_measured, result_path, save_result
 from hwtune.tune.trial import TrialResult, TrialRunner, parse_metrics
@@ -342,3 +344,44 @@ def test_an_unwritable_store_is_a_tune_error(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(TuneError, match="cannot store the tuned result"):
         save_result(record(), {"HWTUNE_TUNED_DIR": str(blocker)})
+
+
+class _SlowTail:
+    """A measurement whose trials take 10 s, every fourth one 14 s, on a fake clock."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.count = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def measure(self, config: TrialConfig) -> TrialResult:
+        self.count += 1
+        wall = 14.0 if self.count % 4 == 0 else 10.0
+        self.now += wall
+        value = 1000.0 * (1.2 if config.intra == 1 else 1.0) * (1 + 0.01 * (self.count % 3))
+        return TrialResult(config=config, value=value, wall_s=wall, metric="x")
+
+
+@pytest.mark.parametrize("budget", [85.0, 130.0, 174.0])
+def test_the_budget_is_a_ceiling_even_when_trials_vary(budget: float) -> None:
+    # Budgets where a median-based guess (10 s) starts a 14 s trial with 10-13 s left; the
+    # slowest-so-far guess does not, once a slow trial has been seen (the 4th).
+    outcome = _search_on_a_fake_clock(budget)
+    assert len(outcome.trials) > 4
+    assert outcome.measuring_s <= budget
+
+
+def test_before_any_slow_trial_the_overrun_is_at_most_the_unseen_tail() -> None:
+    outcome = _search_on_a_fake_clock(41.0)
+    assert len(outcome.trials) == 4
+    assert outcome.measuring_s == 44.0
+
+
+def _search_on_a_fake_clock(budget: float) -> SearchOutcome:
+    start = TrialConfig(intra=2, inter=1, onednn=True, jit=False, precision=None, instances=1)
+    space = SearchSpace(bases={1: start}, intra={1: (1, 2)}, inter={1: (1, 2)}, precision=(None,))
+    fake = _SlowTail()
+    settings = SearchSettings(budget_s=budget, seed=0)
+    return Search(space, fake.measure, settings, clock=fake.clock).run(start)

@@ -27,13 +27,13 @@ import math
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from hwtune.errors import HwtuneError, TuneError
+from hwtune.apply.atomic import write_atomic
+from hwtune.errors import ApplyError, HwtuneError, TuneError
 from hwtune.models.profile import Profile, Setting
 
 RESULT_SCHEMA = 1
@@ -123,28 +123,17 @@ def save_result(record: Mapping[str, Any], environ: Mapping[str, str] | None = N
     data.setdefault("schema", RESULT_SCHEMA)
     data.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    hint = "set HWTUNE_TUNED_DIR to a writable directory"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".hwtune-tmp-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
     except OSError as err:
         raise TuneError(
-            f"cannot store the tuned result in {path}: {err.strerror or err}",
-            hint="set HWTUNE_TUNED_DIR to a writable directory",
+            f"cannot store the tuned result in {path}: {err.strerror or err}", hint=hint
         ) from err
+    try:
+        write_atomic(path, text.encode("utf-8"))
+    except ApplyError as err:
+        raise TuneError(f"cannot store the tuned result: {err.message}", hint=hint) from err
     return path
 
 
