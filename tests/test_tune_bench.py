@@ -102,6 +102,12 @@ def render(tmp_path: Path, **kwargs: Any) -> str:
     return bench_report.write(journal(tmp_path, **kwargs), tmp_path, "m").read_text()
 
 
+@pytest.fixture
+def no_chart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report as it is without matplotlib: no PNG to make (and no wait for one)."""
+    monkeypatch.setattr(bench_report, "chart", lambda results, path: False)
+
+
 def test_report_has_the_table_targets_and_reasons(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     md = render(tmp_path)
@@ -117,18 +123,14 @@ def test_report_has_the_table_targets_and_reasons(tmp_path: Path) -> None:
     assert (tmp_path / "m.png").stat().st_size > 1000
 
 
-def test_report_without_matplotlib_says_why_there_is_no_chart(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(bench_report, "chart", lambda results, path: False)
+@pytest.mark.usefixtures("no_chart")
+def test_report_without_matplotlib_says_why_there_is_no_chart(tmp_path: Path) -> None:
     md = render(tmp_path)
     assert "No chart: matplotlib is missing" in md and "![" not in md
 
 
-def test_report_shows_both_tuner_runs_and_the_reproducibility_target(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(bench_report, "chart", lambda results, path: False)
+@pytest.mark.usefixtures("no_chart")
+def test_report_shows_both_tuner_runs_and_the_reproducibility_target(tmp_path: Path) -> None:
     md = render(tmp_path)
     assert "| tune | tune (2nd run) | oracle (grid's best) |" in md
     assert "| S3 | two tuner runs within 3% (2nd / 1st) | 1.00× (same settings) | ✓ |" in md
@@ -146,10 +148,8 @@ def test_report_shows_both_tuner_runs_and_the_reproducibility_target(
     assert verdict(tune2_value=88.0).endswith("| ✗ |")
 
 
-def test_report_header_names_the_commit_the_model_and_the_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(bench_report, "chart", lambda results, path: False)
+@pytest.mark.usefixtures("no_chart")
+def test_report_header_names_the_commit_the_model_and_the_load(tmp_path: Path) -> None:
     md = render(tmp_path)
     assert "hwtune 0.1.0 at commit `abc1234+dirty`, Python 3.11.7" in md
     assert "- **S3** planned with `--model dense` (plan:" in md
@@ -162,10 +162,8 @@ def test_report_header_names_the_commit_the_model_and_the_load(
     assert "9 of 10 trials saw more than 3% (worst 10%)" in md
 
 
-def test_report_quotes_the_budgets_figures(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(bench_report, "chart", lambda results, path: False)
+@pytest.mark.usefixtures("no_chart")
+def test_report_quotes_the_budgets_figures(tmp_path: Path) -> None:
     md = render(tmp_path)
     detect = next(x for x in md.splitlines() if x.startswith("| `bench/bench_detect.py`"))
     assert "`hwtune detect --json` 109 ms (11.0× faster); py-cpuinfo 1,195 ms" in detect
@@ -229,10 +227,8 @@ def test_background_load_is_busy_time_less_our_own(tmp_path: Path) -> None:
     assert summary.quiet and summary.other == pytest.approx(0.6 / 240)
 
 
-def test_a_journal_from_before_these_fields_still_renders(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(bench_report, "chart", lambda results, path: False)
+@pytest.mark.usefixtures("no_chart")
+def test_a_journal_from_before_these_fields_still_renders(tmp_path: Path) -> None:
     old = REPO / "bench" / "results" / "amd-epyc-znver4-2cpu-kvm.journal.jsonl"
     copy = tmp_path / "old.journal.jsonl"
     copy.write_text(old.read_text())
@@ -249,3 +245,15 @@ def test_budget_output_from_before_json_is_quoted() -> None:
                                    "output": "plan() on {...}\n  1 instance median 1.2 ms\n"}])
     assert "| `bench/bench_plan.py` | | exit 0, output below | | ✓ |" in lines
     assert "  1 instance median 1.2 ms" in "\n".join(lines)
+
+
+@pytest.mark.usefixtures("no_chart")
+def test_a_resumed_run_adds_the_time_of_every_session(tmp_path: Path) -> None:
+    # A session's runtime entry is rewritten after each step (the last value counts); an
+    # interrupted session leaves the value of its last finished step.
+    path = journal(tmp_path)
+    with path.open("a") as handle:
+        for entry_id, wall_s in (("runtime/1", 1200.0), ("runtime/2", 660.0)):
+            handle.write(json.dumps({"id": entry_id, "phase": "runtime", "wall_s": wall_s}) + "\n")
+    md = bench_report.write(path, tmp_path, "m").read_text()
+    assert "total runtime 31 min" in md  # 1200 s + 660 s, not 600 + 1200 + 660
