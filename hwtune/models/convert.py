@@ -10,7 +10,6 @@ this module exists so that the hot paths (detect, configure) never import it.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import types
 import typing
@@ -66,7 +65,7 @@ def _convert(tp: Any, value: Any, where: str, path: str) -> Any:
         if value in get_args(tp) and type(value) in {type(a) for a in get_args(tp)}:
             return value
         allowed = ", ".join(repr(a) for a in get_args(tp))
-        close = difflib.get_close_matches(str(value), [str(a) for a in get_args(tp)], n=1)
+        close = _close_match(str(value), [str(a) for a in get_args(tp)])
         hint = f"did you mean '{close[0]}'?" if close else None
         raise _fail(where, path, f"{value!r} is not one of {allowed}", hint)
     if origin is tuple or origin is list:
@@ -131,7 +130,7 @@ def _convert_dataclass(cls: type, value: Any, where: str, path: str) -> Any:
     unknown = [k for k in value if k not in fields]
     if unknown:
         key = str(unknown[0])
-        close = difflib.get_close_matches(key, list(fields), n=1)
+        close = _close_match(key, list(fields))
         hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(fields)}"
         raise _fail(where, _join(path, key), "unknown key", hint=hint)
     kwargs: dict[str, Any] = {}
@@ -145,3 +144,11 @@ def _convert_dataclass(cls: type, value: Any, where: str, path: str) -> Any:
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+def _close_match(word: str, choices: list[str]) -> list[str]:
+    # Imported here: only an error needs it, and `hwtune detect` loads this module to read
+    # its knowledge tables (difflib costs ~2 ms of a 150 ms budget, python -X importtime).
+    import difflib
+
+    return difflib.get_close_matches(word, choices, n=1)
