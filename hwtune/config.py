@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hwtune.errors import ConfigError, ModelError
-from hwtune.models.profile import Mode, ModelKind, PrecisionIntent
+from hwtune.models.profile import MODEL_KINDS, Mode, ModelKind, PrecisionIntent
 
 JitLevel = Literal["off", "autoclustering", "on"]
 DataFormat = Literal["channels_last", "channels_first"]
@@ -123,7 +123,7 @@ _ENV_FIELDS: dict[str, str] = {
 _CHOICES: dict[str, tuple[str, ...]] = {
     "mode": ("throughput", "latency"),
     "precision": ("off", "eligible", "auto"),
-    "model": ("unknown", "dense", "conv"),
+    "model": MODEL_KINDS,
     "jit": ("off", "autoclustering", "on"),
     "data_format": ("channels_last", "channels_first"),
 }

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from hwtune.digits import is_ascii_digits
 from hwtune.errors import ConfigError
 
 # (rank variable, size variables tried in order, launcher name)
@@ -74,7 +75,7 @@ def expand_slurm_tasks(text: str) -> list[int]:
             if not repeat.endswith(")"):
                 raise ValueError(f"{item!r} is not COUNT or COUNT(xREPEAT)")
             repeat = repeat[:-1]
-        if not _digits(count) or (sep and not _digits(repeat)):
+        if not is_ascii_digits(count) or (sep and not is_ascii_digits(repeat)):
             raise ValueError(f"{item!r} is not COUNT or COUNT(xREPEAT)")
         if len(count) > _MAX_DIGITS or len(repeat) > _MAX_DIGITS:
             raise ValueError(f"{item!r} has an implausibly large number")
@@ -85,16 +86,11 @@ def expand_slurm_tasks(text: str) -> list[int]:
     return counts
 
 
-def _digits(text: str) -> bool:
-    # = hwtune.digits.is_ascii_digits, not imported: this module is on configure()'s warm path.
-    return text.isascii() and text.isdigit()
-
-
 def _int(environ: Mapping[str, str], name: str) -> int:
     text = environ[name].strip()
     # A length bound before int(): Python refuses strings over 4300 digits with ValueError
     # (sys.get_int_max_str_digits), and no rank count needs more than a few digits.
-    if not _digits(text) or len(text) > _MAX_DIGITS:
+    if not is_ascii_digits(text) or len(text) > _MAX_DIGITS:
         raise ConfigError(
             f"{name}={environ[name]!r} is not a non-negative integer",
             hint="the launcher set it; check how the job was started",

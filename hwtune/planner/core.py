@@ -15,6 +15,7 @@ from hwtune.config import Overrides
 from hwtune.errors import PlanError
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import (
+    MODEL_KINDS,
     Intent,
     Jit,
     LeftOut,
@@ -109,7 +110,7 @@ def resolve_intent(base: Intent, overrides: Overrides, measured: Mapping[str, Se
         raise PlanError(f"mode {intent.mode!r} is not throughput or latency")
     if intent.precision not in ("off", "eligible", "auto"):
         raise PlanError(f"precision {intent.precision!r} is not off, eligible or auto")
-    if intent.model not in ("unknown", "dense", "conv"):
+    if intent.model not in MODEL_KINDS:
         raise PlanError(f"model {intent.model!r} is not unknown, dense or conv")
     if intent.instances < 1:
         raise PlanError(f"instances must be at least 1, not {intent.instances}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from hwtune.digits import is_ascii_digits
 from hwtune.errors import KnowledgeError
 
 TEMPLATE_NAMES = ("tensorflow.bazelrc.tmpl", "configure_env.sh.tmpl")
@@ -96,7 +97,7 @@ def version_tuple(text: str) -> tuple[int, ...]:
         digits = ""
         for char in piece:
             # ASCII only: '²' would make int() raise, '٣' is no version anyone writes.
-            if not "0" <= char <= "9":
+            if not is_ascii_digits(char):
                 break
             digits += char
         if not digits or len(digits) > _VERSION_PART_DIGITS:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from hwtune.apply.atomic import write_atomic
+from hwtune.cpulist import MAX_CPU
 from hwtune.errors import ApplyError, HwtuneError, TuneError
 from hwtune.models.profile import Profile, Setting
 
@@ -49,7 +50,7 @@ _COUNT_KEYS = frozenset({
     "instances", "threads.intra_op", "threads.inter_op",
     "env.TF_NUM_INTRAOP_THREADS", "env.TF_NUM_INTEROP_THREADS",
 })
-_MAX_COUNT = 1 << 16  # = hwtune.cpulist.MAX_CPU: no thread pool or instance count beyond it
+_MAX_COUNT = MAX_CPU  # no thread pool or instance count beyond the CPU numbers Linux has
 _JIT_LEVELS = ("off", "autoclustering", "on")
 _PRECISIONS = (None, "float32", "mixed_float16", "mixed_bfloat16")
 _CHOICES: dict[str, tuple[str | None, ...]] = {
