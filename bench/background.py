@@ -59,8 +59,10 @@ def read_times(proc: Path = Path("/proc")) -> CpuTimes | None:
     hertz = os.sysconf("SC_CLK_TCK")
     own = sum(
         usage.ru_utime + usage.ru_stime
-        for usage in (resource.getrusage(resource.RUSAGE_SELF),
-                      resource.getrusage(resource.RUSAGE_CHILDREN))
+        for usage in (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
     )
     steal = ticks[_STEAL_FIELD] if len(ticks) > _STEAL_FIELD else 0
     return CpuTimes(sum(ticks[i] for i in _BUSY_FIELDS) / hertz, steal / hertz, own)
@@ -109,8 +111,9 @@ class Meter:
         return {
             "wall_s": round(time.monotonic() - self.started, 3),
             "cpus": self.cpus,
-            "other_cpu_s": round((end.busy_s - self.start.busy_s)
-                                 - (end.own_s - self.start.own_s), 3),
+            "other_cpu_s": round(
+                (end.busy_s - self.start.busy_s) - (end.own_s - self.start.own_s), 3
+            ),
             "steal_cpu_s": round(end.steal_s - self.start.steal_s, 3),
         }
 

@@ -48,8 +48,13 @@ def cpu_seconds(pid: int) -> float:
 def idle_cpu(seconds: float, tmp: Path, interval: float) -> dict[str, float]:
     features = tmp / "features.d"
     features.mkdir(parents=True)
-    daemon = DaemonProcess(tmp / "idle", Path("/"), tmp / "idle-out", interval=interval,
-                           extra_args=("--nfd", "--nfd-dir", str(features)))
+    daemon = DaemonProcess(
+        tmp / "idle",
+        Path("/"),
+        tmp / "idle-out",
+        interval=interval,
+        extra_args=("--nfd", "--nfd-dir", str(features)),
+    )
     try:
         daemon.start()
         daemon.wait_ready()
@@ -60,14 +65,23 @@ def idle_cpu(seconds: float, tmp: Path, interval: float) -> dict[str, float]:
         assert daemon.stop() == 0
     finally:
         daemon.close()
-    return {"interval_s": interval, "wall_s": round(wall, 1),
-            "cpu_s": round(used, 3), "percent_of_one_core": round(100 * used / wall, 4)}
+    return {
+        "interval_s": interval,
+        "wall_s": round(wall, 1),
+        "cpu_s": round(used, 3),
+        "percent_of_one_core": round(100 * used / wall, 4),
+    }
 
 
 def follow_latency(tmp: Path, poll_only: bool, rounds: int = 10) -> dict[str, float]:
     host = build_host(tmp / "root", gpus=0)
-    daemon = DaemonProcess(tmp, host.root, tmp / "out", interval=FAST_INTERVAL_S,
-                           extra_args=("--poll-only",) if poll_only else ())
+    daemon = DaemonProcess(
+        tmp,
+        host.root,
+        tmp / "out",
+        interval=FAST_INTERVAL_S,
+        extra_args=("--poll-only",) if poll_only else (),
+    )
     samples = []
     try:
         daemon.start()
@@ -86,16 +100,21 @@ def follow_latency(tmp: Path, poll_only: bool, rounds: int = 10) -> dict[str, fl
     finally:
         daemon.close()
     worst = max(samples)
-    return {"median_s": round(statistics.median(samples), 3), "max_s": round(worst, 3),
-            "max_intervals": round(worst / FAST_INTERVAL_S, 2), "n": len(samples)}
+    return {
+        "median_s": round(statistics.median(samples), 3),
+        "max_s": round(worst, 3),
+        "max_intervals": round(worst / FAST_INTERVAL_S, 2),
+        "n": len(samples),
+    }
 
 
 def stop_time(tmp: Path, rounds: int = 5) -> dict[str, float]:
     host = build_host(tmp / "root", gpus=0)
     samples = []
     for i in range(rounds):
-        daemon = DaemonProcess(tmp / f"stop{i}", host.root, tmp / f"stop{i}/out",
-                               interval=FAST_INTERVAL_S)
+        daemon = DaemonProcess(
+            tmp / f"stop{i}", host.root, tmp / f"stop{i}/out", interval=FAST_INTERVAL_S
+        )
         try:
             daemon.start()
             daemon.wait_ready()
@@ -134,22 +153,31 @@ def main() -> int:
         and result["stop"]["max_s"] < STOP_BUDGET_S
     )
     if args.json:
-        budgets = {"idle_percent": IDLE_BUDGET_PERCENT, "follow_intervals":
-                   FOLLOW_BUDGET_INTERVALS, "stop_s": STOP_BUDGET_S}
+        budgets = {
+            "idle_percent": IDLE_BUDGET_PERCENT,
+            "follow_intervals": FOLLOW_BUDGET_INTERVALS,
+            "stop_s": STOP_BUDGET_S,
+        }
         print(json.dumps({**result, "budgets": budgets, "within_budget": ok}, indent=2))
     else:
         for name in ("idle", "idle_at_1s"):
             idle = result[name]
-            print(f"{name}: {idle['percent_of_one_core']}% of one core ({idle['cpu_s']} s CPU) "
-                  f"over {idle['wall_s']} s at --interval {idle['interval_s']:g}"
-                  + (f" (budget < {IDLE_BUDGET_PERCENT}%)" if name == "idle" else ""))
+            print(
+                f"{name}: {idle['percent_of_one_core']}% of one core ({idle['cpu_s']} s CPU) "
+                f"over {idle['wall_s']} s at --interval {idle['interval_s']:g}"
+                + (f" (budget < {IDLE_BUDGET_PERCENT}%)" if name == "idle" else "")
+            )
         for name in ("follow_inotify", "follow_poll_only"):
             r = result[name]
-            print(f"{name}: median {r['median_s']} s, max {r['max_s']} s = {r['max_intervals']} "
-                  f"intervals of {FAST_INTERVAL_S} s (budget {FOLLOW_BUDGET_INTERVALS:g})")
+            print(
+                f"{name}: median {r['median_s']} s, max {r['max_s']} s = {r['max_intervals']} "
+                f"intervals of {FAST_INTERVAL_S} s (budget {FOLLOW_BUDGET_INTERVALS:g})"
+            )
         stop = result["stop"]
-        print(f"stop: SIGTERM to exit median {stop['median_s']} s, max {stop['max_s']} s "
-              f"(budget {STOP_BUDGET_S:g} s)")
+        print(
+            f"stop: SIGTERM to exit median {stop['median_s']} s, max {stop['max_s']} s "
+            f"(budget {STOP_BUDGET_S:g} s)"
+        )
         print("within budget" if ok else "OVER BUDGET")
     return 0 if ok else 1
 

@@ -22,7 +22,10 @@ from hwtune.tune.stats import Blocked, Comparison, summarize
 
 COLUMNS = ("defaults", "plan", "tune", "tune2", "oracle")
 HEADINGS = {
-    "defaults": "TF defaults", "plan": "plan", "tune": "tune", "tune2": "tune (2nd run)",
+    "defaults": "TF defaults",
+    "plan": "plan",
+    "tune": "tune",
+    "tune2": "tune (2nd run)",
     "oracle": "oracle (grid's best)",
 }
 TUNE_RUNS = {"tune": 1, "tune2": 2}
@@ -77,9 +80,15 @@ def scenario_data(entries: list[dict[str, Any]], name: str) -> dict[str, Any] | 
     oracle = [e for e in mine if e["phase"] == "oracle"]
     space = next((e for e in mine if e["phase"] == "space"), {})
     return {
-        "columns": cols["columns"], "labels": cols["labels"], "design": design,
-        "values": values, "failures": failures, "space": space, "tunes": tune_runs(mine),
-        "oracle_s": sum(e["wall_s"] for e in oracle), "oracle_trials": len(oracle),
+        "columns": cols["columns"],
+        "labels": cols["labels"],
+        "design": design,
+        "values": values,
+        "failures": failures,
+        "space": space,
+        "tunes": tune_runs(mine),
+        "oracle_s": sum(e["wall_s"] for e in oracle),
+        "oracle_trials": len(oracle),
         "oracle_configs": len({e["config"] for e in oracle}),
     }
 
@@ -153,13 +162,21 @@ def has_precision(space: dict[str, Any]) -> bool:
 def targets(name: str, data: dict[str, Any]) -> list[tuple[str, str, str]]:
     runs = [c for c in ("tune", "tune2") if c in data["columns"]]  # the runs that picked
     rows = [
-        ("plan ≥ 0.95× oracle", show(ratio(data, "plan", "oracle")),
-         judge(ratio(data, "plan", "oracle"), 0.95)),
+        (
+            "plan ≥ 0.95× oracle",
+            show(ratio(data, "plan", "oracle")),
+            judge(ratio(data, "plan", "oracle"), 0.95),
+        ),
     ]
     for who in runs:
         c = ratio(data, who, "oracle")
-        rows.append((f"{HEADINGS[who]} ≥ 0.98× oracle (or indistinguishable)", show(c),
-                     judge(c, 0.98, indistinguishable_ok=True)))
+        rows.append(
+            (
+                f"{HEADINGS[who]} ≥ 0.98× oracle (or indistinguishable)",
+                show(c),
+                judge(c, 0.98, indistinguishable_ok=True),
+            )
+        )
     shares = [
         data["tunes"][run]["measuring_s"] / data["oracle_s"]
         for run in sorted(data["tunes"])
@@ -167,9 +184,13 @@ def targets(name: str, data: dict[str, Any]) -> list[tuple[str, str, str]]:
     ]
     if shares:
         each = " (each run)" if len(shares) > 1 else ""
-        rows.append((f"tune's measuring ≤ 25% of the oracle's{each}",
-                     ", ".join(f"{share:.0%}" for share in shares),
-                     "✓" if max(shares) <= 0.25 else "✗"))
+        rows.append(
+            (
+                f"tune's measuring ≤ 25% of the oracle's{each}",
+                ", ".join(f"{share:.0%}" for share in shares),
+                "✓" if max(shares) <= 0.25 else "✗",
+            )
+        )
     if len(data["tunes"]) > 1:  # journals from before the second run have no such line
         if len(runs) == 2:
             c = ratio(data, "tune2", "tune", equivalence=REPRODUCIBLE_WITHIN)
@@ -183,8 +204,11 @@ def targets(name: str, data: dict[str, Any]) -> list[tuple[str, str, str]]:
     if name == "S1":
         for who in runs:
             c = ratio(data, who, "defaults")
-            verdict = (judge(c, 1.4) if has_precision(data["space"])
-                       else "n/a: no bf16 in the grid (the target is for bf16-capable CPUs)")
+            verdict = (
+                judge(c, 1.4)
+                if has_precision(data["space"])
+                else "n/a: no bf16 in the grid (the target is for bf16-capable CPUs)"
+            )
             rows.append((f"{HEADINGS[who]} ≥ 1.4× TF defaults (bf16 allowed)", show(c), verdict))
     return rows
 
@@ -223,8 +247,10 @@ def chart(results: dict[str, dict[str, Any]], path: Path) -> bool:
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("throughput / oracle's median")
-    ax.set_title("TF defaults, hwtune plan, hwtune tune (two runs) and the grid's best "
-                 "(median, IQR)", fontsize="medium")
+    ax.set_title(
+        "TF defaults, hwtune plan, hwtune tune (two runs) and the grid's best (median, IQR)",
+        fontsize="medium",
+    )
     ax.legend(ncol=len(COLUMNS), loc="lower center", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -242,8 +268,10 @@ def provenance(entries: list[dict[str, Any]]) -> str:
         seen = list(dict.fromkeys(str(s.get(field) or "unknown") for s in sessions))
         return seen[0] if len(seen) == 1 else " then ".join(seen) + " (resumed)"
 
-    return (f"hwtune {distinct('hwtune')} at commit `{distinct('commit')}`, "
-            f"Python {distinct('python')}")
+    return (
+        f"hwtune {distinct('hwtune')} at commit `{distinct('commit')}`, "
+        f"Python {distinct('python')}"
+    )
 
 
 def load_lines(entries: list[dict[str, Any]]) -> list[str]:
@@ -264,10 +292,13 @@ def load_lines(entries: list[dict[str, Any]]) -> list[str]:
     )
     if summary.quiet:
         return [f"Background load: {text} Quiet (≤ {share} on average).", ""]
-    return [f"> **Warning: the machine was not quiet.** Background load: {text} A loaded "
-            "machine makes the same configuration vary between rounds and can favour "
-            "settings that leave CPUs idle; rerun on a quiet machine before trusting the "
-            "ratios.", ""]
+    return [
+        f"> **Warning: the machine was not quiet.** Background load: {text} A loaded "
+        "machine makes the same configuration vary between rounds and can favour "
+        "settings that leave CPUs idle; rerun on a quiet machine before trusting the "
+        "ratios.",
+        "",
+    ]
 
 
 def write(journal: Path, out_dir: Path, machine: str) -> Path:
@@ -292,12 +323,16 @@ def write(journal: Path, out_dir: Path, machine: str) -> Path:
         "Throughput in samples/s: median of the final interleaved rounds ± half the "
         "interquartile range. Ratios with their 95% interval after removing each round's "
         "load level; `~` = the interval reaches the target (within noise)."
-        + (" The tuner runs twice (seeds 0 and 1) with the same budget; both picks are "
-           "measured." if settings.get("tune_runs", 1) > 1 else ""),
+        + (
+            " The tuner runs twice (seeds 0 and 1) with the same budget; both picks are measured."
+            if settings.get("tune_runs", 1) > 1
+            else ""
+        ),
         "",
         "## Scenarios",
         "",
-        "| scenario | " + " | ".join(HEADINGS[c] for c in COLUMNS)
+        "| scenario | "
+        + " | ".join(HEADINGS[c] for c in COLUMNS)
         + " | tune search (each run) | oracle search |",
         "|---|" + "---:|" * (len(COLUMNS) + 2),
     ]
@@ -309,24 +344,30 @@ def write(journal: Path, out_dir: Path, machine: str) -> Path:
             lines.append(f"| {TITLES[name]} | skipped: {why} |" + " |" * (len(COLUMNS) + 1))
             continue
         tunes = data["tunes"]
-        tune_search = "; ".join(
-            f"{tunes[run]['measuring_s']:.0f} s, {tunes[run]['trials']} trials"
-            if "measuring_s" in tunes[run] else "failed"
-            for run in sorted(tunes)
-        ) or "not run"
+        tune_search = (
+            "; ".join(
+                f"{tunes[run]['measuring_s']:.0f} s, {tunes[run]['trials']} trials"
+                if "measuring_s" in tunes[run]
+                else "failed"
+                for run in sorted(tunes)
+            )
+            or "not run"
+        )
         oracle_search = (
             f"{data['oracle_s']:.0f} s, {data['oracle_trials']} trials "
             f"({data['oracle_configs']} configs)"
         )
         lines.append(
-            f"| {TITLES[name]} | " + " | ".join(cell(data, c) for c in COLUMNS)
+            f"| {TITLES[name]} | "
+            + " | ".join(cell(data, c) for c in COLUMNS)
             + f" | {tune_search} | {oracle_search} |"
         )
         space = data["space"]
         intent = f" planned with `--model {space['model']}`" if space.get("model") else ""
         plan_s = space.get("plan_s")
-        timing = (f" (plan: `hwtune tune --dry-run` {plan_s:.1f} s incl. start-up)"
-                  if plan_s else "")
+        timing = (
+            f" (plan: `hwtune tune --dry-run` {plan_s:.1f} s incl. start-up)" if plan_s else ""
+        )
         detail.append(f"- **{name}**{intent}{timing}")
         for column in COLUMNS:
             if column not in data["labels"] and column in TUNE_RUNS:
@@ -349,8 +390,11 @@ def write(journal: Path, out_dir: Path, machine: str) -> Path:
     if has_chart:
         lines += [f"![throughput relative to the oracle]({png.name})", ""]
     else:
-        lines += ["No chart: matplotlib is missing (`pip install 'hwtune[bench]'`, then "
-                  "`bench/run --report-only`).", ""]
+        lines += [
+            "No chart: matplotlib is missing (`pip install 'hwtune[bench]'`, then "
+            "`bench/run --report-only`).",
+            "",
+        ]
     lines += ["## Earlier budgets", "", *budgets.report_lines(entries)]
     path = out_dir / f"{machine}.md"
     path.write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8")

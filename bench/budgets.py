@@ -48,8 +48,13 @@ def measure(path: Path, quick: bool) -> dict[str, Any]:
             output = proc.stdout[-2000:] + output
     except subprocess.TimeoutExpired:
         status, output = "timeout", ""
-    return {"status": status, "result": result, "output": output,
-            "wall_s": round(time.monotonic() - started, 1), "load": meter.stop()}
+    return {
+        "status": status,
+        "result": result,
+        "output": output,
+        "wall_s": round(time.monotonic() - started, 1),
+        "load": meter.stop(),
+    }
 
 
 def _figures_detect(r: dict[str, Any]) -> tuple[str, str, str, bool]:
@@ -59,9 +64,12 @@ def _figures_detect(r: dict[str, Any]) -> tuple[str, str, str, bool]:
         f"`{name}` {s['median_ms']:.0f} ms ({s['ratio_vs_py_cpuinfo']:.1f}× faster)"
         for name, s in ours
     )
-    return (f"`hwtune detect --json` vs py-cpuinfo, whole processes, {r['rounds']} rounds",
-            f"{measured}; py-cpuinfo {res['py-cpuinfo']['median_ms']:,.0f} ms",
-            f"median < {r['budget_ms']:g} ms, ≥ {r['min_ratio']:g}× faster", bool(r["pass"]))
+    return (
+        f"`hwtune detect --json` vs py-cpuinfo, whole processes, {r['rounds']} rounds",
+        f"{measured}; py-cpuinfo {res['py-cpuinfo']['median_ms']:,.0f} ms",
+        f"median < {r['budget_ms']:g} ms, ≥ {r['min_ratio']:g}× faster",
+        bool(r["pass"]),
+    )
 
 
 def _figures_configure(r: dict[str, Any]) -> tuple[str, str, str, bool]:
@@ -70,19 +78,27 @@ def _figures_configure(r: dict[str, Any]) -> tuple[str, str, str, bool]:
         f"`{name}` {o['median_overhead_ms']:+.1f} ms (paired IQR {o['paired']['iqr_ms']:.1f})"
         for name, o in r["overhead"].items()
     )
-    return (f"`hwtune.configure()` start-up over `python -c pass` ({base:.0f} ms), "
-            f"{r['rounds']} rounds", measured, f"median ≤ +{r['budget_ms']:g} ms",
-            bool(r["pass"]))
+    return (
+        f"`hwtune.configure()` start-up over `python -c pass` ({base:.0f} ms), "
+        f"{r['rounds']} rounds",
+        measured,
+        f"median ≤ +{r['budget_ms']:g} ms",
+        bool(r["pass"]),
+    )
 
 
 def _figures_plan(r: dict[str, Any]) -> tuple[str, str, str, bool]:
     fixture = r.get("fixture", {})
     measured = "; ".join(f"{name} {s['median_ms']:.2f} ms" for name, s in r["results"].items())
     ok = r.get("pass", all(s["median_ms"] < r["budget_ms"] for s in r["results"].values()))
-    return (f"`plan()` in-process on the largest fixture ({fixture.get('cpus')} CPUs, "
-            f"{fixture.get('numa_nodes')} NUMA nodes, {fixture.get('gpus')} GPUs), "
-            f"{r['rounds']} rounds, medians", measured, f"each < {r['budget_ms']:g} ms",
-            bool(ok))
+    return (
+        f"`plan()` in-process on the largest fixture ({fixture.get('cpus')} CPUs, "
+        f"{fixture.get('numa_nodes')} NUMA nodes, {fixture.get('gpus')} GPUs), "
+        f"{r['rounds']} rounds, medians",
+        measured,
+        f"each < {r['budget_ms']:g} ms",
+        bool(ok),
+    )
 
 
 def _figures_daemon(r: dict[str, Any]) -> tuple[str, str, str, bool]:
@@ -97,8 +113,12 @@ def _figures_daemon(r: dict[str, Any]) -> tuple[str, str, str, bool]:
         f"idle < {budgets.get('idle_percent', 0.5):g}%, follow ≤ "
         f"{budgets.get('follow_intervals', 2):g} intervals, stop < {budgets.get('stop_s', 1):g} s"
     )
-    return ("`hwtune daemon`: idle CPU, following a change, stopping", measured, budget,
-            bool(r["within_budget"]))
+    return (
+        "`hwtune daemon`: idle CPU, following a change, stopping",
+        measured,
+        budget,
+        bool(r["within_budget"]),
+    )
 
 
 FIGURES: dict[str, Callable[[dict[str, Any]], tuple[str, str, str, bool]]] = {
@@ -127,14 +147,22 @@ def report_lines(entries: list[dict[str, Any]]) -> list[str]:
                 what, measured, budget, ok = figures(result)
             except (KeyError, TypeError, ValueError) as err:
                 what, measured, budget, ok = "", f"unreadable result ({err!r})", "", False
-            rows.append(f"| `bench/{script}` | {what} | {measured} | {budget} | "
-                        f"{'✓' if ok and status == 0 else '✗'} |")
+            rows.append(
+                f"| `bench/{script}` | {what} | {measured} | {budget} | "
+                f"{'✓' if ok and status == 0 else '✗'} |"
+            )
             continue
         if status == 0:  # a journal from before --json: the script's text, quoted below
             rows.append(f"| `bench/{script}` | | exit 0, output below | | ✓ |")
         else:
             last = ((e.get("output") or "").strip().splitlines() or ["no output"])[-1][:120]
             rows.append(f"| `bench/{script}` | | failed (exit {status}): `{last}` | | ✗ |")
-        raw += [f"### bench/{script} (exit {status}, {e.get('wall_s', 0):.0f} s)", "",
-                "```text", (e.get("output") or "").rstrip(), "```", ""]
+        raw += [
+            f"### bench/{script} (exit {status}, {e.get('wall_s', 0):.0f} s)",
+            "",
+            "```text",
+            (e.get("output") or "").rstrip(),
+            "```",
+            "",
+        ]
     return [*rows, "", *raw]

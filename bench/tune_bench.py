@@ -78,11 +78,18 @@ class Scenario:
 # S1-S3 are one training job (`--instances 1`): summing two independent copies would not be
 # the same job. Splitting the node is S4's subject, two jobs that are there anyway.
 SCENARIOS = (
-    Scenario("S1", "CNN training, whole machine, mixed precision allowed", "cnn", "conv",
-             allow_precision=True, instances=1),
+    Scenario(
+        "S1",
+        "CNN training, whole machine, mixed precision allowed",
+        "cnn",
+        "conv",
+        allow_precision=True,
+        instances=1,
+    ),
     Scenario("S2", "MLP training, whole machine", "mlp", "dense", instances=1),
-    Scenario("S3", "MLP training in a 1-CPU quota (cgroup CFS)", "mlp", "dense", instances=1,
-             quota=1.0),
+    Scenario(
+        "S3", "MLP training in a 1-CPU quota (cgroup CFS)", "mlp", "dense", instances=1, quota=1.0
+    ),
     Scenario("S4", "MLP training, two jobs at once on the node", "mlp", "dense", instances=2),
 )
 
@@ -156,7 +163,10 @@ def hwtune_json(
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "hwtune", *args, "--json"],
-        capture_output=True, text=True, env=environ, timeout=timeout,
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=timeout,
         preexec_fn=joiner(procs),
     )
     elapsed = time.monotonic() - started
@@ -166,8 +176,9 @@ def hwtune_json(
 
 
 class ScenarioRun:
-    def __init__(self, scenario: Scenario, settings: Settings, journal: Journal,
-                 procs: Path | None) -> None:
+    def __init__(
+        self, scenario: Scenario, settings: Settings, journal: Journal, procs: Path | None
+    ) -> None:
         self.s = scenario
         self.settings = settings
         self.journal = journal
@@ -175,14 +186,20 @@ class ScenarioRun:
         self.environ = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
         self.runner = TrialRunner(
             builtin(scenario.workload, seconds=settings.seconds),
-            environ=self.environ, timeout_s=600, cgroup_procs=procs,
+            environ=self.environ,
+            timeout_s=600,
+            cgroup_procs=procs,
         )
         self.rng = random.Random(f"{scenario.name}-{settings.quick}")
 
     def common_args(self) -> list[str]:
         args = [
-            "--workload", f"builtin:{self.s.workload}", "--seconds", f"{self.settings.seconds:g}",
-            "--model", self.s.model,
+            "--workload",
+            f"builtin:{self.s.workload}",
+            "--seconds",
+            f"{self.settings.seconds:g}",
+            "--model",
+            self.s.model,
         ]
         if self.s.allow_precision:
             args.append("--allow-precision")
@@ -195,12 +212,21 @@ class ScenarioRun:
             return
         meter = background.Meter()
         result = self.runner.run(config)
-        self.journal.add(entry_id, {
-            "scenario": self.s.name, "phase": phase, "round": round_, "config": key_of(config),
-            "label": config.label(), "value": result.value, "wall_s": round(result.wall_s, 3),
-            "failure": result.failure, "stderr_tail": result.stderr_tail if result.failure else "",
-            "load": meter.stop(),
-        })
+        self.journal.add(
+            entry_id,
+            {
+                "scenario": self.s.name,
+                "phase": phase,
+                "round": round_,
+                "config": key_of(config),
+                "label": config.label(),
+                "value": result.value,
+                "wall_s": round(result.wall_s, 3),
+                "failure": result.failure,
+                "stderr_tail": result.stderr_tail if result.failure else "",
+                "load": meter.stop(),
+            },
+        )
         shown = f"{result.value:,.0f}/s" if result.ok else f"FAILED {result.failure}"
         log(f"{self.s.name} {phase} r{round_} {config.label():48} {shown} ({result.wall_s:.1f} s)")
 
@@ -213,21 +239,32 @@ class ScenarioRun:
         data, err, elapsed = hwtune_json(args, self.procs, self.environ, 300)
         if data is None:
             raise RuntimeError(f"hwtune {' '.join(args)} failed:\n{err}")
-        return self.journal.add(entry_id, {"scenario": self.s.name, "phase": "space",
-                                           "model": self.s.model, "args": args,
-                                           "plan_s": round(elapsed, 3), **data})
+        return self.journal.add(
+            entry_id,
+            {
+                "scenario": self.s.name,
+                "phase": "space",
+                "model": self.s.model,
+                "args": args,
+                "plan_s": round(elapsed, 3),
+                **data,
+            },
+        )
 
     def oracle(self, grid: list[TrialConfig], start: TrialConfig) -> None:
         if self.settings.oracle_limit is not None:
             others = [c for c in grid if c != start]
-            grid = [start, *random.Random(0).sample(others, min(len(others),
-                                                                self.settings.oracle_limit - 1))]
+            grid = [
+                start,
+                *random.Random(0).sample(others, min(len(others), self.settings.oracle_limit - 1)),
+            ]
         for round_ in range(self.settings.oracle_rounds):
             order = list(grid)
             self.rng.shuffle(order)
             for config in order:
-                self.trial(f"{self.s.name}/oracle/{round_}/{key_of(config)}", "oracle", config,
-                           round_)
+                self.trial(
+                    f"{self.s.name}/oracle/{round_}/{key_of(config)}", "oracle", config, round_
+                )
 
     def tuner_share(self) -> float:
         return TUNER_SHARE * self.oracle_time()
@@ -245,8 +282,11 @@ class ScenarioRun:
         return float(sum(e["wall_s"] for e in self.entries("oracle")))
 
     def entries(self, phase: str) -> Iterator[dict[str, Any]]:
-        return (e for e in self.journal.entries.values()
-                if e.get("scenario") == self.s.name and e.get("phase") == phase)
+        return (
+            e
+            for e in self.journal.entries.values()
+            if e.get("scenario") == self.s.name and e.get("phase") == phase
+        )
 
     def oracle_best(self) -> TrialConfig:
         from hwtune.tune.stats import Blocked
@@ -272,8 +312,15 @@ class ScenarioRun:
             return found
         budget = 90.0 if self.settings.quick else max(self.first_race_s(), self.tuner_share())
         seed = run - 1
-        args = ["tune", *self.common_args(), "--budget", f"{budget:.0f}", "--no-store",
-                "--seed", str(seed)]
+        args = [
+            "tune",
+            *self.common_args(),
+            "--budget",
+            f"{budget:.0f}",
+            "--no-store",
+            "--seed",
+            str(seed),
+        ]
         if self.settings.quick:
             args += ["--max-repeats", "2"]
         log(f"{self.s.name} tune #{run}: hwtune {' '.join(args)}")
@@ -281,16 +328,28 @@ class ScenarioRun:
         with tempfile.TemporaryDirectory(prefix="hwtune-bench-tuned-") as store:
             environ = {**self.environ, "HWTUNE_TUNED_DIR": store}
             data, err, elapsed = hwtune_json(args, self.procs, environ, budget * 3 + 600)
-        entry: dict[str, Any] = {"scenario": self.s.name, "phase": "tune", "run": run,
-                                 "seed": seed, "args": args, "budget_s": budget,
-                                 "wall_s": round(elapsed, 2), "load": meter.stop()}
+        entry: dict[str, Any] = {
+            "scenario": self.s.name,
+            "phase": "tune",
+            "run": run,
+            "seed": seed,
+            "args": args,
+            "budget_s": budget,
+            "wall_s": round(elapsed, 2),
+            "load": meter.stop(),
+        }
         if data is None:
             entry["failure"] = err
         else:
-            entry.update(best=data["best"], trials=data["trials"],
-                         measuring_s=data["measuring_s"], elapsed_s=data["elapsed_s"],
-                         ratio=data["ratio"], stopped=data["stopped"],
-                         failures=len(data["failures"]))
+            entry.update(
+                best=data["best"],
+                trials=data["trials"],
+                measuring_s=data["measuring_s"],
+                elapsed_s=data["elapsed_s"],
+                ratio=data["ratio"],
+                stopped=data["stopped"],
+                failures=len(data["failures"]),
+            )
         log(f"{self.s.name} tune #{run}: {entry.get('best') or entry.get('failure')}")
         return self.journal.add(entry_id, entry)
 
@@ -300,8 +359,9 @@ class ScenarioRun:
             order = list(unique)
             self.rng.shuffle(order)
             for config in order:
-                self.trial(f"{self.s.name}/final/{round_}/{key_of(config)}", "final", config,
-                           round_)
+                self.trial(
+                    f"{self.s.name}/final/{round_}/{key_of(config)}", "final", config, round_
+                )
 
     def run(self) -> None:
         space = self.space()
@@ -315,11 +375,15 @@ class ScenarioRun:
             tuned = self.tune(run)
             if "best" in tuned:
                 columns[tune_column(run)] = from_json(tuned["best"])
-        self.journal.add(f"{self.s.name}/columns/{time.time()}", {
-            "scenario": self.s.name, "phase": "columns",
-            "columns": {name: key_of(c) for name, c in columns.items()},
-            "labels": {name: c.label() for name, c in columns.items()},
-        })
+        self.journal.add(
+            f"{self.s.name}/columns/{time.time()}",
+            {
+                "scenario": self.s.name,
+                "phase": "columns",
+                "columns": {name: key_of(c) for name, c in columns.items()},
+                "labels": {name: c.label() for name, c in columns.items()},
+            },
+        )
         self.final(columns)
 
 
@@ -334,8 +398,10 @@ def run_budget_scripts(journal: Journal, quick: bool) -> None:
         if journal.get(entry_id):
             continue
         log(f"budget: {script}")
-        entry = journal.add(entry_id, {"phase": "budget", "script": script,
-                                       **budgets.measure(BENCH / script, quick)})
+        entry = journal.add(
+            entry_id,
+            {"phase": "budget", "script": script, **budgets.measure(BENCH / script, quick)},
+        )
         log(f"budget: {script} exit {entry['status']}")
 
 
@@ -370,10 +436,12 @@ def git_commit(repo: Path = REPO) -> str | None:
     """`git rev-parse --short HEAD`, "+dirty" when the tree differs from it; None without git.
 
     Results files are left out: a resumed run has already changed its own journal."""
+
     def git(*args: str) -> str | None:
         try:
-            proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
-                                  timeout=60)
+            proc = subprocess.run(
+                ["git", *args], cwd=repo, capture_output=True, text=True, timeout=60
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         return proc.stdout.strip() if proc.returncode == 0 else None
@@ -387,13 +455,19 @@ def git_commit(repo: Path = REPO) -> str | None:
 
 def check_hwtune() -> str | None:
     """Why this hwtune cannot run the benchmark, or None: it must know `tune --model`."""
-    proc = subprocess.run([sys.executable, "-m", "hwtune", "tune", "--help"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hwtune", "tune", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if proc.returncode != 0:
         return f"`python -m hwtune tune --help` failed:\n{proc.stderr[-2000:]}"
     if "--model" not in proc.stdout:
-        return ("this hwtune's `tune` has no --model option, which every scenario passes "
-                "(S1 --model conv, S2-S4 --model dense)")
+        return (
+            "this hwtune's `tune` has no --model option, which every scenario passes "
+            "(S1 --model conv, S2-S4 --model dense)"
+        )
     return None
 
 
@@ -405,11 +479,20 @@ def session(machine: str) -> dict[str, Any]:
     if warning:
         log(warning)
     if importlib.util.find_spec("matplotlib") is None:
-        log("warning: matplotlib is missing, so the report will have no chart "
-            "(pip install 'hwtune[bench]', then `bench/run --report-only`)")
-    return {"phase": "session", "machine": machine, "started": time.time(),
-            "commit": git_commit(), "hwtune": __version__,
-            "python": platform.python_version(), "cpus": cpus, "loadavg": load}
+        log(
+            "warning: matplotlib is missing, so the report will have no chart "
+            "(pip install 'hwtune[bench]', then `bench/run --report-only`)"
+        )
+    return {
+        "phase": "session",
+        "machine": machine,
+        "started": time.time(),
+        "commit": git_commit(),
+        "hwtune": __version__,
+        "python": platform.python_version(),
+        "cpus": cpus,
+        "loadavg": load,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -441,8 +524,9 @@ def main(argv: list[str] | None = None) -> int:
     runtime_id = f"runtime/{time.time()}"
 
     def note_runtime() -> None:
-        journal.add(runtime_id, {"phase": "runtime",
-                                 "wall_s": round(time.monotonic() - started, 1)})
+        journal.add(
+            runtime_id, {"phase": "runtime", "wall_s": round(time.monotonic() - started, 1)}
+        )
 
     if not args.no_budgets:
         run_budget_scripts(journal, args.quick)
@@ -460,8 +544,10 @@ def main(argv: list[str] | None = None) -> int:
                 ScenarioRun(scenario, settings, journal, procs).run()
         except QuotaUnavailable as why:
             log(f"{scenario.name} skipped: {why}")
-            journal.add(f"{scenario.name}/skipped/{time.time()}",
-                        {"scenario": scenario.name, "phase": "skipped", "reason": str(why)})
+            journal.add(
+                f"{scenario.name}/skipped/{time.time()}",
+                {"scenario": scenario.name, "phase": "skipped", "reason": str(why)},
+            )
     note_runtime()
     path = bench_report.write(journal_path, RESULTS, machine)
     log(f"report: {path}")

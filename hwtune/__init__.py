@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "detect": "hwtune.probes",
     "plan": "hwtune.planner",
-    "configure": "hwtune.runtime",
+    "configure": "hwtune.apply.runtime",
     "Hardware": "hwtune.models.hardware",
     "Profile": "hwtune.models.profile",
     "HwtuneError": "hwtune.errors",
@@ -32,12 +32,12 @@ _LAZY = {
 __all__ = ["Hardware", "HwtuneError", "Profile", "__version__", "configure", "detect", "plan"]
 
 if TYPE_CHECKING:
+    from hwtune.apply.runtime import configure as configure
     from hwtune.errors import HwtuneError as HwtuneError
     from hwtune.models.hardware import Hardware as Hardware
     from hwtune.models.profile import Profile as Profile
     from hwtune.planner import plan as plan
     from hwtune.probes import detect as detect
-    from hwtune.runtime import configure as configure
 
 
 def __getattr__(name: str) -> Any:

@@ -36,12 +36,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tune": ("hwtune.commands.tune", "measure settings on a workload and keep the best"),
 }
 
-# `--model`, shared by every command that plans.
-MODEL_HELP = (
-    "what you train: dense (MLPs, embeddings, transformers), conv (CNNs) or unknown (default); "
-    "on a CPU it decides XLA"
-)
-
 
 @dataclass
 class Environment:

@@ -70,8 +70,9 @@ def gpu_xml(count: int) -> str:
         copy = copy.replace("<minor_number>0</minor_number>", f"<minor_number>{i}</minor_number>")
         copy = copy.replace("99096249601a", f"9909624960{i:02x}")
         copies.append(copy)
-    head = text[:start].replace("<attached_gpus>1</attached_gpus>",
-                                f"<attached_gpus>{count}</attached_gpus>")
+    head = text[:start].replace(
+        "<attached_gpus>1</attached_gpus>", f"<attached_gpus>{count}</attached_gpus>"
+    )
     return head + "".join(copies) + text[end:]
 
 
@@ -81,16 +82,23 @@ def build_host(root: Path, *, gpus: int = 2) -> Host:
     _write(root / "proc/cpuinfo", CPUINFO.read_text())
     _write(root / "proc/meminfo", "MemTotal:       65536000 kB\nMemAvailable:   60000000 kB\n")
     _write(root / "proc/self/status", f"Name:\tpython\nCpus_allowed_list:\t0-{CPUS - 1}\n")
-    _write(root / "proc/self/cgroup",
-           "7:memory:/job\n5:cpuset:/job\n4:cpu,cpuacct:/job\n1:name=systemd:/job\n")
+    _write(
+        root / "proc/self/cgroup",
+        "7:memory:/job\n5:cpuset:/job\n4:cpu,cpuacct:/job\n1:name=systemd:/job\n",
+    )
     mounts = [
         (30, "cpu,cpuacct", "/sys/fs/cgroup/cpu,cpuacct", "rw,cpu,cpuacct"),
         (31, "cpuset", "/sys/fs/cgroup/cpuset", "rw,cpuset"),
         (32, "memory", "/sys/fs/cgroup/memory", "rw,memory"),
     ]
-    _write(root / "proc/self/mountinfo", "".join(
-        f"{n} 20 0:{n} / {point} rw,nosuid,nodev,noexec,relatime shared:{n} - cgroup cgroup "
-        f"{opts}\n" for n, _, point, opts in mounts))
+    _write(
+        root / "proc/self/mountinfo",
+        "".join(
+            f"{n} 20 0:{n} / {point} rw,nosuid,nodev,noexec,relatime shared:{n} - cgroup cgroup "
+            f"{opts}\n"
+            for n, _, point, opts in mounts
+        ),
+    )
     cg = root / "sys/fs/cgroup"
     for level in ("", "job/"):
         _write(cg / f"cpu,cpuacct/{level}cpu.cfs_quota_us", "-1\n")
@@ -114,8 +122,7 @@ def build_host(root: Path, *, gpus: int = 2) -> Host:
         cpus = [c for c, p, _ in places if p == node]
         _write(node_dir / f"node{node}/cpulist", f"{min(cpus)}-{max(cpus)}\n")
         _write(node_dir / f"node{node}/distance", "10 21\n" if node == 0 else "21 10\n")
-        _write(node_dir / f"node{node}/meminfo",
-               f"Node {node} MemTotal:       32768000 kB\n")
+        _write(node_dir / f"node{node}/meminfo", f"Node {node} MemTotal:       32768000 kB\n")
     _write(root / "sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n")
     if gpus:
         _write(root / "nvidia-smi-q.xml", gpu_xml(gpus))
@@ -170,12 +177,23 @@ class DaemonProcess:
             "PYTHONPATH": str(REPO),
             **self.extra_env,
         }
-        argv = [sys.executable, "-m", "hwtune", "daemon", "--root", str(self.root),
-                "--output", str(self.output), "--interval", str(self.interval),
-                *self.extra_args]
+        argv = [
+            sys.executable,
+            "-m",
+            "hwtune",
+            "daemon",
+            "--root",
+            str(self.root),
+            "--output",
+            str(self.output),
+            "--interval",
+            str(self.interval),
+            *self.extra_args,
+        ]
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         cwd=self.tmp)
+            self.proc = subprocess.Popen(
+                argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp
+            )
         return self
 
     @property
@@ -200,8 +218,9 @@ class DaemonProcess:
         while self._receive(0.001):
             pass
 
-    def wait_message(self, predicate: Callable[[dict[str, str]], bool],
-                     timeout: float = WAIT_S, after: int = 0) -> dict[str, str]:
+    def wait_message(
+        self, predicate: Callable[[dict[str, str]], bool], timeout: float = WAIT_S, after: int = 0
+    ) -> dict[str, str]:
         """The first message (index ≥ `after`) that satisfies `predicate`."""
         deadline = time.monotonic() + timeout
         while True:
@@ -209,11 +228,13 @@ class DaemonProcess:
                 if predicate(message):
                     return message
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or (self.proc is not None and self.proc.poll() is not None
-                                  and not self._receive(0.05)):
+            if remaining <= 0 or (
+                self.proc is not None and self.proc.poll() is not None and not self._receive(0.05)
+            ):
                 raise AssertionError(
                     f"no matching notification in {timeout}s; got {self.messages}\n"
-                    f"log:\n{self.log()}")
+                    f"log:\n{self.log()}"
+                )
             self._receive(min(remaining, 0.2))
 
     def wait_ready(self) -> dict[str, str]:
@@ -242,8 +263,9 @@ class DaemonProcess:
         self.sock.close()
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = WAIT_S,
-             step: float = 0.05) -> None:
+def wait_for(
+    check: Callable[[], bool], what: str, timeout: float = WAIT_S, step: float = 0.05
+) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from hwtune.apply import journal
-from hwtune.apply.atomic import TMP_MARK, write_atomic
 from hwtune.apply.outputs import apply_all, revert
-from hwtune.apply.paths import default_output_dir
+from hwtune.apply.render import render_all
 from hwtune.errors import ApplyError
-from hwtune.render import render_all
+from hwtune.fs.atomic import TMP_MARK, write_atomic
+from hwtune.paths import default_output_dir
 from tests.apply_profiles import PYTHON, REPO, make_hardware, make_profile
 from tests.conftest import run_cli
 
@@ -279,7 +279,7 @@ HOLD_LOCK = textwrap.dedent(
     import sys, time
     from pathlib import Path
     sys.path.insert(0, {repo!r})
-    from hwtune.apply.atomic import locked
+    from hwtune.fs.atomic import locked
     with locked(Path({out!r})):
         print("held", flush=True)
         time.sleep(60)

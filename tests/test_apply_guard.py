@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.apply.atomic import locked
-from hwtune.apply.guard import check_directory, read_regular
 from hwtune.apply.outputs import apply_all, revert
+from hwtune.apply.render import render_env
 from hwtune.errors import ApplyError
-from hwtune.render import render_env
+from hwtune.fs.atomic import locked
+from hwtune.fs.guard import check_directory, read_regular
 from tests.apply_profiles import make_hardware, make_profile
 
 HW = make_hardware()

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.config import (
+from hwtune.errors import ConfigError
+from hwtune.pipeline.config import (
     Overrides,
     default_config_paths,
     load_overrides,
     parse_config_text,
     with_flags,
 )
-from hwtune.errors import ConfigError
 
 FULL = """
 mode = "latency"
@@ -162,7 +162,7 @@ def test_merged_keeps_earlier_values_where_later_is_unset() -> None:
 
 
 def test_relative_xdg_is_ignored_and_other_modules_agree(tmp_path: Path) -> None:
-    from hwtune.config import config_paths
+    from hwtune.pipeline.config import config_paths
 
     assert config_paths({"XDG_CONFIG_HOME": "rel", "HOME": "/h"})[1] == Path(
         "/h/.config/hwtune/config.toml"

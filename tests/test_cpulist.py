@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hwtune.cpulist import MAX_CPU, CpuListError, format_cpulist, parse_cpulist
+from hwtune.models.cpulist import MAX_CPU, CpuListError, format_cpulist, parse_cpulist
 
 
 @pytest.mark.parametrize(

@@ -44,8 +44,10 @@ def daemon(tmp_path: Path, host: Host) -> Iterator[DaemonProcess]:
 
 
 def follows(d: DaemonProcess, name: str, value: str) -> None:
-    wait_for(lambda: env_value(d.output, name) == value,
-             f"{name}={value} in {d.output}/hwtune.dotenv; log:\n{d.log()}")
+    wait_for(
+        lambda: env_value(d.output, name) == value,
+        f"{name}={value} in {d.output}/hwtune.dotenv; log:\n{d.log()}",
+    )
 
 
 def gpu_strategy(output: Path) -> tuple[object, tuple[int, ...]]:
@@ -191,8 +193,9 @@ def test_polling_alone_notices_changes(tmp_path: Path, host: Host) -> None:
 
 
 def test_watchdog_pings_only_for_this_pid(tmp_path: Path, host: Host) -> None:
-    mine = DaemonProcess(tmp_path / "a", host.root, tmp_path / "a/out",
-                         extra_env={"WATCHDOG_USEC": "300000"})
+    mine = DaemonProcess(
+        tmp_path / "a", host.root, tmp_path / "a/out", extra_env={"WATCHDOG_USEC": "300000"}
+    )
     other = None
     try:
         mine.start()
@@ -201,8 +204,12 @@ def test_watchdog_pings_only_for_this_pid(tmp_path: Path, host: Host) -> None:
         mark = len(mine.messages)
         mine.wait_message(lambda m: m.get("WATCHDOG") == "1", after=mark)  # and again
         assert mine.stop() == 0
-        other = DaemonProcess(tmp_path / "b", host.root, tmp_path / "b/out",
-                              extra_env={"WATCHDOG_USEC": "300000", "WATCHDOG_PID": "1"})
+        other = DaemonProcess(
+            tmp_path / "b",
+            host.root,
+            tmp_path / "b/out",
+            extra_env={"WATCHDOG_USEC": "300000", "WATCHDOG_PID": "1"},
+        )
         other.start()
         other.wait_ready()
         host.set_quota(3.0)  # let a few watchdog periods pass while something happens
@@ -230,8 +237,9 @@ def test_nfd_file_follows_the_machine(tmp_path: Path, host: Host) -> None:
     features = tmp_path / "features.d"
     features.mkdir()
     tf_snapshot = _tensorflow_snapshot(host.root)
-    d = DaemonProcess(tmp_path, host.root, tmp_path / "out",
-                      extra_args=("--nfd", "--nfd-dir", str(features)))
+    d = DaemonProcess(
+        tmp_path, host.root, tmp_path / "out", extra_args=("--nfd", "--nfd-dir", str(features))
+    )
     try:
         d.start()
         d.wait_ready()
@@ -250,11 +258,16 @@ def test_nfd_file_follows_the_machine(tmp_path: Path, host: Host) -> None:
             assert first["hwtune.io/tensorflow-version"] == tf_snapshot["install"]["version"]
             tf_snapshot["install"]["version"] = "2.99.0"
             replace_file(host.root / "tensorflow.json", json.dumps(tf_snapshot))
-            wait_for(lambda: labels().get("hwtune.io/tensorflow-version") == "2.99.0",
-                     "tensorflow-version=2.99.0")
-            assert "→" in d.wait_message(
-                lambda m: "tensorflow" in m.get("STATUS", "") and "2.99.0" in m["STATUS"]
-            )["STATUS"]
+            wait_for(
+                lambda: labels().get("hwtune.io/tensorflow-version") == "2.99.0",
+                "tensorflow-version=2.99.0",
+            )
+            assert (
+                "→"
+                in d.wait_message(
+                    lambda m: "tensorflow" in m.get("STATUS", "") and "2.99.0" in m["STATUS"]
+                )["STATUS"]
+            )
         text = (features / "hwtune").read_text()
         expiry = next(ln for ln in text.splitlines() if ln.startswith("# +expiry-time="))
         when = datetime.strptime(expiry.split("=", 1)[1], "%Y-%m-%dT%H:%M:%SZ")

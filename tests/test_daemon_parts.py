@@ -138,8 +138,9 @@ def test_a_directory_that_appears_later_is_watched(tmp_path: Path) -> None:
 def test_polling_only_still_sees_changes(tmp_path: Path) -> None:
     value = tmp_path / "cpu.max"
     value.write_text("max 100000\n")
-    watcher = Watcher([Input("cgroup", (Part("content", value, notify=False),))],
-                      use_inotify=False)
+    watcher = Watcher(
+        [Input("cgroup", (Part("content", value, notify=False),))], use_inotify=False
+    )
     assert watcher.fileno() is None and watcher.note
     value.write_text("200000 100000\n")
     assert watcher.changed() == ["cgroup"]
@@ -161,11 +162,24 @@ def test_inputs_of_a_host_tree(tmp_path: Path) -> None:
     host = build_host(tmp_path / "root")
     config = tmp_path / "config.toml"
     inputs = {i.name: i for i in plan_inputs(host.root, live=False, config_files=[config])}
-    assert set(inputs) == {"cpus", "affinity", "cgroup", "numa", "memory", "gpus", "tensorflow",
-                           "config", "measured"}
+    assert set(inputs) == {
+        "cpus",
+        "affinity",
+        "cgroup",
+        "numa",
+        "memory",
+        "gpus",
+        "tensorflow",
+        "config",
+        "measured",
+    }
     cgroup_files = {p.path.name for p in inputs["cgroup"].parts}
-    assert {"cgroup", "cpu.cfs_quota_us", "cpuset.effective_cpus",
-            "memory.limit_in_bytes"} <= cgroup_files
+    assert {
+        "cgroup",
+        "cpu.cfs_quota_us",
+        "cpuset.effective_cpus",
+        "memory.limit_in_bytes",
+    } <= cgroup_files
     watcher = Watcher(list(inputs.values()))
     try:
         host.set_quota(1.5)
@@ -221,9 +235,9 @@ def test_profile_changes_from_real_plans(tmp_path: Path) -> None:
 
 
 def test_option_lists_show_what_was_added_and_removed() -> None:
-    assert changes._change("bazel.options", ("--config=opt", "--jobs=2"),
-                           ("--config=opt", "--jobs=1")) == (
-        "bazel.options added --jobs=1; removed --jobs=2")
+    assert changes._change(
+        "bazel.options", ("--config=opt", "--jobs=2"), ("--config=opt", "--jobs=1")
+    ) == ("bazel.options added --jobs=1; removed --jobs=2")
     assert changes._change("x", ("a",), ("a",)) is None
     assert changes._change("threads.intra_op", 2, 1) == "threads.intra_op 2→1"
 
@@ -231,8 +245,11 @@ def test_option_lists_show_what_was_added_and_removed() -> None:
 @pytest.mark.parametrize(
     ("hw", "settings", "expected"),
     [
-        (["cpu quota 2.0→1.0"], ["threads.intra_op 2→1"],
-         "cpu quota 2.0→1.0: threads.intra_op 2→1"),
+        (
+            ["cpu quota 2.0→1.0"],
+            ["threads.intra_op 2→1"],
+            "cpu quota 2.0→1.0: threads.intra_op 2→1",
+        ),
         ([], ["env.X unset→1"], "config changed: env.X unset→1"),
         (["gpus 2→1"], [], "gpus 2→1: profile unchanged"),
     ],

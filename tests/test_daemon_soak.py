@@ -42,8 +42,10 @@ def soak(tmp_path: Path, cycles: int) -> None:
             host.set_quota(float(quota))
             # STATUS= is the last thing a cycle does: after it the daemon is back in select().
             change = f"cpu quota {previous}→{quota}"
-            daemon.wait_message(lambda m, c=change: c in m.get("STATUS", ""),  # type: ignore[misc]
-                                after=mark)
+            daemon.wait_message(
+                lambda m, c=change: c in m.get("STATUS", ""),  # type: ignore[misc]
+                after=mark,
+            )
             previous = quota
             assert env_value(daemon.output, "TF_NUM_INTRAOP_THREADS") == quota[0]
             del daemon.messages[:-1]  # keep the record short over 1000 cycles

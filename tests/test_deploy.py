@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hwtune.nfd import DEFAULT_DIR
+from hwtune.apply.nfd import DEFAULT_DIR
 from tests.conftest import REPO
 from tests.daemon_harness import build_host
 
@@ -73,10 +73,17 @@ def _fake_install(tmp_path: Path, root: Path) -> Path:
 
 def _run_prolog(tool: Path, tmp_path: Path, **task_env: str) -> list[str]:
     # slurmstepd gives the prolog the task's environment and no PATH of its own choosing.
-    env = {"HWTUNE": str(tool), "PYTHONPATH": str(REPO), "HOME": str(tmp_path),
-           "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "PATH": "/usr/bin:/bin", **task_env}
-    done = subprocess.run(["/bin/sh", str(PROLOG)], env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
+    env = {
+        "HWTUNE": str(tool),
+        "PYTHONPATH": str(REPO),
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+        "PATH": "/usr/bin:/bin",
+        **task_env,
+    }
+    done = subprocess.run(
+        ["/bin/sh", str(PROLOG)], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -99,8 +106,11 @@ def test_task_prolog_exports_each_ranks_slice(tmp_path: Path) -> None:
         assert "export JOB_NOTE=two words" in lines  # no shell quoting around the value
 
     def intra(lines: list[str]) -> int:
-        return int(next(ln for ln in lines if ln.startswith("export TF_NUM_INTRAOP_THREADS="))
-                   .split("=", 1)[1])
+        return int(
+            next(ln for ln in lines if ln.startswith("export TF_NUM_INTRAOP_THREADS=")).split(
+                "=", 1
+            )[1]
+        )
 
     assert intra(alone) == 24  # 2 sockets x 12 cores
     assert intra(rank0) == intra(rank1) == 12  # each rank gets its own half

@@ -21,7 +21,7 @@ from hwtune.models.hardware import (
     ProbeIssue,
     TensorFlowInfo,
 )
-from hwtune.report import isa_summary, nvlink_cliques, render_summary
+from hwtune.probes.report import isa_summary, nvlink_cliques, render_summary
 from hwtune.status import ExitStatus
 
 from .conftest import REPO, run_cli
@@ -50,8 +50,19 @@ def test_json_holds_the_contract_keys() -> None:
     result = run_cli(["detect", "--json", *FAST])
     assert result.exit_status == 0, result.stderr
     hw = json.loads(result.stdout)
-    for key in ("vendor", "model_name", "arch", "microarch", "x86_64_level", "flags",
-                "sockets", "physical_cores", "logical_cpus", "threads_per_core", "core_types"):
+    for key in (
+        "vendor",
+        "model_name",
+        "arch",
+        "microarch",
+        "x86_64_level",
+        "flags",
+        "sockets",
+        "physical_cores",
+        "logical_cpus",
+        "threads_per_core",
+        "core_types",
+    ):
         assert key in hw["cpu"]
     for key in ("affinity_cpus", "cpuset_cpus", "cpu_quota", "effective_cpus", "memory_bytes"):
         assert key in hw["limits"]
@@ -102,7 +113,11 @@ def test_detect_imports_nothing_heavy() -> None:
     require_probes("cpu", "numa", "gpu", "tensorflow")
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "hwtune", "detect", "--json"],
-        capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     json.loads(done.stdout)
@@ -125,39 +140,59 @@ def a100s() -> tuple[Gpu, ...]:
     for i in range(8):
         island = range(0, 4) if i < 4 else range(4, 8)
         peers = tuple(p for p in island if p != i)
-        gpus.append(Gpu(
-            index=i, name="NVIDIA A100-SXM4-40GB", compute_capability="8.0",
-            architecture="Ampere", memory_bytes=40 << 30, numa_node=i // 4,
-            nvlink_peers=peers,
-            links=tuple(GpuLink(peer=p, kind="NV12", nvlinks=12) for p in peers),
-        ))
+        gpus.append(
+            Gpu(
+                index=i,
+                name="NVIDIA A100-SXM4-40GB",
+                compute_capability="8.0",
+                architecture="Ampere",
+                memory_bytes=40 << 30,
+                numa_node=i // 4,
+                nvlink_peers=peers,
+                links=tuple(GpuLink(peer=p, kind="NV12", nvlinks=12) for p in peers),
+            )
+        )
     return tuple(gpus)
 
 
 def example() -> Hardware:
     return Hardware(
         cpu=CpuInfo(
-            arch="x86_64", vendor="GenuineIntel", model_name="Intel Xeon Platinum 8481C",
-            microarch="sapphirerapids", x86_64_level=4,
+            arch="x86_64",
+            vendor="GenuineIntel",
+            model_name="Intel Xeon Platinum 8481C",
+            microarch="sapphirerapids",
+            x86_64_level=4,
             flags=("amx_bf16", "amx_tile", "avx", "avx2", "avx512_bf16", "avx512f", "fma"),
-            sockets=2, physical_cores=88, logical_cpus=176, threads_per_core=2,
-            smt_enabled=True, hypervisor="KVM",
+            sockets=2,
+            physical_cores=88,
+            logical_cpus=176,
+            threads_per_core=2,
+            smt_enabled=True,
+            hypervisor="KVM",
         ),
         limits=Limits(
-            usable_cpus=tuple(range(176)), effective_cpus=4, cpu_quota=4.0,
-            cgroup_version=2, cgroup_path="/kubepods/pod1",
+            usable_cpus=tuple(range(176)),
+            effective_cpus=4,
+            cpu_quota=4.0,
+            cgroup_version=2,
+            cgroup_path="/kubepods/pod1",
             effective_cpus_reason="cgroup quota 4 CPUs (cpu.max) < 176 usable CPUs",
             memory_limit_bytes=8 << 30,
         ),
-        memory=Memory(total_bytes=64 << 30, available_bytes=60 << 30,
-                      transparent_hugepages="madvise"),
+        memory=Memory(
+            total_bytes=64 << 30, available_bytes=60 << 30, transparent_hugepages="madvise"
+        ),
         gpus=a100s(),
         gpu_driver="550.54.15",
         cuda_driver_version="12.4",
         gpu_source="nvml",
         tensorflow=TensorFlowInfo(
-            version="2.21.0", distribution="tensorflow", threading_runtime="eigen",
-            missing_isa=("amx_tile", "avx512_bf16"), compiled_isa=("avx", "avx2"),
+            version="2.21.0",
+            distribution="tensorflow",
+            threading_runtime="eigen",
+            missing_isa=("amx_tile", "avx512_bf16"),
+            compiled_isa=("avx", "avx2"),
         ),
         issues=(ProbeIssue("cpuinfo", "odd line", path="proc/cpuinfo", line=7),),
     )

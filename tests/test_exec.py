@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.apply.source import plan_for
-from hwtune.errors import HwtuneError
-from hwtune.launch import (
+from hwtune.apply.launch import (
     FORWARDED_SIGNALS,
     MPOL_BIND,
     InstanceSpec,
@@ -25,7 +23,9 @@ from hwtune.launch import (
     merge_environment,
     set_mempolicy,
 )
+from hwtune.errors import HwtuneError
 from hwtune.models.hardware import Gpu, Hardware
+from hwtune.pipeline.source import plan_for
 from tests.apply_profiles import PYTHON, make_profile
 
 HWTUNE = [PYTHON, "-m", "hwtune"]
@@ -262,7 +262,7 @@ def test_a_nul_in_the_environment_is_a_clear_error() -> None:
 
 MEMPOLICY = (
     "import sys; sys.path.insert(0, {repo!r})\n"
-    "from hwtune.launch import get_mempolicy\n"
+    "from hwtune.apply.launch import get_mempolicy\n"
     "print(get_mempolicy())\n"
 )
 
@@ -283,7 +283,7 @@ def test_numa_policy_is_set_in_the_child_and_survives_exec() -> None:
 
 def test_set_mempolicy_round_trip_in_a_subprocess() -> None:
     code = (
-        "from hwtune.launch import set_mempolicy, get_mempolicy, MPOL_BIND, MPOL_DEFAULT\n"
+        "from hwtune.apply.launch import set_mempolicy, get_mempolicy, MPOL_BIND, MPOL_DEFAULT\n"
         "set_mempolicy(MPOL_BIND, [0]); a = get_mempolicy()\n"
         "set_mempolicy(MPOL_DEFAULT, []); print(a, get_mempolicy())\n"
     )

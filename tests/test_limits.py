@@ -61,32 +61,38 @@ def status(cpus: str) -> str:
 def v1_tree(
     root: Path, *, quota: str = "-1", cpus: str = "0-3", memory: str = V1_UNLIMITED
 ) -> Path:
-    return make_tree(root, {
-        "proc/self/status": status("0-7"),
-        "proc/self/cgroup": V1_CGROUP,
-        "proc/self/mountinfo": V1_MOUNTINFO,
-        "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": quota + "\n",
-        "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
-        "sys/fs/cgroup/cpuset/cpuset.cpus": cpus + "\n",
-        "sys/fs/cgroup/cpuset/cpuset.effective_cpus": cpus + "\n",
-        "sys/fs/cgroup/memory/memory.limit_in_bytes": memory,
-    })
+    return make_tree(
+        root,
+        {
+            "proc/self/status": status("0-7"),
+            "proc/self/cgroup": V1_CGROUP,
+            "proc/self/mountinfo": V1_MOUNTINFO,
+            "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": quota + "\n",
+            "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+            "sys/fs/cgroup/cpuset/cpuset.cpus": cpus + "\n",
+            "sys/fs/cgroup/cpuset/cpuset.effective_cpus": cpus + "\n",
+            "sys/fs/cgroup/memory/memory.limit_in_bytes": memory,
+        },
+    )
 
 
 def v2_tree(root: Path) -> Path:
-    return make_tree(root, {
-        "proc/self/status": status("0-7"),
-        "proc/self/cgroup": V2_CGROUP,
-        "proc/self/mountinfo": V2_MOUNTINFO,
-        "sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n",
-        "sys/fs/cgroup/kubepods/cpu.max": "max 100000\n",
-        "sys/fs/cgroup/kubepods/pod1/cpu.max": "200000 100000\n",  # the pod holds the limit
-        "sys/fs/cgroup/kubepods/pod1/ctr/cpu.max": "max 100000\n",
-        "sys/fs/cgroup/kubepods/pod1/memory.max": f"{GIB}\n",
-        "sys/fs/cgroup/kubepods/pod1/ctr/memory.max": "max\n",
-        "sys/fs/cgroup/kubepods/pod1/ctr/cpuset.cpus": "\n",  # empty: inherits
-        "sys/fs/cgroup/kubepods/pod1/ctr/cpuset.cpus.effective": "0-7\n",
-    })
+    return make_tree(
+        root,
+        {
+            "proc/self/status": status("0-7"),
+            "proc/self/cgroup": V2_CGROUP,
+            "proc/self/mountinfo": V2_MOUNTINFO,
+            "sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n",
+            "sys/fs/cgroup/kubepods/cpu.max": "max 100000\n",
+            "sys/fs/cgroup/kubepods/pod1/cpu.max": "200000 100000\n",  # the pod holds the limit
+            "sys/fs/cgroup/kubepods/pod1/ctr/cpu.max": "max 100000\n",
+            "sys/fs/cgroup/kubepods/pod1/memory.max": f"{GIB}\n",
+            "sys/fs/cgroup/kubepods/pod1/ctr/memory.max": "max\n",
+            "sys/fs/cgroup/kubepods/pod1/ctr/cpuset.cpus": "\n",  # empty: inherits
+            "sys/fs/cgroup/kubepods/pod1/ctr/cpuset.cpus.effective": "0-7\n",
+        },
+    )
 
 
 EIGHT = CpuInfo(online_cpus=tuple(range(8)), logical_cpus=8)
@@ -152,8 +158,11 @@ def test_mountinfo_cgroup_lines_only_and_escapes() -> None:
     issues = IssueLog()
     mounts = parse_mountinfo(text, issues)
     assert [m.mount_point for m in mounts] == [
-        "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuset", "/sys/fs/cgroup/memory",
-        "/sys/fs/cgroup/systemd", "/sys/fs/cgroup/with space",
+        "/sys/fs/cgroup/cpu,cpuacct",
+        "/sys/fs/cgroup/cpuset",
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup/systemd",
+        "/sys/fs/cgroup/with space",
     ]
     assert mounts[0].controllers == ("cpu", "cpuacct")
     assert mounts[3].controllers == ()  # name=systemd is not a controller
@@ -240,22 +249,25 @@ def test_quota_that_does_not_bind(tmp_path: Path) -> None:
 
 
 def test_hybrid_host_uses_the_v1_controllers(tmp_path: Path) -> None:
-    make_tree(tmp_path, {
-        "proc/self/status": status("0-1"),
-        "proc/self/cgroup": "4:memory:/user\n2:cpu:/\n1:cpuset:/\n0::/user.slice\n",
-        "proc/self/mountinfo": (
-            "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
-            "34 31 0:31 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n"
-            "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
-            "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
-        ),
-        "sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n",
-        "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
-        "sys/fs/cgroup/cpuset/cpuset.cpus": "0-1\n",
-        "sys/fs/cgroup/memory/memory.limit_in_bytes": V1_UNLIMITED,
-        "sys/fs/cgroup/memory/user/memory.limit_in_bytes": "1073741824\n",
-        "sys/fs/cgroup/unified/user.slice/cgroup.procs": "",
-    })
+    make_tree(
+        tmp_path,
+        {
+            "proc/self/status": status("0-1"),
+            "proc/self/cgroup": "4:memory:/user\n2:cpu:/\n1:cpuset:/\n0::/user.slice\n",
+            "proc/self/mountinfo": (
+                "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
+                "34 31 0:31 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n"
+                "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+                "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+            ),
+            "sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n",
+            "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+            "sys/fs/cgroup/cpuset/cpuset.cpus": "0-1\n",
+            "sys/fs/cgroup/memory/memory.limit_in_bytes": V1_UNLIMITED,
+            "sys/fs/cgroup/memory/user/memory.limit_in_bytes": "1073741824\n",
+            "sys/fs/cgroup/unified/user.slice/cgroup.procs": "",
+        },
+    )
     hw, issues = limits(tmp_path, CpuInfo(online_cpus=(0, 1)))
     assert issues == []
     assert (hw.cgroup_version, hw.cgroup_path) == (1, "/")

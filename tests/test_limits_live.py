@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from hwtune.cpulist import parse_cpulist
+from hwtune.models.cpulist import parse_cpulist
 from hwtune.models.hardware import CpuInfo, Memory
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.limits import probe_limits
@@ -35,7 +35,7 @@ ONLINE = parse_cpulist(Path("/sys/devices/system/cpu/online").read_text())
 PROBE_SCRIPT = """
 import json
 from pathlib import Path
-from hwtune.cpulist import parse_cpulist
+from hwtune.models.cpulist import parse_cpulist
 from hwtune.models.convert import dump
 from hwtune.models.hardware import CpuInfo, Memory
 from hwtune.probes.issues import IssueLog
@@ -182,8 +182,9 @@ def run_json(argv: list[str]) -> dict[str, Any]:
 @pytest.mark.parametrize("kind", ["probe", "detect"])
 def test_cpu_quota_cgroup(kind: str) -> None:
     argv = _command(kind)
-    with child_cgroup(_v1_home("cpu"), {"cpu.cfs_period_us": "100000",
-                                        "cpu.cfs_quota_us": "50000"}) as group:
+    with child_cgroup(
+        _v1_home("cpu"), {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "50000"}
+    ) as group:
         limits = run_inside(group, argv)["limits"]
     assert limits["cpu_quota"] == 0.5
     assert limits["effective_cpus"] == 1

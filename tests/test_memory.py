@@ -58,7 +58,8 @@ def test_missing_files_are_issues(tmp_path: Path) -> None:
     memory = probe_memory(tmp_path, issues)
     assert memory.total_bytes is None and memory.transparent_hugepages is None
     assert {i.path for i in issues} == {
-        "proc/meminfo", "sys/kernel/mm/transparent_hugepage/enabled"
+        "proc/meminfo",
+        "sys/kernel/mm/transparent_hugepage/enabled",
     }
 
 

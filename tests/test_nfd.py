@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hwtune import nfd
+from hwtune.apply import nfd
 from hwtune.models.hardware import (
     CpuInfo,
     Gpu,
@@ -62,12 +62,22 @@ def parse_feature_file(text: str, now: datetime) -> dict[str, str]:
 def zen4_node() -> Hardware:
     flags = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "sse4_2")
     return Hardware(
-        cpu=CpuInfo(arch="x86_64", vendor="AuthenticAMD", microarch="znver4", x86_64_level=4,
-                    flags=flags, smt_enabled=True),
+        cpu=CpuInfo(
+            arch="x86_64",
+            vendor="AuthenticAMD",
+            microarch="znver4",
+            x86_64_level=4,
+            flags=flags,
+            smt_enabled=True,
+        ),
         limits=Limits(effective_cpus=2),
         numa=(NumaNode(0, (0, 1)),),
-        tensorflow=TensorFlowInfo(version="2.21.0", distribution="tensorflow-cpu",
-                                  threading_runtime="eigen", onednn_default=True),
+        tensorflow=TensorFlowInfo(
+            version="2.21.0",
+            distribution="tensorflow-cpu",
+            threading_runtime="eigen",
+            onednn_default=True,
+        ),
     )
 
 
@@ -86,8 +96,14 @@ def test_labels_of_a_cpu_node() -> None:
 def _gpu(
     index: int, peers: tuple[int, ...] = (), cc: str = "9.0", name: str = "NVIDIA H100 80GB HBM3"
 ) -> Gpu:
-    return Gpu(index=index, name=name, compute_capability=cc, architecture="Hopper",
-               memory_bytes=80 << 30, nvlink_peers=peers)
+    return Gpu(
+        index=index,
+        name=name,
+        compute_capability=cc,
+        architecture="Hopper",
+        memory_bytes=80 << 30,
+        nvlink_peers=peers,
+    )
 
 
 def test_gpu_labels_and_cliques() -> None:

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from hwtune.config import Overrides
 from hwtune.errors import PlanError
+from hwtune.models.overrides import Overrides
 from hwtune.models.profile import Intent, Setting
 from hwtune.planner import Knowledge, explain, load_knowledge, plan
 from tests.plan_builders import (

@@ -168,7 +168,7 @@ def test_plan_this_machine(tmp_path: Path) -> None:
 
 
 def test_plan_uses_tuned_results_unless_told_not_to(tmp_path: Path) -> None:
-    store = pytest.importorskip("hwtune.tune.store")
+    store = pytest.importorskip("hwtune.pipeline.measured")
     hw = save(make_hardware(cores_per_socket=8, smt=2), tmp_path)
     environ = clean_environ(tmp_path, HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
     first = json.loads(run_cli(["plan", "--hardware", hw, "--json"], environ).stdout)

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from hwtune.config import Overrides
+from hwtune.models.overrides import Overrides
 from hwtune.models.profile import Profile
 from hwtune.planner import load_knowledge, plan
 from hwtune.probes import detect

@@ -25,11 +25,16 @@ HOSTS = DATA / "hosts"
 COPIED = sorted(p.name for p in HOSTS.iterdir() if (p / "EXPECTED.json").is_file())
 # The rows SOURCES.md marks "no: read from ../shared".
 SHARED = [
-    "archspec-unknown-sapphirerapids.cpuinfo", "archspec-rocky8.5-zen4.cpuinfo",
-    "archspec-rocky9-zen5.cpuinfo", "archspec-centos7-cascadelake.cpuinfo",
-    "archspec-rhel8-neoverse_v1.cpuinfo", "archspec-rhel8-power9.cpuinfo",
-    "archspec-unknown-power10.cpuinfo", "archspec-rocky8-a64fx.cpuinfo",
-    "archspec-rhel9-neoverse_v2.cpuinfo", "archspec-ubuntu22.04-ampere1.cpuinfo",
+    "archspec-unknown-sapphirerapids.cpuinfo",
+    "archspec-rocky8.5-zen4.cpuinfo",
+    "archspec-rocky9-zen5.cpuinfo",
+    "archspec-centos7-cascadelake.cpuinfo",
+    "archspec-rhel8-neoverse_v1.cpuinfo",
+    "archspec-rhel8-power9.cpuinfo",
+    "archspec-unknown-power10.cpuinfo",
+    "archspec-rocky8-a64fx.cpuinfo",
+    "archspec-rhel9-neoverse_v2.cpuinfo",
+    "archspec-ubuntu22.04-ampere1.cpuinfo",
 ]
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hwtune.cpulist import parse_cpulist
+from hwtune.models.cpulist import parse_cpulist
 from hwtune.models.hardware import CpuInfo, NumaNode
 from hwtune.probes.cpu import probe_cpu
 from hwtune.probes.issues import IssueLog
@@ -28,8 +28,9 @@ Live = tuple[CpuInfo, tuple[NumaNode, ...], IssueLog]
 
 def lscpu_fields() -> dict[str, str]:
     """`lscpu -J` flattened (util-linux >= 2.37 nests fields under "children")."""
-    data = json.loads(subprocess.run(["lscpu", "-J"], capture_output=True, text=True,
-                                     check=True).stdout)
+    data = json.loads(
+        subprocess.run(["lscpu", "-J"], capture_output=True, text=True, check=True).stdout
+    )
     fields: dict[str, str] = {}
 
     def walk(items: list[dict[str, Any]]) -> None:
@@ -51,8 +52,9 @@ def live() -> Live:
 def test_counts_agree_with_lscpu_and_nproc(live: Live) -> None:
     cpu, numa, _ = live
     fields = lscpu_fields()
-    nproc_all = int(subprocess.run(["nproc", "--all"], capture_output=True, text=True,
-                                   check=True).stdout)
+    nproc_all = int(
+        subprocess.run(["nproc", "--all"], capture_output=True, text=True, check=True).stdout
+    )
     assert cpu.logical_cpus == int(fields["CPU(s)"]) == nproc_all
     assert cpu.online_cpus == parse_cpulist(fields["On-line CPU(s) list"])
     if fields.get("Socket(s)", "").isdigit():
@@ -79,8 +81,9 @@ def test_identity_agrees_with_lscpu(live: Live) -> None:
 
 def test_core_grouping_agrees_with_lscpu_p(live: Live) -> None:
     cpu, _, _ = live
-    rows = subprocess.run(["lscpu", "-p=CPU,CORE,SOCKET"], capture_output=True, text=True,
-                          check=True).stdout.split("\n")
+    rows = subprocess.run(
+        ["lscpu", "-p=CPU,CORE,SOCKET"], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
     theirs: dict[tuple[str, str], set[int]] = {}
     for row in rows:
         if row and not row.startswith("#"):

@@ -42,7 +42,12 @@ NUMA:
 def test_cpuinfo_x86_fields() -> None:
     facts = parse_cpuinfo((HOSTS / "spack-rhel7-haswell/proc/cpuinfo").read_text())
     assert (facts.arch, facts.vendor, facts.family, facts.model, facts.stepping) == (
-        "x86_64", "GenuineIntel", 6, 63, 2)
+        "x86_64",
+        "GenuineIntel",
+        6,
+        63,
+        2,
+    )
     assert len(facts.processors) == 24 and facts.processors[23].physical_id == 1
     assert list(facts.flags) == sorted(facts.flags) and "avx2" in facts.flags
     assert facts.problems == ()
@@ -50,22 +55,31 @@ def test_cpuinfo_x86_fields() -> None:
 
 def test_cpuinfo_power_trailer_and_pvr() -> None:
     facts = parse_cpuinfo(
-        (HOSTS / "cpufeatures-ppc64le-power9-w8-fragment/proc/cpuinfo").read_text())
+        (HOSTS / "cpufeatures-ppc64le-power9-w8-fragment/proc/cpuinfo").read_text()
+    )
     assert (facts.arch, facts.vendor, facts.pvr, facts.platform) == (
-        "ppc64le", "IBM", 0x004E, "PowerNV")
+        "ppc64le",
+        "IBM",
+        0x004E,
+        "PowerNV",
+    )
     assert facts.model_name == "POWER9, altivec supported"
     assert [p.processor for p in facts.processors] == [143]
 
 
 def test_cpuinfo_flags_are_the_ones_every_processor_has() -> None:
-    text = ("processor : 0\nvendor_id : GenuineIntel\nflags : sse avx2 fma\n\n"
-            "processor : 1\nvendor_id : GenuineIntel\nflags : sse fma\n")
+    text = (
+        "processor : 0\nvendor_id : GenuineIntel\nflags : sse avx2 fma\n\n"
+        "processor : 1\nvendor_id : GenuineIntel\nflags : sse fma\n"
+    )
     assert parse_cpuinfo(text).flags == ("fma", "sse")
 
 
 def test_cpuinfo_malformed_lines_name_their_line() -> None:
-    text = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: six\nmodel\t\t: 85\n"
-            "flags\t\t: fpu sse\ncpu fam\n\x00\x01\x02\ncore id\t\t: x1\n")
+    text = (
+        "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: six\nmodel\t\t: 85\n"
+        "flags\t\t: fpu sse\ncpu fam\n\x00\x01\x02\ncore id\t\t: x1\n"
+    )
     facts = parse_cpuinfo(text)
     problems = {p.line: p.reason for p in facts.problems}
     assert problems[3] == "'cpu family' is not a number: 'six'"
@@ -111,7 +125,11 @@ def test_lscpu_tree_layout_probes_as_arm(tmp_path: Path) -> None:
     cpu = probe_cpu(tmp_path, issues)
     assert (cpu.arch, cpu.vendor, cpu.microarch) == ("aarch64", "ARM", "neoverse-n1")
     assert (cpu.logical_cpus, cpu.physical_cores, cpu.sockets, cpu.threads_per_core) == (
-        64, 64, None, 1)
+        64,
+        64,
+        None,
+        1,
+    )
 
 
 def test_lscpu_parsable_sections_and_short_rows() -> None:
@@ -121,8 +139,10 @@ def test_lscpu_parsable_sections_and_short_rows() -> None:
 
 
 def test_lscpu_bad_rows_and_lists_name_their_line() -> None:
-    text = ("CPU(s): 4\nOn-line CPU(s) list: 0-3\nNUMA node0 CPU(s): 0-z\n"
-            "# CPU,Core,Socket,Node,MAXMHZ\n0,0,0,0,4000.0\nx,1,0,0,\n2,2,0,0,fast\n")
+    text = (
+        "CPU(s): 4\nOn-line CPU(s) list: 0-3\nNUMA node0 CPU(s): 0-z\n"
+        "# CPU,Core,Socket,Node,MAXMHZ\n0,0,0,0,4000.0\nx,1,0,0,\n2,2,0,0,fast\n"
+    )
     facts = parse_lscpu(text)
     problems = {p.line: p.reason for p in facts.problems}
     assert "'z' is not a CPU number" in problems[3]
@@ -132,13 +152,21 @@ def test_lscpu_bad_rows_and_lists_name_their_line() -> None:
 
 
 def test_lscpu_json() -> None:
-    data = {"lscpu": [
-        {"field": "Architecture:", "data": "x86_64"},
-        {"field": "CPU(s):", "data": "8", "children": [
-            {"field": "On-line CPU(s) list:", "data": "0-7"}]},
-        {"field": "Vendor ID:", "data": "AuthenticAMD", "children": [
-            {"field": "Flags:", "data": "fpu sse2 avx2"}]},
-    ]}
+    data = {
+        "lscpu": [
+            {"field": "Architecture:", "data": "x86_64"},
+            {
+                "field": "CPU(s):",
+                "data": "8",
+                "children": [{"field": "On-line CPU(s) list:", "data": "0-7"}],
+            },
+            {
+                "field": "Vendor ID:",
+                "data": "AuthenticAMD",
+                "children": [{"field": "Flags:", "data": "fpu sse2 avx2"}],
+            },
+        ]
+    }
     facts = parse_lscpu(json.dumps(data))
     assert facts.number("CPU(s)") == 8 and facts.fields["On-line CPU(s) list"] == "0-7"
     assert facts.flags == ("avx2", "fpu", "sse2")
@@ -146,8 +174,12 @@ def test_lscpu_json() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("processor:flags 0123456789#,\n\t-xCPU()\x00é")),
-               max_size=400))
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("processor:flags 0123456789#,\n\t-xCPU()\x00é")),
+        max_size=400,
+    )
+)
 def test_parsers_never_raise(text: str) -> None:
     cpuinfo = parse_cpuinfo(text)
     lscpu = parse_lscpu(text)

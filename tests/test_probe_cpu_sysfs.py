@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hwtune.cpulist import format_cpulist
+from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import CpuInfo, NumaNode
 from hwtune.probes.cpu import probe_cpu
 from hwtune.probes.issues import IssueLog
@@ -53,12 +53,16 @@ def machine(
             write(root, f"{base}/topology/core_cpus_list", format_cpulist(up))
             write(root, f"{base}/topology/thread_siblings_list", format_cpulist(up))
             package_cpus = [
-                c for p, _, cs in cores if p == package for c in cs if c not in offline]
-            for index, (level, kind, size, shared) in enumerate([
-                (1, "Data", "48K", up), (1, "Instruction", "32K", up),
-                (2, "Unified", "2048K", up),
-                (3, "Unified", "107520K", [c for c in package_cpus if c not in l3_missing]),
-            ]):
+                c for p, _, cs in cores if p == package for c in cs if c not in offline
+            ]
+            for index, (level, kind, size, shared) in enumerate(
+                [
+                    (1, "Data", "48K", up),
+                    (1, "Instruction", "32K", up),
+                    (2, "Unified", "2048K", up),
+                    (3, "Unified", "107520K", [c for c in package_cpus if c not in l3_missing]),
+                ]
+            ):
                 if level == 3 and cpu in l3_missing:
                     continue
                 cache = f"{base}/cache/index{index}"
@@ -69,8 +73,11 @@ def machine(
     for node, cpus in (nodes or {}).items():
         write(root, f"{NODE}/node{node}/cpulist", format_cpulist(cpus))
         write(root, f"{NODE}/node{node}/meminfo", f"Node {node} MemTotal:       1048576 kB")
-        write(root, f"{NODE}/node{node}/distance", " ".join(
-            "10" if other == node else "21" for other in sorted(nodes or {})))
+        write(
+            root,
+            f"{NODE}/node{node}/distance",
+            " ".join("10" if other == node else "21" for other in sorted(nodes or {})),
+        )
     processors = "\n\n".join(
         f"processor\t: {n}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n"
         f"model name\t: Test Xeon\nstepping\t: 8\nflags\t\t: {X86_FLAGS} avx512f avx512bw "
@@ -95,8 +102,11 @@ def two_sockets_smt() -> list[tuple[int, int, list[int]]]:
 
 
 def test_two_sockets_with_smt_and_numa(tmp_path: Path) -> None:
-    machine(tmp_path, two_sockets_smt(),
-            nodes={0: [0, 1, 2, 3, 8, 9, 10, 11], 1: [4, 5, 6, 7, 12, 13, 14, 15]})
+    machine(
+        tmp_path,
+        two_sockets_smt(),
+        nodes={0: [0, 1, 2, 3, 8, 9, 10, 11], 1: [4, 5, 6, 7, 12, 13, 14, 15]},
+    )
     cpu, numa, issues = probe(tmp_path)
     assert (cpu.logical_cpus, cpu.physical_cores, cpu.sockets) == (16, 8, 2)
     assert (cpu.threads_per_core, cpu.smt_enabled) == (2, True)
@@ -107,7 +117,9 @@ def test_two_sockets_with_smt_and_numa(tmp_path: Path) -> None:
     assert caches[(1, "data")] == (48 * 1024, 8)
     assert caches[(3, "unified")] == (107520 * 1024, 2)
     assert [(n.id, len(n.cpus), n.memory_bytes, n.distances) for n in numa] == [
-        (0, 8, 1 << 30, (10, 21)), (1, 8, 1 << 30, (21, 10))]
+        (0, 8, 1 << 30, (10, 21)),
+        (1, 8, 1 << 30, (21, 10)),
+    ]
     assert cpu.microarch == "sapphirerapids"
     assert not issues
 
@@ -157,14 +169,22 @@ def test_core_types_from_max_frequency_only_past_a_real_gap(tmp_path: Path) -> N
     machine(tmp_path, [(0, core, [core]) for core in range(8)])
     for n in range(8):  # a hybrid without the PMU directories: 5.0 vs 3.8 GHz
         write(tmp_path, f"{CPU}/cpufreq/policy{n}/related_cpus", str(n))
-        write(tmp_path, f"{CPU}/cpufreq/policy{n}/cpuinfo_max_freq",
-              "5000000" if n < 4 else "3800000")
+        write(
+            tmp_path,
+            f"{CPU}/cpufreq/policy{n}/cpuinfo_max_freq",
+            "5000000" if n < 4 else "3800000",
+        )
     cpu, _, _ = probe(tmp_path)
     assert [(t.kind, t.cpus) for t in cpu.core_types] == [
-        ("performance", (0, 1, 2, 3)), ("efficiency", (4, 5, 6, 7))]
+        ("performance", (0, 1, 2, 3)),
+        ("efficiency", (4, 5, 6, 7)),
+    ]
     for n in range(8):  # Turbo Boost Max favoured cores: 4.8 vs 4.6 GHz is not hybrid
-        write(tmp_path, f"{CPU}/cpufreq/policy{n}/cpuinfo_max_freq",
-              "4800000" if n < 2 else "4600000")
+        write(
+            tmp_path,
+            f"{CPU}/cpufreq/policy{n}/cpuinfo_max_freq",
+            "4800000" if n < 2 else "4600000",
+        )
     cpu, _, _ = probe(tmp_path)
     assert cpu.core_types == () and cpu.threads_per_core == 1
 
@@ -175,14 +195,18 @@ def test_arm_big_little_by_capacity(tmp_path: Path) -> None:
     for n in range(8):
         write(tmp_path, f"{CPU}/cpu{n}/cpu_capacity", "1024" if n >= 4 else "446")
         part = "0xd0b" if n >= 4 else "0xd05"
-        records.append(f"processor\t: {n}\nFeatures\t: fp asimd crc32 atomics asimdrdm dcpop "
-                       f"fphp asimdhp lrcpc asimddp\nCPU implementer\t: 0x41\n"
-                       f"CPU architecture: 8\nCPU part\t: {part}\n")
+        records.append(
+            f"processor\t: {n}\nFeatures\t: fp asimd crc32 atomics asimdrdm dcpop "
+            f"fphp asimdhp lrcpc asimddp\nCPU implementer\t: 0x41\n"
+            f"CPU architecture: 8\nCPU part\t: {part}\n"
+        )
     write(tmp_path, "proc/cpuinfo", "\n".join(records))
     cpu, _, issues = probe(tmp_path)
     assert cpu.arch == "aarch64" and cpu.vendor == "ARM"
     assert [(t.kind, t.cpus) for t in cpu.core_types] == [
-        ("performance", (4, 5, 6, 7)), ("efficiency", (0, 1, 2, 3))]
+        ("performance", (4, 5, 6, 7)),
+        ("efficiency", (0, 1, 2, 3)),
+    ]
     # Neither Cortex-A55 nor A76 is in the table: the most specific Arm target their common
     # flags fully cover is taken, as archspec does, and the basis says so.
     assert cpu.microarch == "neoverse-n1"
@@ -202,10 +226,16 @@ def test_kernel_without_sibling_lists_groups_by_ids(tmp_path: Path) -> None:
 
 def test_no_topology_directories_fall_back_to_cpuinfo(tmp_path: Path) -> None:
     write(tmp_path, f"{CPU}/online", "0-3")
-    write(tmp_path, "proc/cpuinfo", "\n\n".join(
-        f"processor\t: {n}\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
-        f"physical id\t: 0\nsiblings\t: 4\ncore id\t\t: {n // 2}\ncpu cores\t: 2\n"
-        f"flags\t\t: {X86_FLAGS}" for n in range(4)))
+    write(
+        tmp_path,
+        "proc/cpuinfo",
+        "\n\n".join(
+            f"processor\t: {n}\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+            f"physical id\t: 0\nsiblings\t: 4\ncore id\t\t: {n // 2}\ncpu cores\t: 2\n"
+            f"flags\t\t: {X86_FLAGS}"
+            for n in range(4)
+        ),
+    )
     cpu, numa, issues = probe(tmp_path)
     assert (cpu.logical_cpus, cpu.physical_cores) == (4, 2)
     assert (cpu.sockets, cpu.threads_per_core) == (1, 2)

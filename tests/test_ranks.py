@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.apply.source import plan_for, resolve_share
-from hwtune.cache import cache_key
+from hwtune.apply.cache import cache_key
+from hwtune.apply.render import env_map
 from hwtune.errors import ConfigError
 from hwtune.models.hardware import CpuInfo, Hardware, Limits
-from hwtune.ranks import already_pinned, expand_slurm_tasks, local_rank
-from hwtune.render import env_map
+from hwtune.pipeline.ranks import already_pinned, expand_slurm_tasks, local_rank
+from hwtune.pipeline.source import plan_for, resolve_share
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.errors import ApplyError
-from hwtune.render import (
+from hwtune.apply.render import (
     ENV_FILES,
     EnvEntry,
     dotenv_line,
@@ -24,6 +23,7 @@ from hwtune.render import (
     render_tf_config,
     setting_text,
 )
+from hwtune.errors import ApplyError
 from tests.apply_profiles import HOSTILE, hostile_values, make_hardware, make_profile
 
 SHELLS = [s for s in ("bash", "dash") if shutil.which(s)]

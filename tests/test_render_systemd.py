@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.render import render_env
+from hwtune.apply.render import render_env
 from tests.apply_profiles import hostile_values, make_profile
 
 NEWLINE, WHITESPACE, COMMENTS = "\n\r", " \t\n\r", "#;"

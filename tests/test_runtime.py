@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import hwtune
-from hwtune.apply.source import plan_for
-from hwtune.render import env_map, thread_counts
+from hwtune.apply.render import env_map, thread_counts
+from hwtune.pipeline.source import plan_for
 from tests.apply_profiles import PYTHON
 
 try:
@@ -124,7 +124,7 @@ def test_a_value_no_environment_can_hold_is_a_problem_not_an_exception(
 ) -> None:
     """A NUL in a (damaged) cached profile: configure() reports it and sets the rest; only
     strict raises. (config.py refuses such a value at its source; this is the last guard.)"""
-    from hwtune.runtime import ConfigureReport
+    from hwtune.apply.runtime import ConfigureReport
 
     payload = {"env": [["HW_NUL", "a\0b", "user"], ["HW_OK", "1", "user"]]}
     report = ConfigureReport(payload, cached=True, cache_path="", strict=False)
@@ -303,15 +303,16 @@ def test_eval_hwtune_env_in_bash_sizes_tensorflows_pools(
 
 
 def test_fingerprint_config_paths_match_the_config_loader(tmp_path: Path) -> None:
-    from hwtune.config import default_config_paths
-    from hwtune.fingerprint import config_paths
+    from hwtune.apply.fingerprint import config_paths
+    from hwtune.pipeline.config import default_config_paths
 
     for environ in ({"XDG_CONFIG_HOME": str(tmp_path)}, {"HOME": "/home/someone"}):
         assert config_paths(environ) == [str(p) for p in default_config_paths(environ)]
 
 
 FINGERPRINT = (
-    "import json, os; from hwtune.fingerprint import fingerprint; print(json.dumps(fingerprint()))"
+    "import json, os; from hwtune.apply.fingerprint import fingerprint; "
+    "print(json.dumps(fingerprint()))"
 )
 
 
@@ -337,7 +338,7 @@ def test_fingerprint_follows_affinity_and_hwtune_variables(clean_env: dict[str, 
 
 
 def test_cache_files_are_tolerant(clean_env: dict[str, str], tmp_path: Path) -> None:
-    from hwtune.cache import cache_key, load, store
+    from hwtune.apply.cache import cache_key, load, store
 
     assert (
         cache_key({"mode": "latency", "instances": 2}, (1, 2))
@@ -358,7 +359,7 @@ def test_post_import_hook_runs_after_the_module_and_goes_away(
 ) -> None:
     import sys
 
-    from hwtune.importhook import PostImportHook
+    from hwtune.apply.importhook import PostImportHook
 
     package = tmp_path / "hwtune_fake_pkg"
     package.mkdir()
@@ -387,7 +388,7 @@ def test_post_import_hook_runs_after_the_module_and_goes_away(
 def test_a_tuned_result_reaches_configure_and_invalidates_its_cache(
     clean_env: dict[str, str], tmp_path: Path
 ) -> None:
-    from hwtune.tune.store import save_result
+    from hwtune.pipeline.measured import save_result
 
     environ = {**clean_env, "HWTUNE_TUNED_DIR": str(tmp_path / "tuned")}
     probe = (
@@ -422,27 +423,42 @@ def test_a_tuned_result_reaches_configure_and_invalidates_its_cache(
 
 # ------------------------------------------------------------------------- tuner trials
 
-TRIAL_KNOBS = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2",
-               "TF_ENABLE_ONEDNN_OPTS": "0"}
+TRIAL_KNOBS = {
+    "TF_NUM_INTRAOP_THREADS": "1",
+    "TF_NUM_INTEROP_THREADS": "2",
+    "TF_ENABLE_ONEDNN_OPTS": "0",
+}
 
 
 @pytest.mark.parametrize(
     ("trial", "jit", "jit_compile", "precision"),
     [
-        ({"HWTUNE_TRIAL_JIT": "on", "HWTUNE_TRIAL_PRECISION": "mixed_bfloat16"},
-         "autoclustering", True, "mixed_bfloat16"),
+        (
+            {"HWTUNE_TRIAL_JIT": "on", "HWTUNE_TRIAL_PRECISION": "mixed_bfloat16"},
+            "autoclustering",
+            True,
+            "mixed_bfloat16",
+        ),
         ({"HWTUNE_TRIAL_JIT": "off", "HWTUNE_TRIAL_PRECISION": "float32"}, "off", False, None),
         ({}, None, "auto", None),  # the "TF defaults" trial: nothing to apply
     ],
 )
 def test_a_trial_keeps_its_own_settings(
-    clean_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, trial: dict[str, str],
-    jit: str | None, jit_compile: bool | str, precision: str | None,
+    clean_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    trial: dict[str, str],
+    jit: str | None,
+    jit_compile: bool | str,
+    precision: str | None,
 ) -> None:
     """Under HWTUNE_TRIAL=1 a program's configure() must not undo the settings being measured:
     no profile variable is set, only the trial's JIT and precision are reported for applying."""
-    for name, value in {"HWTUNE_TRIAL": "1", "HWTUNE_MODE": "latency", **TRIAL_KNOBS,
-                        **trial}.items():
+    for name, value in {
+        "HWTUNE_TRIAL": "1",
+        "HWTUNE_MODE": "latency",
+        **TRIAL_KNOBS,
+        **trial,
+    }.items():
         monkeypatch.setenv(name, value)
     before = dict(os.environ)
     with hwtune.configure(tensorflow=False, strict=True) as report:
@@ -492,8 +508,13 @@ def test_a_trial_program_that_calls_configure_is_measured_as_the_trial_asked(
 ) -> None:
     """The tuner's trials run the user's program, which calls hwtune.configure(): with real
     TensorFlow and Keras, the trial's threads, JIT and policy are what the program runs with."""
-    env = {**clean_env, "HWTUNE_TRIAL": "1", "HWTUNE_TRIAL_JIT": "on",
-           "HWTUNE_TRIAL_PRECISION": "mixed_bfloat16", **TRIAL_KNOBS}
+    env = {
+        **clean_env,
+        "HWTUNE_TRIAL": "1",
+        "HWTUNE_TRIAL_JIT": "on",
+        "HWTUNE_TRIAL_PRECISION": "mixed_bfloat16",
+        **TRIAL_KNOBS,
+    }
     result = subprocess.run(
         [PYTHON, "-c", TRIAL_PROGRAM], capture_output=True, text=True, env=env, timeout=300
     )
@@ -507,9 +528,11 @@ def test_a_trial_program_that_calls_configure_is_measured_as_the_trial_asked(
 
 def test_trial_variable_names_match_the_tuner() -> None:
     """runtime.py spells the names out (importing the tuner would cost start-up time)."""
-    from hwtune import runtime
+    from hwtune.apply import runtime
     from hwtune.tune import config
 
     assert (runtime.TRIAL_ENV, runtime.TRIAL_JIT_ENV, runtime.TRIAL_PRECISION_ENV) == (
-        config.TRIAL_ENV, config.TRIAL_JIT_ENV, config.TRIAL_PRECISION_ENV
+        config.TRIAL_ENV,
+        config.TRIAL_JIT_ENV,
+        config.TRIAL_PRECISION_ENV,
     )

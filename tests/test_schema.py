@@ -61,8 +61,11 @@ def test_example_validates_against_the_printed_schema() -> None:
 
 
 def test_detect_json_validates_and_round_trips() -> None:
-    missing = [m for m in ("cpu", "numa", "gpu", "tensorflow")
-               if importlib.util.find_spec(f"hwtune.probes.{m}") is None]
+    missing = [
+        m
+        for m in ("cpu", "numa", "gpu", "tensorflow")
+        if importlib.util.find_spec(f"hwtune.probes.{m}") is None
+    ]
     if missing:
         pytest.skip(f"hwtune.probes.{', '.join(missing)} (other parts of issue 2) not written yet")
     result = run_cli(["detect", "--json"])

@@ -55,10 +55,13 @@ def test_manifest_lists_what_was_copied(tmp_path: Path) -> None:
             assert (snap / relative).read_bytes() != b""
     assert manifest["missing"] == [
         {"path": p, "reason": "absent on this machine"}
-        for p in REQUIRED if not Path("/", p).exists()
+        for p in REQUIRED
+        if not Path("/", p).exists()
     ]
-    assert manifest["captures"] == {"gpu": "skipped (--no-gpu)",
-                                    "tensorflow": "skipped (--no-tensorflow)"}
+    assert manifest["captures"] == {
+        "gpu": "skipped (--no-gpu)",
+        "tensorflow": "skipped (--no-tensorflow)",
+    }
     # this process's cgroup files came along, so limits can be read back
     assert any(f.startswith("sys/fs/cgroup/") for f in manifest["files"])
     assert ("lscpu.txt" in manifest["files"]) == ("lscpu.txt" in manifest["commands"])
@@ -90,15 +93,19 @@ def test_snapshot_of_a_tree(tmp_path: Path) -> None:
     manifest = take_snapshot(snap, source=src, gpus=False, tensorflow=False)
     copied = set(manifest["files"])
     assert {
-        "proc/cpuinfo", "sys/fs/cgroup/a/cpu.max", "sys/fs/cgroup/a/b/cpu.max",
-        "sys/devices/system/cpu/cpu0/topology/core_id", "sys/devices/system/node/node0/cpulist",
+        "proc/cpuinfo",
+        "sys/fs/cgroup/a/cpu.max",
+        "sys/fs/cgroup/a/b/cpu.max",
+        "sys/devices/system/cpu/cpu0/topology/core_id",
+        "sys/devices/system/node/node0/cpulist",
     } <= copied
     assert "sys/devices/system/cpu/cpu0/cpuidle/state0/name" not in copied
     assert "sys/fs/cgroup/a/b/unrelated.stat" not in copied
     assert os.readlink(snap / "sys/devices/system/node/node0/cpu0") == "../../cpu/cpu0"
     assert not (snap / "sys/devices/system/node/node0/outside").is_symlink()
     assert {m["path"] for m in manifest["missing"]} == {
-        "proc/meminfo", "sys/kernel/mm/transparent_hugepage/enabled"
+        "proc/meminfo",
+        "sys/kernel/mm/transparent_hugepage/enabled",
     }
 
 

@@ -45,18 +45,28 @@ def unit_dir(tmp_path: Path) -> Path:
 
 def analyze(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     # No running systemd is needed: verify and --offline security only parse unit files.
-    return subprocess.run(["systemd-analyze", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, check=False)
+    return subprocess.run(
+        ["systemd-analyze", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        check=False,
+    )
 
 
 def test_units_pass_verify(unit_dir: Path) -> None:
     units = sorted(str(p) for p in unit_dir.glob("*.service"))
-    assert {Path(u).name for u in units} >= {"hwtune.service", "hwtune-apply.service",
-                                              "training.service"}
+    assert {Path(u).name for u in units} >= {
+        "hwtune.service",
+        "hwtune-apply.service",
+        "training.service",
+    }
     done = analyze("verify", "--man=no", *units, cwd=unit_dir)
     # verify exits 0 on unknown keys and only warns: any output at all is a failure here.
     assert done.returncode == 0 and not done.stderr.strip() and not done.stdout.strip(), (
-        done.stdout + done.stderr)
+        done.stdout + done.stderr
+    )
 
 
 def test_verify_would_catch_a_bad_key(unit_dir: Path) -> None:
@@ -105,6 +115,6 @@ def test_training_drop_in_reads_the_env_file_after_hwtune() -> None:
     drop_in = _unit("examples/training.service.d/hwtune.conf")
     assert drop_in["Unit"]["After"] == "hwtune.service"
     assert drop_in["Service"]["EnvironmentFile"] == "-/etc/hwtune/hwtune.env"
-    from hwtune.render import ENV_FILES
+    from hwtune.apply.render import ENV_FILES
 
     assert ENV_FILES["hwtune.env"] == "systemd"  # the file it names is apply's systemd rendering

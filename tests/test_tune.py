@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from hwtune.pipeline.measured import load_measured
 from hwtune.tune.config import TrialConfig, trial_env
 from hwtune.tune.search import Search, SearchSettings
 from hwtune.tune.space import SearchSpace
-from hwtune.tune.store import load_measured
 from hwtune.tune.trial import TrialRunner
 from hwtune.tune.workloads import user_command
 from tests.conftest import run_cli
@@ -113,9 +113,9 @@ def test_two_runs_pick_settings_within_three_percent(synth: Path) -> None:
 
 def test_a_crashing_configuration_is_reported_and_never_chosen(synth: Path) -> None:
     # XLA "crashes": the best configuration without it is intra=1, bf16.
-    outcome = search(
-        synth, SYNTH_FAIL_WHEN="HWTUNE_TRIAL_JIT=on", SYNTH_FAIL_HOW="crash"
-    ).run(START)
+    outcome = search(synth, SYNTH_FAIL_WHEN="HWTUNE_TRIAL_JIT=on", SYNTH_FAIL_HOW="crash").run(
+        START
+    )
     assert outcome.best == START.replace(intra=1, precision="mixed_bfloat16")
     assert outcome.failures
     for failure in outcome.failures:
@@ -130,8 +130,11 @@ def test_a_hanging_configuration_times_out_and_its_process_is_killed(
 ) -> None:
     pidfile = tmp_path / "pids"
     outcome = search(
-        synth, timeout=2, SYNTH_FAIL_WHEN="TF_NUM_INTRAOP_THREADS=1",
-        SYNTH_FAIL_HOW="hang", SYNTH_PIDFILE=str(pidfile),
+        synth,
+        timeout=2,
+        SYNTH_FAIL_WHEN="TF_NUM_INTRAOP_THREADS=1",
+        SYNTH_FAIL_HOW="hang",
+        SYNTH_PIDFILE=str(pidfile),
     ).run(START)
     assert outcome.best.intra == 2
     hung = [f for f in outcome.failures if f.config.intra == 1]

@@ -23,8 +23,16 @@ from hwtune.tune.stats import Comparison
 
 def config(intra: int | None, jit: bool | None = None) -> str:
     return json.dumps(
-        {"intra_op": intra, "inter_op": None, "onednn": None, "jit": jit, "precision": None,
-         "instances": 1, "cpus": [], "extra_env": {}},
+        {
+            "intra_op": intra,
+            "inter_op": None,
+            "onednn": None,
+            "jit": jit,
+            "precision": None,
+            "instances": 1,
+            "cpus": [],
+            "extra_env": {},
+        },
         sort_keys=True,
     )
 
@@ -34,27 +42,63 @@ def load(other_cpu_s: float, wall_s: float = 10.0) -> dict[str, object]:
 
 
 BUDGETS: list[dict[str, object]] = [
-    {"id": "budget/bench_detect.py", "phase": "budget", "script": "bench_detect.py",
-     "status": 0, "wall_s": 23.0, "output": "", "result": {
-         "rounds": 15, "budget_ms": 150.0, "min_ratio": 8.0, "pass": True, "results": {
-             "hwtune detect --json": {"median_ms": 108.9, "ratio_vs_py_cpuinfo": 11.0},
-             "py-cpuinfo": {"median_ms": 1195.1}}}},
-    {"id": "budget/bench_configure.py", "phase": "budget", "script": "bench_configure.py",
-     "status": 2, "wall_s": 0.3, "result": None,
-     "output": "bench_configure: 'import hwtune' exited 0: RuntimeWarning\n"},
-    {"id": "budget/bench_plan.py", "phase": "budget", "script": "bench_plan.py",
-     "status": "missing"},
-    {"id": "budget/bench_daemon.py", "phase": "budget", "script": "bench_daemon.py",
-     "status": 0, "wall_s": 97.0, "output": "", "result": {
-         "idle": {"percent_of_one_core": 0.0333, "wall_s": 60.0},
-         "follow_inotify": {"max_intervals": 0.58}, "follow_poll_only": {"max_intervals": 1.23},
-         "stop": {"max_s": 0.164}, "within_budget": True,
-         "budgets": {"idle_percent": 0.5, "follow_intervals": 2.0, "stop_s": 1.0}}},
+    {
+        "id": "budget/bench_detect.py",
+        "phase": "budget",
+        "script": "bench_detect.py",
+        "status": 0,
+        "wall_s": 23.0,
+        "output": "",
+        "result": {
+            "rounds": 15,
+            "budget_ms": 150.0,
+            "min_ratio": 8.0,
+            "pass": True,
+            "results": {
+                "hwtune detect --json": {"median_ms": 108.9, "ratio_vs_py_cpuinfo": 11.0},
+                "py-cpuinfo": {"median_ms": 1195.1},
+            },
+        },
+    },
+    {
+        "id": "budget/bench_configure.py",
+        "phase": "budget",
+        "script": "bench_configure.py",
+        "status": 2,
+        "wall_s": 0.3,
+        "result": None,
+        "output": "bench_configure: 'import hwtune' exited 0: RuntimeWarning\n",
+    },
+    {
+        "id": "budget/bench_plan.py",
+        "phase": "budget",
+        "script": "bench_plan.py",
+        "status": "missing",
+    },
+    {
+        "id": "budget/bench_daemon.py",
+        "phase": "budget",
+        "script": "bench_daemon.py",
+        "status": 0,
+        "wall_s": 97.0,
+        "output": "",
+        "result": {
+            "idle": {"percent_of_one_core": 0.0333, "wall_s": 60.0},
+            "follow_inotify": {"max_intervals": 0.58},
+            "follow_poll_only": {"max_intervals": 1.23},
+            "stop": {"max_s": 0.164},
+            "within_budget": True,
+            "budgets": {"idle_percent": 0.5, "follow_intervals": 2.0, "stop_s": 1.0},
+        },
+    },
 ]
 
 
 def journal(
-    tmp_path: Path, tune2: str | None = None, tune2_value: float = 95.0, noise: float = 0.01,
+    tmp_path: Path,
+    tune2: str | None = None,
+    tune2_value: float = 95.0,
+    noise: float = 0.01,
     busy: float = 0.0,
 ) -> Path:
     """S3 measured, S1 skipped. `tune2`: the second tuner run's pick (default: the first's),
@@ -63,22 +107,76 @@ def journal(
     defaults, plan, best = config(None), config(1), config(1, jit=False)
     tune2 = tune2 or best
     entries: list[dict[str, object]] = [
-        {"id": "header", "settings": {"quick": False, "oracle_rounds": 1, "final_rounds": 3,
-                                      "seconds": 2.0, "tune_runs": 2}, "started": 0},
-        {"id": "session/1", "phase": "session", "commit": "abc1234+dirty", "hwtune": "0.1.0",
-         "python": "3.11.7", "cpus": 2, "loadavg": [0.05, 0.1, 0.2]},
-        {"id": "S3/space", "scenario": "S3", "phase": "space", "plan_s": 0.3, "model": "dense",
-         "grid": [json.loads(best)]},
-        {"id": "S3/oracle/0", "scenario": "S3", "phase": "oracle", "round": 0, "config": best,
-         "value": 100.0, "wall_s": 40.0, "failure": None, "load": load(0.0, 40.0)},
-        {"id": "S3/tune/1", "scenario": "S3", "phase": "tune", "run": 1, "seed": 0,
-         "measuring_s": 8.0, "trials": 1},
-        {"id": "S3/tune/2", "scenario": "S3", "phase": "tune", "run": 2, "seed": 1,
-         "measuring_s": 9.0, "trials": 2},
-        {"id": "S3/columns/1", "scenario": "S3", "phase": "columns",
-         "columns": {"defaults": defaults, "plan": plan, "tune": best, "tune2": tune2,
-                     "oracle": best},
-         "labels": {"defaults": "d", "plan": "p", "tune": "t", "tune2": "t2", "oracle": "o"}},
+        {
+            "id": "header",
+            "settings": {
+                "quick": False,
+                "oracle_rounds": 1,
+                "final_rounds": 3,
+                "seconds": 2.0,
+                "tune_runs": 2,
+            },
+            "started": 0,
+        },
+        {
+            "id": "session/1",
+            "phase": "session",
+            "commit": "abc1234+dirty",
+            "hwtune": "0.1.0",
+            "python": "3.11.7",
+            "cpus": 2,
+            "loadavg": [0.05, 0.1, 0.2],
+        },
+        {
+            "id": "S3/space",
+            "scenario": "S3",
+            "phase": "space",
+            "plan_s": 0.3,
+            "model": "dense",
+            "grid": [json.loads(best)],
+        },
+        {
+            "id": "S3/oracle/0",
+            "scenario": "S3",
+            "phase": "oracle",
+            "round": 0,
+            "config": best,
+            "value": 100.0,
+            "wall_s": 40.0,
+            "failure": None,
+            "load": load(0.0, 40.0),
+        },
+        {
+            "id": "S3/tune/1",
+            "scenario": "S3",
+            "phase": "tune",
+            "run": 1,
+            "seed": 0,
+            "measuring_s": 8.0,
+            "trials": 1,
+        },
+        {
+            "id": "S3/tune/2",
+            "scenario": "S3",
+            "phase": "tune",
+            "run": 2,
+            "seed": 1,
+            "measuring_s": 9.0,
+            "trials": 2,
+        },
+        {
+            "id": "S3/columns/1",
+            "scenario": "S3",
+            "phase": "columns",
+            "columns": {
+                "defaults": defaults,
+                "plan": plan,
+                "tune": best,
+                "tune2": tune2,
+                "oracle": best,
+            },
+            "labels": {"defaults": "d", "plan": "p", "tune": "t", "tune2": "t2", "oracle": "o"},
+        },
         {"id": "S1/skipped/1", "scenario": "S1", "phase": "skipped", "reason": "not root"},
         *BUDGETS,
         {"id": "runtime/1", "phase": "runtime", "wall_s": 600.0},
@@ -89,10 +187,19 @@ def journal(
     for round_, level in enumerate((1.0, 0.5, 1.0)):
         for key, value in levels.items():
             jitter = 1 + noise * ((round_ + len(key) + (key == tune2)) % 3 - 1)
-            entries.append({"id": f"S3/final/{round_}/{key}", "scenario": "S3",
-                            "phase": "final", "round": round_, "config": key,
-                            "value": value * level * jitter, "wall_s": 10.0, "failure": None,
-                            "load": load(busy)})
+            entries.append(
+                {
+                    "id": f"S3/final/{round_}/{key}",
+                    "scenario": "S3",
+                    "phase": "final",
+                    "round": round_,
+                    "config": key,
+                    "value": value * level * jitter,
+                    "wall_s": 10.0,
+                    "failure": None,
+                    "load": load(busy),
+                }
+            )
     path = tmp_path / "m.journal.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in entries))
     return path
@@ -136,6 +243,7 @@ def test_report_shows_both_tuner_runs_and_the_reproducibility_target(tmp_path: P
     assert "| S3 | two tuner runs within 3% (2nd / 1st) | 1.00× (same settings) | ✓ |" in md
     assert "| S3 | tune (2nd run) ≥ 1.25× TF defaults |" in md
     assert "  - tune (2nd run): `t2` (seed 1)" in md
+
     def verdict(**kwargs: Any) -> str:
         md = render(tmp_path, tune2=config(2), **kwargs)
         return next(x for x in md.splitlines() if "two tuner runs within 3%" in x)
@@ -218,11 +326,13 @@ def test_background_load_is_busy_time_less_our_own(tmp_path: Path) -> None:
     assert background.loadavg(proc) == (1.5, 0.8, 0.4)
     assert background.load_warning((1.5, 0.8, 0.4), 2) is not None
     assert background.load_warning((0.3, 0.2, 0.1), 2) is None
-    summary = background.summarize([
-        {"phase": "final", "load": load(0.4)},  # 2% of 2 CPUs for 10 s
-        {"phase": "final", "load": load(-0.1)},  # tick sampling: slightly below our own
-        {"phase": "tune", "load": load(0.3, 100.0)},
-    ])
+    summary = background.summarize(
+        [
+            {"phase": "final", "load": load(0.4)},  # 2% of 2 CPUs for 10 s
+            {"phase": "final", "load": load(-0.1)},  # tick sampling: slightly below our own
+            {"phase": "tune", "load": load(0.3, 100.0)},
+        ]
+    )
     assert summary is not None and summary.trials == 2 and summary.noisy_trials == 0
     assert summary.quiet and summary.other == pytest.approx(0.6 / 240)
 
@@ -241,8 +351,16 @@ def test_a_journal_from_before_these_fields_still_renders(tmp_path: Path) -> Non
 
 
 def test_budget_output_from_before_json_is_quoted() -> None:
-    lines = budgets.report_lines([{"phase": "budget", "script": "bench_plan.py", "status": 0,
-                                   "output": "plan() on {...}\n  1 instance median 1.2 ms\n"}])
+    lines = budgets.report_lines(
+        [
+            {
+                "phase": "budget",
+                "script": "bench_plan.py",
+                "status": 0,
+                "output": "plan() on {...}\n  1 instance median 1.2 ms\n",
+            }
+        ]
+    )
     assert "| `bench/bench_plan.py` | | exit 0, output below | | ✓ |" in lines
     assert "  1 instance median 1.2 ms" in "\n".join(lines)
 

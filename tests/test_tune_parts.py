@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from hwtune.errors import TuneError
+from hwtune.pipeline.measured import find_result, load_measured, result_path, save_result
 from hwtune.tune.config import TrialConfig, from_json, to_json, trial_env
 from hwtune.tune.progress import Progress, render_line
 from hwtune.tune.search import Search, SearchOutcome, SearchSettings
 from hwtune.tune.space import SearchSpace
 from hwtune.tune.stats import Blocked, compare, summarize
-from hwtune.tune.store import find_result, load_measured, result_path, save_result
 from hwtune.tune.trial import TrialResult, TrialRunner, parse_metrics
 from hwtune.tune.workloads import builtin, resolve, user_command
 from tests.conftest import DATA
@@ -79,16 +79,29 @@ def test_parse_metrics_takes_the_last_value_of_each_name() -> None:
 
 def test_trial_env_replaces_what_hwtune_controls_and_keeps_the_rest() -> None:
     base = {
-        "PATH": "/bin", "TF_NUM_INTRAOP_THREADS": "8", "OMP_NUM_THREADS": "8",
-        "KMP_BLOCKTIME": "1", "TF_XLA_FLAGS": "--x", "HWTUNE_TRIAL_JIT": "on", "HOME": "/h",
+        "PATH": "/bin",
+        "TF_NUM_INTRAOP_THREADS": "8",
+        "OMP_NUM_THREADS": "8",
+        "KMP_BLOCKTIME": "1",
+        "TF_XLA_FLAGS": "--x",
+        "HWTUNE_TRIAL_JIT": "on",
+        "HOME": "/h",
     }
     defaults = trial_env(TrialConfig(), 0, base)
     assert defaults == {
-        "PATH": "/bin", "HOME": "/h", "HWTUNE_TRIAL": "1",
-        "HWTUNE_TRIAL_INSTANCE": "0", "HWTUNE_TRIAL_INSTANCES": "1",
+        "PATH": "/bin",
+        "HOME": "/h",
+        "HWTUNE_TRIAL": "1",
+        "HWTUNE_TRIAL_INSTANCE": "0",
+        "HWTUNE_TRIAL_INSTANCES": "1",
     }
     config = TrialConfig(
-        intra=1, inter=2, onednn=False, jit=True, precision="mixed_bfloat16", instances=2,
+        intra=1,
+        inter=2,
+        onednn=False,
+        jit=True,
+        precision="mixed_bfloat16",
+        instances=2,
         extra_env=(("KMP_BLOCKTIME", "0"),),
     )
     env = trial_env(config, 1, base, barrier="/tmp/b")
@@ -237,8 +250,15 @@ def test_space_around_the_plan_of_a_big_host() -> None:
     assert space.precision == (None, "mixed_bfloat16")
     neighbors = space.neighbors(start)
     assert len(neighbors) == len(set(neighbors)) == 8
-    assert all(sum(getattr(n, k) != getattr(start, k) for k in ("intra", "inter", "onednn",
-               "jit", "precision")) == 1 for n in neighbors if n.instances == 1)
+    assert all(
+        sum(
+            getattr(n, k) != getattr(start, k)
+            for k in ("intra", "inter", "onednn", "jit", "precision")
+        )
+        == 1
+        for n in neighbors
+        if n.instances == 1
+    )
     grid = list(space.grid())
     assert len(grid) == len(set(grid)) == space.size() == 144
     assert start in grid and set(neighbors) <= set(grid)
@@ -253,8 +273,11 @@ def test_space_around_the_plan_of_a_big_host() -> None:
 
 def record(**changes: object) -> dict[str, object]:
     base: dict[str, object] = {
-        "fingerprint": "abc123", "workload": "builtin:cnn", "mode": "throughput",
-        "ratio": 1.31, "settings": {"threads.intra_op": 1, "instances": 1},
+        "fingerprint": "abc123",
+        "workload": "builtin:cnn",
+        "mode": "throughput",
+        "ratio": 1.31,
+        "settings": {"threads.intra_op": 1, "instances": 1},
     }
     return {**base, **changes}
 
@@ -303,8 +326,8 @@ def test_store_results_fit_the_model_kind_they_were_tuned_for(tmp_path: Path) ->
 
 
 def test_a_result_the_plan_cannot_use_is_ignored_with_the_file_named(tmp_path: Path) -> None:
+    from hwtune.pipeline.measured import apply_measured
     from hwtune.planner import plan
-    from hwtune.tune.store import apply_measured
     from tests.plan_builders import make_hardware
 
     environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}

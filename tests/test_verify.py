@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.apply.source import plan_for
-from hwtune.render import env_map, thread_counts
-from hwtune.verify import (
+from hwtune.apply.render import env_map, thread_counts
+from hwtune.apply.verify import (
     Expectation,
     Observation,
     compare,
@@ -25,6 +24,7 @@ from hwtune.verify import (
     parse_status_affinity,
     render_table,
 )
+from hwtune.pipeline.source import plan_for
 from tests.apply_profiles import PYTHON
 from tests.test_runtime import needs_tf
 

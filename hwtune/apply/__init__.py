@@ -2,5 +2,5 @@
 
 `apply_all(output_dir, profile, hardware)` (in `hwtune.apply.outputs`) is the entry point that
 `hwtune apply`, the daemon and the tuner share. Submodules import only the standard library at
-module level, so `from hwtune.apply.paths import default_output_dir` stays cheap.
+module level, so `from hwtune.paths import default_output_dir` stays cheap.
 """

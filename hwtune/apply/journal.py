@@ -23,9 +23,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hwtune.apply.atomic import failure, fsync_dir, remove_durably, write_atomic
-from hwtune.apply.guard import read_regular
 from hwtune.errors import ApplyError
+from hwtune.fs.atomic import failure, fsync_dir, remove_durably, write_atomic
+from hwtune.fs.guard import read_regular
 
 JOURNAL_DIR = ".journal"
 MANIFEST = "manifest.json"

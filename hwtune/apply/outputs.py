@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hwtune.apply import journal
-from hwtune.apply.atomic import (
+from hwtune.errors import ApplyError
+from hwtune.fs.atomic import (
     ensure_dir,
     failure,
     locked,
@@ -24,8 +25,7 @@ from hwtune.apply.atomic import (
     remove_stale_temporaries,
     write_atomic,
 )
-from hwtune.apply.guard import check_journal_directory, read_regular
-from hwtune.errors import ApplyError
+from hwtune.fs.guard import check_journal_directory, read_regular
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Profile
 
@@ -180,7 +180,7 @@ def apply_all(
     removed, journalled like a change, so no stale file outlives its plan.
     Raises ApplyError (nothing changed, or everything rolled back) and LockTimeout.
     """
-    from hwtune.render import OUTPUT_FILES, render_all
+    from hwtune.apply.render import OUTPUT_FILES, render_all
 
     rendered: dict[str, bytes | None] = {name: None for name in OUTPUT_FILES}
     rendered.update(

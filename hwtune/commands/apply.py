@@ -17,9 +17,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hwtune.apply.source import add_intent_arguments, explicit_intent
 from hwtune.cli import Environment
 from hwtune.errors import LockTimeout
+from hwtune.pipeline.source import add_intent_arguments, explicit_intent
 from hwtune.status import ExitStatus
 
 
@@ -53,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply.outputs import apply_all
-    from hwtune.apply.paths import default_output_dir
-    from hwtune.apply.source import plan_for
+    from hwtune.paths import default_output_dir
+    from hwtune.pipeline.source import plan_for
 
     output = Path(args.output) if args.output else default_output_dir(env.environ)
     planned = plan_for(explicit_intent(args), env.environ, root=args.root, sets=args.sets)

@@ -15,34 +15,58 @@ from hwtune.errors import HwtuneError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from hwtune.apply.nfd import DEFAULT_DIR
     from hwtune.daemon import DEFAULT_INTERVAL_S
-    from hwtune.nfd import DEFAULT_DIR
 
-    parser.add_argument("--root", metavar="DIR", default="/",
-                        help="watch a tree laid out like / (a `hwtune snapshot`) instead of this "
-                        "machine")
-    parser.add_argument("--output", metavar="DIR", default=None,
-                        help="where to write the profile (default: /etc/hwtune as root, else "
-                        "$XDG_CONFIG_HOME/hwtune)")
-    parser.add_argument("--interval", metavar="SECONDS", type=float, default=DEFAULT_INTERVAL_S,
-                        help="how often to re-read what inotify cannot see (sysfs, cgroups); "
-                        f"default {DEFAULT_INTERVAL_S:g}")
-    parser.add_argument("--nfd", action="store_true",
-                        help="also keep a Node Feature Discovery feature file current")
-    parser.add_argument("--nfd-dir", metavar="DIR", default=DEFAULT_DIR,
-                        help=f"NFD's features.d directory (default {DEFAULT_DIR})")
-    parser.add_argument("--poll-only", action="store_true",
-                        help="do not use inotify; notice every change by polling")
+    parser.add_argument(
+        "--root",
+        metavar="DIR",
+        default="/",
+        help="watch a tree laid out like / (a `hwtune snapshot`) instead of this machine",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="DIR",
+        default=None,
+        help="where to write the profile (default: /etc/hwtune as root, else "
+        "$XDG_CONFIG_HOME/hwtune)",
+    )
+    parser.add_argument(
+        "--interval",
+        metavar="SECONDS",
+        type=float,
+        default=DEFAULT_INTERVAL_S,
+        help="how often to re-read what inotify cannot see (sysfs, cgroups); "
+        f"default {DEFAULT_INTERVAL_S:g}",
+    )
+    parser.add_argument(
+        "--nfd",
+        action="store_true",
+        help="also keep a Node Feature Discovery feature file current",
+    )
+    parser.add_argument(
+        "--nfd-dir",
+        metavar="DIR",
+        default=DEFAULT_DIR,
+        help=f"NFD's features.d directory (default {DEFAULT_DIR})",
+    )
+    parser.add_argument(
+        "--poll-only",
+        action="store_true",
+        help="do not use inotify; notice every change by polling",
+    )
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.apply.paths import default_output_dir
     from hwtune.daemon import run_daemon
+    from hwtune.paths import default_output_dir
 
     root = Path(args.root)
     if not root.is_dir():
-        raise HwtuneError(f"--root {args.root}: not a directory",
-                          hint="give / or a directory made by `hwtune snapshot DIR`")
+        raise HwtuneError(
+            f"--root {args.root}: not a directory",
+            hint="give / or a directory made by `hwtune snapshot DIR`",
+        )
     if not 0 < args.interval < 86400:  # also refuses nan and inf
         raise HwtuneError(
             f"--interval {args.interval:g}: must be a number of seconds between 0 and 86400"

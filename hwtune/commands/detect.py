@@ -52,7 +52,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
 
         env.stdout.write(json.dumps(dump(hw), indent=2) + "\n")
     else:
-        from hwtune.report import render_summary
+        from hwtune.probes.report import render_summary
 
         env.stdout.write(render_summary(hw))
     if args.strict and hw.issues:

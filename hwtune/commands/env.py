@@ -1,9 +1,9 @@
 """`hwtune env [--format sh|systemd|dotenv|json]`: print the profile's environment.
 
 For job scripts: `eval "$(hwtune env)"`. Under a launcher (srun, mpirun, torchrun) each rank
-prints the variables for its own slice of the node (`hwtune.ranks`). On this machine, with no
---set and no --root, the profile comes from the configure() cache (`hwtune.cache`), so the
-command costs a fingerprint, not a detection.
+prints the variables for its own slice of the node (`hwtune.pipeline.ranks`). On this machine,
+with no --set and no --root, the profile comes from the configure() cache (`hwtune.apply.cache`),
+so the command costs a fingerprint, not a detection.
 Exit status: 0; 1 when a value cannot be written in the chosen format (dotenv); 2 bad usage.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from hwtune.apply.source import add_intent_arguments, explicit_intent
 from hwtune.cli import Environment
+from hwtune.pipeline.source import add_intent_arguments, explicit_intent
 from hwtune.status import ExitStatus
 
 
@@ -29,17 +29,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.render import EnvEntry, env_entries, env_header, render_env_entries
+    from hwtune.apply.render import EnvEntry, env_entries, env_header, render_env_entries
 
     explicit = explicit_intent(args)
     if args.root == "/" and not args.sets:
-        from hwtune.cache import lookup
+        from hwtune.apply.cache import lookup
 
         payload, _, _ = lookup(explicit, env.environ, use_cache=not args.no_cache)
         entries = [EnvEntry(*map(str, item)) for item in payload["env"]]
         notes = [str(n) for n in payload.get("notes", [])]
     else:
-        from hwtune.apply.source import plan_for
+        from hwtune.pipeline.source import plan_for
 
         planned = plan_for(explicit, env.environ, root=args.root, sets=args.sets)
         entries, notes = env_entries(planned.profile), list(planned.notes)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hwtune.apply.source import add_intent_arguments, explicit_intent
 from hwtune.cli import Environment
 from hwtune.errors import HwtuneError
+from hwtune.pipeline.source import add_intent_arguments, explicit_intent
 from hwtune.status import ExitStatus
 
 
@@ -43,8 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.apply.source import detect_hardware, plan_for
-    from hwtune.launch import (
+    from hwtune.apply.launch import (
         InstanceSpec,
         Launcher,
         env_for_instance,
@@ -52,6 +51,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         instance_slice,
         merge_environment,
     )
+    from hwtune.pipeline.source import detect_hardware, plan_for
 
     command = list(args.command)
     if command and command[0] == "--":

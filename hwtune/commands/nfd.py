@@ -17,33 +17,52 @@ from hwtune.status import ExitStatus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from hwtune.nfd import DEFAULT_DIR
+    from hwtune.apply.nfd import DEFAULT_DIR
 
-    parser.add_argument("--output", metavar="DIR", default=DEFAULT_DIR,
-                        help=f"NFD's features.d directory (default {DEFAULT_DIR})")
-    parser.add_argument("--root", metavar="DIR", default="/",
-                        help="describe a tree laid out like / (a `hwtune snapshot`)")
-    parser.add_argument("--ttl", metavar="SECONDS", type=float, default=None,
-                        help="add `# +expiry-time=` this far ahead, so NFD drops the labels if "
-                        "nothing rewrites the file (default: no expiry)")
-    parser.add_argument("--print", action="store_true", dest="print_only",
-                        help="print the file instead of writing it")
+    parser.add_argument(
+        "--output",
+        metavar="DIR",
+        default=DEFAULT_DIR,
+        help=f"NFD's features.d directory (default {DEFAULT_DIR})",
+    )
+    parser.add_argument(
+        "--root",
+        metavar="DIR",
+        default="/",
+        help="describe a tree laid out like / (a `hwtune snapshot`)",
+    )
+    parser.add_argument(
+        "--ttl",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="add `# +expiry-time=` this far ahead, so NFD drops the labels if "
+        "nothing rewrites the file (default: no expiry)",
+    )
+    parser.add_argument(
+        "--print",
+        action="store_true",
+        dest="print_only",
+        help="print the file instead of writing it",
+    )
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune import nfd
+    from hwtune.apply import nfd
     from hwtune.probes import detect
 
     root = Path(args.root)
     if not root.is_dir():
-        raise HwtuneError(f"--root {args.root}: not a directory",
-                          hint="give / or a directory made by `hwtune snapshot DIR`")
+        raise HwtuneError(
+            f"--root {args.root}: not a directory",
+            hint="give / or a directory made by `hwtune snapshot DIR`",
+        )
     if args.ttl is not None and not 0 < args.ttl < 10 * 365 * 86400:  # refuses nan, inf
         raise HwtuneError(f"--ttl {args.ttl:g}: must be a positive number of seconds")
     hardware = detect(root)
     profile = None
     try:
-        from hwtune.apply.source import plan_for
+        from hwtune.pipeline.source import plan_for
 
         profile = plan_for({}, env.environ, hardware=hardware).profile
     except HwtuneError as err:  # labels from the hardware alone are still worth writing
@@ -64,7 +83,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     except ApplyError:  # names the file and the reason already
         raise
     except OSError as err:
-        raise HwtuneError(f"cannot write to {args.output}: {err}",
-                          hint="create the directory, or run as root") from err
+        raise HwtuneError(
+            f"cannot write to {args.output}: {err}", hint="create the directory, or run as root"
+        ) from err
     print(f"wrote {path}", file=env.stdout)
     return ExitStatus.SUCCESS

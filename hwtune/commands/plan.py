@@ -16,10 +16,10 @@ import json
 import shutil
 from pathlib import Path
 
-from hwtune.cli import MODEL_HELP, Environment
+from hwtune.cli import Environment
 from hwtune.errors import HwtuneError
 from hwtune.models.hardware import Hardware
-from hwtune.models.profile import MODEL_KINDS, Profile
+from hwtune.models.profile import MODEL_HELP, MODEL_KINDS, Profile
 from hwtune.status import ExitStatus
 
 
@@ -105,7 +105,7 @@ def load_hardware(args: argparse.Namespace) -> Hardware:
 
 def plan_from_args(args: argparse.Namespace, env: Environment) -> tuple[Hardware, Profile]:
     """Hardware from --root/--hardware, overrides from config + HWTUNE_* + flags, then plan()."""
-    from hwtune.config import load_overrides, with_flags
+    from hwtune.pipeline.config import load_overrides, with_flags
     from hwtune.planner import plan
 
     overrides = load_overrides(env.environ, args.set)
@@ -122,7 +122,7 @@ def plan_from_args(args: argparse.Namespace, env: Environment) -> tuple[Hardware
     profile = plan(hardware, overrides=overrides)
     if getattr(args, "no_measured", False):
         return hardware, profile
-    from hwtune.tune.store import apply_measured
+    from hwtune.pipeline.measured import apply_measured
 
     # Tuner results are keyed by the plan's hardware fingerprint, so plan once without them.
     profile, ignored = apply_measured(
@@ -187,7 +187,7 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
     if profile.allow_soft_placement is not None:
         s = profile.allow_soft_placement
         row("allow_soft_placement", s.value, s.reason, s.source)
-    from hwtune.cpulist import format_cpulist
+    from hwtune.models.cpulist import format_cpulist
 
     mine = profile.instance
     gpus = f"; GPUs {','.join(map(str, mine.gpus))}" if mine.gpus else ""

@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply.outputs import revert
-    from hwtune.apply.paths import default_output_dir
+    from hwtune.paths import default_output_dir
 
     output = Path(args.output) if args.output else default_output_dir(env.environ)
     try:

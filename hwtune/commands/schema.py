@@ -17,7 +17,10 @@ MODELS = ("hardware", "profile")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "model", nargs="?", choices=MODELS, default="hardware",
+        "model",
+        nargs="?",
+        choices=MODELS,
+        default="hardware",
         help="which model (default: hardware, what `detect --json` prints)",
     )
 

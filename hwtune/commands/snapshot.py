@@ -36,8 +36,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         print(f"  {name}: {state}", file=env.stdout)
     for issue in manifest["issues"]:
         print(f"  issue: {issue['probe']}: {issue['reason']}", file=env.stdout)
-    print(f"  see {dest / MANIFEST}; read it back with: hwtune detect --root {dest}",
-          file=env.stdout)
+    print(
+        f"  see {dest / MANIFEST}; read it back with: hwtune detect --root {dest}", file=env.stdout
+    )
     if manifest["missing"]:
         return ExitStatus.ISSUES
     return ExitStatus.SUCCESS

@@ -15,8 +15,8 @@ import argparse
 import json
 from typing import Any
 
-from hwtune.cli import MODEL_HELP, Environment
-from hwtune.models.profile import MODEL_KINDS
+from hwtune.cli import Environment
+from hwtune.models.profile import MODEL_HELP, MODEL_KINDS
 from hwtune.status import ExitStatus
 
 _BUILTIN_HELP = (
@@ -28,56 +28,73 @@ _BUILTIN_HELP = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workload", metavar="builtin:NAME", help=_BUILTIN_HELP)
     parser.add_argument(
-        "--budget", type=float, default=600.0, metavar="SECONDS",
+        "--budget",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
         help="wall-clock time the search may take (default 600)",
     )
     parser.add_argument(
-        "--trial-timeout", type=float, metavar="S",
+        "--trial-timeout",
+        type=float,
+        metavar="S",
         help="kill a trial after S seconds (default: 600 for the first, then 5× its time)",
     )
     parser.add_argument(
-        "--allow-precision", action="store_true",
+        "--allow-precision",
+        action="store_true",
         help="also try the eligible mixed-precision policy (changes numerics: bf16/fp16)",
     )
     parser.add_argument(
-        "--mode", choices=("throughput", "latency"),
+        "--mode",
+        choices=("throughput", "latency"),
         help="default: the configured mode (config.toml, HWTUNE_MODE), else throughput",
     )
     parser.add_argument("--model", choices=MODEL_KINDS, help=MODEL_HELP)
     parser.add_argument(
-        "--instances", type=int, metavar="N",
+        "--instances",
+        type=int,
+        metavar="N",
         help="tune for N concurrent copies (default: searched in throughput mode)",
     )
     parser.add_argument("--name", help="store the result under this name (a user command)")
     parser.add_argument(
-        "--metric", metavar="NAME",
+        "--metric",
+        metavar="NAME",
         help="the hwtune-metric to maximise (default: the first one the command prints)",
     )
     parser.add_argument(
-        "--time-whole", action="store_true",
+        "--time-whole",
+        action="store_true",
         help="the command prints no metric: time each run as a whole (runs per second)",
     )
     parser.add_argument(
-        "--seconds", type=float, default=3.0, metavar="S",
+        "--seconds",
+        type=float,
+        default=3.0,
+        metavar="S",
         help="measurement window of a built-in workload per trial (default 3)",
     )
     parser.add_argument("--max-repeats", type=int, default=4, help="trials per arm in a race")
     parser.add_argument("--seed", type=int, default=0, help="seed of the trial order")
     parser.add_argument("--no-store", action="store_true", help="report only, store nothing")
     parser.add_argument(
-        "--dry-run", action="store_true",
+        "--dry-run",
+        action="store_true",
         help="show the plan's configuration and the space to search; run nothing",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument(
-        "command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="-- CMD ARGS",
         help="your workload; it prints `hwtune-metric: NAME=VALUE` (higher is better)",
     )
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.config import load_overrides
     from hwtune.errors import ConfigError
+    from hwtune.pipeline.config import load_overrides
     from hwtune.probes import detect
     from hwtune.tune.progress import Progress
     from hwtune.tune.tuner import TuneRequest, tune
@@ -89,8 +106,12 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if args.budget <= 0 or (args.trial_timeout is not None and args.trial_timeout <= 0):
         raise ConfigError("--budget and --trial-timeout must be positive")
     workload = resolve(
-        args.workload, command, name=args.name, metric=args.metric,
-        time_whole=args.time_whole, seconds=args.seconds,
+        args.workload,
+        command,
+        name=args.name,
+        metric=args.metric,
+        time_whole=args.time_whole,
+        seconds=args.seconds,
     )
     overrides = load_overrides(env.environ)
     request = TuneRequest(

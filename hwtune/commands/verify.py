@@ -20,9 +20,9 @@ import json
 import subprocess
 import time
 
-from hwtune.apply.source import add_intent_arguments, explicit_intent
 from hwtune.cli import Environment
 from hwtune.errors import HwtuneError
+from hwtune.pipeline.source import add_intent_arguments, explicit_intent
 from hwtune.status import ExitStatus
 
 _SAMPLE_S = 0.1
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _watch_command(command: list[str]) -> tuple[object, int]:
     """Run CMD to the end; the last observation with TensorFlow running, else the last one."""
-    from hwtune.verify import Observation, observe_tree
+    from hwtune.apply.verify import Observation, observe_tree
 
     last: Observation | None = None
     last_tf: Observation | None = None
@@ -68,7 +68,7 @@ def _watch_command(command: list[str]) -> tuple[object, int]:
 
 
 def _watch_pid(pid: int, wait: float) -> object:
-    from hwtune.verify import observe_tree
+    from hwtune.apply.verify import observe_tree
 
     deadline = time.monotonic() + wait
     seen = observe_tree(pid)
@@ -79,10 +79,10 @@ def _watch_pid(pid: int, wait: float) -> object:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.apply.source import plan_for
-    from hwtune.launch import instance_slice
-    from hwtune.render import env_map, thread_counts
-    from hwtune.verify import Expectation, Observation, compare, render_table
+    from hwtune.apply.launch import instance_slice
+    from hwtune.apply.render import env_map, thread_counts
+    from hwtune.apply.verify import Expectation, Observation, compare, render_table
+    from hwtune.pipeline.source import plan_for
 
     command = list(args.command)
     if command and command[0] == "--":

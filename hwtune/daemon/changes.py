@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hwtune.cpulist import format_cpulist
+from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Profile, Setting
 
@@ -129,14 +129,16 @@ def flatten_profile(profile: Profile) -> dict[str, str]:
 def _change(name: str, before: Any, after: Any) -> str | None:
     """`name old→new`; lists of options as `name added X; removed Y`; None when equal."""
     strings = (
-        isinstance(before, tuple) and isinstance(after, tuple)
+        isinstance(before, tuple)
+        and isinstance(after, tuple)
         and all(isinstance(v, str) for v in (*before, *after))
     )
     if strings and before and after:
         added = [v for v in after if v not in before]
         removed = [v for v in before if v not in after]
         parts = ([f"added {' '.join(added)}"] if added else []) + (
-            [f"removed {' '.join(removed)}"] if removed else [])
+            [f"removed {' '.join(removed)}"] if removed else []
+        )
         if parts:
             return f"{name} {'; '.join(parts)}"
     a = UNSET if before is _MISSING else _scalar(before)

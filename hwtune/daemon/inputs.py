@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hwtune.daemon.watch import Input, Part
-from hwtune.digits import is_ascii_digits
+from hwtune.models.digits import is_ascii_digits
 from hwtune.probes.cgroup import PROC_CGROUP, cgroup_files
 from hwtune.probes.issues import IssueLog
 
@@ -31,15 +31,15 @@ TF_DIST_PATTERNS = ("*tensorflow*.dist-info", "tf_nightly*.dist-info")
 
 def config_paths(environ: Mapping[str, str]) -> list[Path]:
     """The config files the planner reads, in precedence order (issue 3: /etc/hwtune/config.toml,
-    then $XDG_CONFIG_HOME/hwtune/config.toml), as hwtune.config lists them."""
-    from hwtune.config import default_config_paths
+    then $XDG_CONFIG_HOME/hwtune/config.toml), as hwtune.pipeline.config lists them."""
+    from hwtune.pipeline.config import default_config_paths
 
     return list(default_config_paths(environ))
 
 
 def tuned_directory(environ: Mapping[str, str]) -> Path:
     """Where `hwtune tune` stores its measurements, which plan() takes as `measured`."""
-    from hwtune.tune.store import tuned_dir
+    from hwtune.pipeline.measured import tuned_dir
 
     return tuned_dir(environ)
 
@@ -101,14 +101,16 @@ def plan_inputs(
         tensorflow = list(_files(root, (TF_SNAPSHOT_FILE,), notify=True))
     return [
         Input("cpus", tuple(cpus)),
-        Input("affinity", (Part("lines", root / "proc/self/status", "Cpus_allowed_list",
-                                notify=regular),)),
+        Input(
+            "affinity",
+            (Part("lines", root / "proc/self/status", "Cpus_allowed_list", notify=regular),),
+        ),
         Input("cgroup", tuple(cgroup)),
         Input("numa", tuple(numa)),
         Input("memory", tuple(memory)),
         Input("gpus", tuple(gpus)),
         Input("tensorflow", tuple(tensorflow)),
         Input("config", tuple(Part("content", p) for p in config_files)),
-        # <fingerprint>/<workload>.json files (hwtune.tune.store), written by rename.
+        # <fingerprint>/<workload>.json files (hwtune.pipeline.measured), written by rename.
         Input("measured", (Part("tree", tuned_dir, depth=2),) if tuned_dir else ()),
     ]

@@ -93,7 +93,7 @@ class Daemon:
         log: TextIO,
         notifier: Notifier | None = None,
     ) -> None:
-        from hwtune.probes import is_live
+        from hwtune.probes.root import is_live
 
         self.options = options
         self.environ = environ
@@ -155,10 +155,10 @@ class Daemon:
     def _compute(self, accept_issues: bool) -> tuple[Hardware, Profile]:
         """detect → plan; raises HwtuneError for what must keep the last good profile.
 
-        Planning goes through `hwtune.apply.source.plan_for`, the path `hwtune apply` takes
+        Planning goes through `hwtune.pipeline.source.plan_for`, the path `hwtune apply` takes
         (config files, HWTUNE_* variables, measurements), so both write the same files."""
-        from hwtune.apply.source import plan_for
-        from hwtune.config import load_overrides
+        from hwtune.pipeline.config import load_overrides
+        from hwtune.pipeline.source import plan_for
         from hwtune.probes import detect
 
         load_overrides(self.environ)  # a bad config file fails here, before detecting
@@ -256,7 +256,7 @@ class Daemon:
         now = time.time()
         if not force and now - self._nfd_written_at < self._nfd_ttl() / 2:
             return
-        from hwtune import nfd
+        from hwtune.apply import nfd
 
         moment = datetime.fromtimestamp(now, timezone.utc)
         text = nfd.render(

@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hwtune.digits import is_ascii_digits
+from hwtune.models.digits import is_ascii_digits
 
 
 def socket_address(name: str) -> str | None:

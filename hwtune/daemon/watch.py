@@ -45,8 +45,16 @@ IN_ONLYDIR = 0x01000000
 
 # Children appear, vanish, are renamed over (atomic writes) or rewritten in place.
 DIR_MASK = (
-    IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
-    | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
+    IN_MODIFY
+    | IN_ATTRIB
+    | IN_CLOSE_WRITE
+    | IN_MOVED_FROM
+    | IN_MOVED_TO
+    | IN_CREATE
+    | IN_DELETE
+    | IN_DELETE_SELF
+    | IN_MOVE_SELF
+    | IN_ONLYDIR
 )
 # For directories such as /dev, where children are written all the time (ttys) but only
 # their arrival and departure matter.
@@ -82,8 +90,11 @@ class Part:
                 text = self.path.read_text(errors="replace")
                 return tuple(ln for ln in text.splitlines() if ln.startswith(self.pattern))
             if self.kind == "listing":
-                return tuple(sorted(n for n in os.listdir(self.path)
-                                    if fnmatch.fnmatchcase(n, self.pattern)))
+                return tuple(
+                    sorted(
+                        n for n in os.listdir(self.path) if fnmatch.fnmatchcase(n, self.pattern)
+                    )
+                )
             if self.kind == "tree":
                 return tuple(sorted(_walk(self.path, self.depth)))
         except OSError as err:
@@ -177,7 +188,7 @@ class _Inotify:
             offset = 0
             while offset + _EVENT.size <= len(buf):
                 wd, mask, _cookie, length = _EVENT.unpack_from(buf, offset)
-                raw = buf[offset + _EVENT.size: offset + _EVENT.size + length]
+                raw = buf[offset + _EVENT.size : offset + _EVENT.size + length]
                 events.append((wd, mask, os.fsdecode(raw.rstrip(b"\0"))))
                 offset += _EVENT.size + length
 

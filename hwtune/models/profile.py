@@ -19,6 +19,11 @@ PrecisionIntent = Literal["off", "eligible", "auto"]
 # elementwise ops it can fuse) and hurts a convolutional one (planner/accel.py has the figures).
 ModelKind = Literal["unknown", "dense", "conv"]
 MODEL_KINDS: tuple[ModelKind, ...] = ("unknown", "dense", "conv")
+# `--model`'s help, shared by every command that plans.
+MODEL_HELP = (
+    "what you train: dense (MLPs, embeddings, transformers), conv (CNNs) or unknown (default); "
+    "on a CPU it decides XLA"
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from hwtune.config import Overrides
 from hwtune.errors import PlanError
 from hwtune.models.hardware import Hardware
+from hwtune.models.overrides import Overrides
 from hwtune.models.profile import (
     MODEL_KINDS,
     Intent,

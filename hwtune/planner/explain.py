@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 
-from hwtune.cpulist import format_cpulist
 from hwtune.errors import PlanError
+from hwtune.models.cpulist import format_cpulist
 from hwtune.models.profile import Profile, Setting
 
 

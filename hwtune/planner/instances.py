@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hwtune.cpulist import format_cpulist
 from hwtune.errors import PlanError
+from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Gpu, Hardware, LogicalCpu
 from hwtune.models.profile import InstanceSlice
 

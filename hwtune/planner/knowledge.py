@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from hwtune.digits import is_ascii_digits
 from hwtune.errors import KnowledgeError
+from hwtune.models.digits import is_ascii_digits
 
 TEMPLATE_NAMES = ("tensorflow.bazelrc.tmpl", "configure_env.sh.tmpl")
 

@@ -22,7 +22,7 @@ than intra-op threads.
 
 from __future__ import annotations
 
-from hwtune.cpulist import format_cpulist
+from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Intent, Setting
 from hwtune.planner.instances import Slice

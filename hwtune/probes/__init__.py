@@ -19,16 +19,9 @@ from typing import TypeVar
 
 from hwtune.models.hardware import Hardware, ProbeIssue
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.root import is_live
 
 T = TypeVar("T")
-
-
-def is_live(root: Path) -> bool:
-    """True when `root` is this machine's real root, so live-only sources (NVML) apply."""
-    try:
-        return root.resolve() == Path("/").resolve() or os.path.samefile(root, "/")
-    except OSError:
-        return False
 
 
 def _guarded(issues: IssueLog, probe: str, fallback: T, run: Callable[[], T]) -> T:

@@ -23,8 +23,8 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Literal, NamedTuple
 
-from hwtune.cpulist import CpuListError, parse_cpulist
-from hwtune.digits import is_ascii_digits
+from hwtune.models.cpulist import CpuListError, parse_cpulist
+from hwtune.models.digits import is_ascii_digits
 from hwtune.probes.issues import IssueLog
 
 PROBE = "cgroup"
@@ -102,8 +102,12 @@ def parse_proc_cgroup(text: str, issues: IssueLog, path: str = PROC_CGROUP) -> l
         parts = raw.split(":", 2)
         # A hierarchy ID is a small int (cgroups(7)); the length bound also keeps int() from a
         # bare ValueError on strings over 4300 digits.
-        if (len(parts) != 3 or not is_ascii_digits(parts[0]) or len(parts[0]) > 9
-                or not parts[2].startswith("/")):
+        if (
+            len(parts) != 3
+            or not is_ascii_digits(parts[0])
+            or len(parts[0]) > 9
+            or not parts[2].startswith("/")
+        ):
             issues.add(PROBE, f"not a cgroup line: {raw!r}", path=path, line=number)
             continue
         names = tuple(n for n in parts[1].split(",") if n and not n.startswith("name="))
@@ -134,8 +138,14 @@ def parse_mountinfo(text: str, issues: IssueLog, path: str = PROC_MOUNTINFO) -> 
         if fstype not in ("cgroup", "cgroup2"):
             continue
         version: Literal[1, 2] = 2 if fstype == "cgroup2" else 1
-        controllers = () if version == 2 else tuple(
-            o for o in options.split(",") if o not in V1_NON_CONTROLLER_OPTIONS and "=" not in o
+        controllers = (
+            ()
+            if version == 2
+            else tuple(
+                o
+                for o in options.split(",")
+                if o not in V1_NON_CONTROLLER_OPTIONS and "=" not in o
+            )
         )
         mounts.append(Mount(_unescape(fields[3]), _unescape(fields[4]), version, controllers))
     return mounts
@@ -192,9 +202,7 @@ def locate(
     for controller in CONTROLLERS:
         member = next((m for m in memberships if controller in m.controllers), None)
         if member is not None:
-            candidates = [
-                mt for mt in mounts if mt.version == 1 and controller in mt.controllers
-            ]
+            candidates = [mt for mt in mounts if mt.version == 1 and controller in mt.controllers]
             version: Literal[1, 2] = 1
         elif v2_line is not None:
             member = v2_line
@@ -366,21 +374,30 @@ def find_controllers(root: Path, issues: IssueLog) -> dict[str, ControllerDirs] 
     """Where this process's cpu, cpuset and memory cgroups are; None when membership is unknown."""
     text = read_text(root / PROC_CGROUP)
     if text is None:
-        issues.add(PROBE, "cgroup membership unknown: file missing; no cgroup limits applied",
-                   path=PROC_CGROUP)
+        issues.add(
+            PROBE,
+            "cgroup membership unknown: file missing; no cgroup limits applied",
+            path=PROC_CGROUP,
+        )
         return None
     memberships = parse_proc_cgroup(text, issues)
     mountinfo = read_text(root / PROC_MOUNTINFO)
     if mountinfo is None:
         mounts = _fallback_mounts(root, memberships)
-        issues.add(PROBE, "mount table missing; assumed the usual layout under sys/fs/cgroup",
-                   path=PROC_MOUNTINFO)
+        issues.add(
+            PROBE,
+            "mount table missing; assumed the usual layout under sys/fs/cgroup",
+            path=PROC_MOUNTINFO,
+        )
     else:
         mounts = parse_mountinfo(mountinfo, issues)
     dirs = locate(root, memberships, mounts, issues)
     if not dirs and memberships:
-        issues.add(PROBE, "no cpu, cpuset or memory cgroup directory found; no limits applied",
-                   path="sys/fs/cgroup")
+        issues.add(
+            PROBE,
+            "no cpu, cpuset or memory cgroup directory found; no limits applied",
+            path="sys/fs/cgroup",
+        )
     return dirs
 
 

@@ -40,8 +40,13 @@ from hwtune.probes.sysfs_cpu import (
 )
 
 _MACHINES: dict[str, Arch] = {
-    "x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64",
-    "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64",
+    "x86_64": "x86_64",
+    "amd64": "x86_64",
+    "aarch64": "aarch64",
+    "arm64": "aarch64",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+    "riscv64": "riscv64",
 }
 # Intel Turbo Boost Max 3.0 "favoured" cores run a few bins (100-200 MHz, <10%) above the rest of
 # a uniform part (e.g. i9-10980XE: 4.8 vs 4.6 GHz); hybrid P/E cores differ by 25% or more
@@ -52,14 +57,19 @@ _CORE_TYPE_GAP = 1.10
 _CLOCKSOURCES = {"kvm-clock": "KVM", "xen": "Xen", "hyperv_clocksource_tsc_page": "Microsoft"}
 # DMI sys_vendor of common hypervisors, as lscpu's "Hypervisor vendor" names them.
 _DMI_VENDORS = {
-    "QEMU": "KVM", "VMware, Inc.": "VMware", "Xen": "Xen", "innotek GmbH": "Oracle",
-    "Microsoft Corporation": "Microsoft", "Amazon EC2": "KVM", "Google": "KVM",
+    "QEMU": "KVM",
+    "VMware, Inc.": "VMware",
+    "Xen": "Xen",
+    "innotek GmbH": "Oracle",
+    "Microsoft Corporation": "Microsoft",
+    "Amazon EC2": "KVM",
+    "Google": "KVM",
 }
 
 
 def probe_cpu(root: Path, issues: IssueLog) -> CpuInfo:
     """The CPU under `root`: identity, flags, topology, core types, caches, microarchitecture."""
-    from hwtune.probes import is_live
+    from hwtune.probes.root import is_live
 
     live = is_live(root)
     if live and not sys.platform.startswith("linux"):
@@ -88,14 +98,20 @@ def probe_cpu(root: Path, issues: IssueLog) -> CpuInfo:
         threads = info.threads_per_core  # a fact of the core design, from the table
     return replace(
         info,
-        sockets=topo.sockets, physical_cores=topo.cores, logical_cpus=topo.logical,
+        sockets=topo.sockets,
+        physical_cores=topo.cores,
+        logical_cpus=topo.logical,
         threads_per_core=None if hybrid else threads,
         smt_enabled=topo.smt if topo.smt is not None else (threads > 1 if threads else None),
         online_cpus=topo.online,
         topology=tuple(
-            LogicalCpu(cpu=cpu, socket=numbered.get(cpu, (None, None))[0],
-                       core=numbered.get(cpu, (None, None))[1], node=topo.nodes.get(cpu),
-                       kind=kinds.get(cpu))
+            LogicalCpu(
+                cpu=cpu,
+                socket=numbered.get(cpu, (None, None))[0],
+                core=numbered.get(cpu, (None, None))[1],
+                node=topo.nodes.get(cpu),
+                kind=kinds.get(cpu),
+            )
             for cpu in topo.online
         ),
         core_types=_core_type_list(kinds, topo, sysfs, lscpu) if hybrid else (),
@@ -147,9 +163,15 @@ def _identity(arch: Arch, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None
         if cpuinfo.implementer is not None:
             vendor = arm_vendor_name(int(cpuinfo.implementer, 16)) or cpuinfo.implementer
         info = replace(
-            info, vendor=vendor, model_name=cpuinfo.model_name, family=cpuinfo.family,
-            model=cpuinfo.model, stepping=cpuinfo.stepping, implementer=cpuinfo.implementer,
-            part=cpuinfo.part, flags=cpuinfo.flags,
+            info,
+            vendor=vendor,
+            model_name=cpuinfo.model_name,
+            family=cpuinfo.family,
+            model=cpuinfo.model,
+            stepping=cpuinfo.stepping,
+            implementer=cpuinfo.implementer,
+            part=cpuinfo.part,
+            flags=cpuinfo.flags,
         )
     if lscpu is None:
         return info
@@ -160,15 +182,19 @@ def _identity(arch: Arch, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None
         model_name=info.model_name or lscpu.fields.get("Model name") or None,
         family=info.family if info.family is not None or not x86 else lscpu.number("CPU family"),
         model=info.model if info.model is not None or not x86 else lscpu.number("Model"),
-        stepping=(info.stepping if info.stepping is not None or not x86
-                  else lscpu.number("Stepping")),
+        stepping=(
+            info.stepping if info.stepping is not None or not x86 else lscpu.number("Stepping")
+        ),
         flags=info.flags or lscpu.flags,
     )
 
 
 def _topology(
-    root: Path, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None,
-    sysfs: SysfsCpuFacts | None, issues: IssueLog,
+    root: Path,
+    cpuinfo: CpuinfoFacts | None,
+    lscpu: LscpuFacts | None,
+    sysfs: SysfsCpuFacts | None,
+    issues: IssueLog,
 ) -> Topology:
     topo = sysfs_topology(sysfs, issues) if sysfs else None
     if topo is None and lscpu is not None:
@@ -197,7 +223,10 @@ def _numbered(topo: Topology) -> dict[int, tuple[int | None, int]]:
 
 
 def _with_microarch(
-    info: CpuInfo, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None, issues: IssueLog,
+    info: CpuInfo,
+    cpuinfo: CpuinfoFacts | None,
+    lscpu: LscpuFacts | None,
+    issues: IssueLog,
 ) -> CpuInfo:
     parts: tuple[tuple[int, int], ...] = ()
     vendor, cpu_name = info.vendor, None
@@ -205,22 +234,36 @@ def _with_microarch(
         # Every core kind, the most common first (big.LITTLE parts list two).
         seen = Counter(r.arm_part for r in (cpuinfo.processors if cpuinfo else ()) if r.arm_part)
         parts = tuple(part for part, _ in seen.most_common())
-        code = (int(info.implementer, 16) if info.implementer
-                else arm_implementer_code(info.vendor or ""))
+        code = (
+            int(info.implementer, 16)
+            if info.implementer
+            else arm_implementer_code(info.vendor or "")
+        )
         vendor = f"{code:#04x}" if code is not None else None
         cpu_name = (lscpu.fields.get("Model name") if lscpu else None) or info.model_name
     elif info.arch == "ppc64le":
         vendor, cpu_name = "IBM", info.model_name
-    found = identify(CpuIdentity(
-        arch=info.arch, vendor=vendor, family=info.family, model=info.model,
-        stepping=info.stepping, arm_parts=parts, pvr=cpuinfo.pvr if cpuinfo else None,
-        cpu_name=cpu_name, flags=frozenset(info.flags),
-    ))
+    found = identify(
+        CpuIdentity(
+            arch=info.arch,
+            vendor=vendor,
+            family=info.family,
+            model=info.model,
+            stepping=info.stepping,
+            arm_parts=parts,
+            pvr=cpuinfo.pvr if cpuinfo else None,
+            cpu_name=cpu_name,
+            flags=frozenset(info.flags),
+        )
+    )
     if found.problem:
         issues.add(PROBE, f"microarchitecture unknown: {found.problem}")
     return replace(
-        info, microarch=found.microarch, microarch_basis=found.basis,
-        x86_64_level=found.x86_64_level, threads_per_core=found.threads_per_core,
+        info,
+        microarch=found.microarch,
+        microarch_basis=found.basis,
+        x86_64_level=found.x86_64_level,
+        threads_per_core=found.threads_per_core,
     )
 
 
@@ -236,7 +279,10 @@ def _by_gaps(values: dict[int, float]) -> list[list[int]]:
 
 
 def _core_kinds(
-    info: CpuInfo, topo: Topology, sysfs: SysfsCpuFacts | None, lscpu: LscpuFacts | None,
+    info: CpuInfo,
+    topo: Topology,
+    sysfs: SysfsCpuFacts | None,
+    lscpu: LscpuFacts | None,
     issues: IssueLog,
 ) -> dict[int, CoreKind]:
     """cpu -> core kind on hybrid parts; {} on uniform ones."""
@@ -264,13 +310,18 @@ def _core_kinds(
         # Intel hybrids: P-cores have Hyper-Threading, E-cores never do (Alder Lake onwards).
         for cpu, (_, group) in topo.places.items():
             kinds[cpu] = "performance" if per_core[group] > 1 else "efficiency"
-        issues.add(PROBE, "hybrid part: P/E cores told by SMT (only P-cores have 2 threads); "
-                   "low-power E-cores cannot be told apart without sysfs")
+        issues.add(
+            PROBE,
+            "hybrid part: P/E cores told by SMT (only P-cores have 2 threads); "
+            "low-power E-cores cannot be told apart without sysfs",
+        )
     return kinds
 
 
 def _core_type_list(
-    kinds: dict[int, CoreKind], topo: Topology, sysfs: SysfsCpuFacts | None,
+    kinds: dict[int, CoreKind],
+    topo: Topology,
+    sysfs: SysfsCpuFacts | None,
     lscpu: LscpuFacts | None,
 ) -> tuple[CoreType, ...]:
     mhz = {c: k / 1000 for c, k in sysfs.max_khz.items()} if sysfs else {}
@@ -294,8 +345,14 @@ def _caches(sysfs: SysfsCpuFacts | None, lscpu: LscpuFacts | None) -> tuple[Cach
     result = []
     for cache in lscpu.caches if lscpu else ():
         kind = {"d": "data", "i": "instruction"}.get(cache.name[2:], "unified")
-        result.append(Cache(level=int(cache.name[1]), type=kind,  # type: ignore[arg-type]
-                            size_bytes=cache.size_bytes, instances=cache.instances))
+        result.append(
+            Cache(
+                level=int(cache.name[1]),
+                type=kind,  # type: ignore[arg-type]
+                size_bytes=cache.size_bytes,
+                instances=cache.instances,
+            )
+        )
     return tuple(result)
 
 
@@ -333,8 +390,11 @@ def _probe_with_py_cpuinfo(issues: IssueLog) -> CpuInfo:
     count = data.get("count")
     return CpuInfo(
         arch=_MACHINES.get(str(data.get("arch_string_raw", "")).lower(), "unknown"),
-        vendor=data.get("vendor_id_raw") or None, model_name=data.get("brand_raw") or None,
-        family=data.get("family"), model=data.get("model"), stepping=data.get("stepping"),
+        vendor=data.get("vendor_id_raw") or None,
+        model_name=data.get("brand_raw") or None,
+        family=data.get("family"),
+        model=data.get("model"),
+        stepping=data.get("stepping"),
         flags=tuple(sorted(data.get("flags", ()))),
         logical_cpus=count if isinstance(count, int) else None,
     )

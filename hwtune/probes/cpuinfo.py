@@ -24,7 +24,12 @@ from hwtune.probes.issues import IssueLog
 PROBE = "cpu"
 # x86 vendor_id strings (Linux arch/x86/kernel/cpu/*.c c_ident).
 X86_VENDORS = {
-    "GenuineIntel", "AuthenticAMD", "HygonGenuine", "CentaurHauls", "Shanghai", "Zhaoxin",
+    "GenuineIntel",
+    "AuthenticAMD",
+    "HygonGenuine",
+    "CentaurHauls",
+    "Shanghai",
+    "Zhaoxin",
 }
 _PVR = re.compile(r"pvr\s+([0-9a-fA-F]{4})\s*([0-9a-fA-F]{4})")
 
@@ -141,8 +146,11 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
             if name in record:
                 value = _int(record[name])
                 if value is None:
-                    problems.append(ParseProblem(lines[name], f"{name!r} is not a number: "
-                                                 f"{record[name][:40]!r}"))
+                    problems.append(
+                        ParseProblem(
+                            lines[name], f"{name!r} is not a number: {record[name][:40]!r}"
+                        )
+                    )
                 return value
         return None
 
@@ -153,12 +161,15 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
     vendor = field("vendor_id")
     flags_key = next((k for k in ("flags", "Features", "features") if field(k) is not None), None)
     flags = _common_flags(records, flags_key, field(flags_key) if flags_key else None)
-    arch = _arch(vendor, field("CPU implementer"), field("CPU architecture"), field("cpu"),
-                 field("isa"))
+    arch = _arch(
+        vendor, field("CPU implementer"), field("CPU architecture"), field("cpu"), field("isa")
+    )
     facts = CpuinfoFacts(arch=arch, flags=flags, processors=processors)
     if arch == "x86_64":
         facts = facts._replace(
-            vendor=vendor, model_name=field("model name"), family=number("cpu family"),
+            vendor=vendor,
+            model_name=field("model name"),
+            family=number("cpu family"),
             model=number("model"),
             # "stepping : unknown" is what some hypervisors give; not worth a problem.
             stepping=_int(field("stepping") or ""),
@@ -173,7 +184,9 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
     elif arch == "ppc64le":
         match = _PVR.search(field("revision") or "")
         facts = facts._replace(
-            vendor="IBM", model_name=field("cpu"), platform=field("platform"),
+            vendor="IBM",
+            model_name=field("cpu"),
+            platform=field("platform"),
             pvr=int(match.group(1), 16) if match else None,
         )
     else:
@@ -182,8 +195,11 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
 
 
 def _arch(
-    vendor: str | None, implementer: str | None, cpu_architecture: str | None,
-    power_cpu: str | None, isa: str | None,
+    vendor: str | None,
+    implementer: str | None,
+    cpu_architecture: str | None,
+    power_cpu: str | None,
+    isa: str | None,
 ) -> Arch:
     if vendor is not None and vendor.strip() in X86_VENDORS:
         return "x86_64"
@@ -221,9 +237,12 @@ def _processor(
         return value
 
     return ProcessorRecord(
-        processor=number("processor"), line=lines.get("processor", 0),
-        physical_id=number("physical id"), core_id=number("core id"),
-        siblings=number("siblings"), cpu_cores=number("cpu cores"),
+        processor=number("processor"),
+        line=lines.get("processor", 0),
+        physical_id=number("physical id"),
+        core_id=number("core id"),
+        siblings=number("siblings"),
+        cpu_cores=number("cpu cores"),
         arm_part=_arm_part(record),
     )
 
@@ -246,7 +265,14 @@ class Topology:
     """What one topology source established; None where it could not tell."""
 
     __slots__ = (
-        "basis", "cores", "logical", "nodes", "online", "places", "smt", "sockets",
+        "basis",
+        "cores",
+        "logical",
+        "nodes",
+        "online",
+        "places",
+        "smt",
+        "sockets",
         "threads_per_core",
     )
 
@@ -307,19 +333,27 @@ def cpuinfo_topology(cpuinfo: CpuinfoFacts, issues: IssueLog) -> Topology:
         if at_least > len(records):
             reason = f"only {len(records)} of >={at_least} processors present: topology unknown"
         else:
-            reason = (f"{len(records)} processor record(s) and no sysfs or lscpu to show they "
-                      "are all the machine has: counts unknown")
+            reason = (
+                f"{len(records)} processor record(s) and no sysfs or lscpu to show they "
+                "are all the machine has: counts unknown"
+            )
         issues.add(PROBE, reason, path="proc/cpuinfo")
         return topo
     topo.logical = len(numbers)
     topo.online = tuple(sorted(numbers))
     if all(r.physical_id is not None and r.core_id is not None for r in records):
         threads, smt = topo.threads_per_core, topo.smt
-        topo.count({r.processor: (r.physical_id, (r.physical_id, r.core_id))
-                    for r in records if r.processor is not None})
+        topo.count(
+            {
+                r.processor: (r.physical_id, (r.physical_id, r.core_id))
+                for r in records
+                if r.processor is not None
+            }
+        )
         topo.threads_per_core = topo.threads_per_core or threads
         topo.smt = topo.smt if topo.smt is not None else smt
     else:
-        issues.add(PROBE, "no physical id / core id lines: sockets and cores unknown",
-                   path="proc/cpuinfo")
+        issues.add(
+            PROBE, "no physical id / core id lines: sockets and cores unknown", path="proc/cpuinfo"
+        )
     return topo

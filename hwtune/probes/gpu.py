@@ -21,24 +21,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 from hwtune.models.hardware import Gpu
+from hwtune.probes.gpu_report import NO_GPUS, GpuReport
 from hwtune.probes.issues import IssueLog
 
-GpuSource = Literal["nvml", "nvidia-smi", "none"]
 NVIDIA_PCI_VENDOR = "0x10de"  # PCI-SIG vendor ID of NVIDIA Corporation (pci.ids)
 # nvidia-smi initialises every GPU when persistence mode is off, which takes seconds on a big
 # node; a wedged driver makes it hang for good. 30 s bounds both.
 NVIDIA_SMI_TIMEOUT_S = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class GpuReport:
-    gpus: tuple[Gpu, ...]
-    driver_version: str | None
-    cuda_driver_version: str | None
-    source: GpuSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +43,6 @@ class GpuEntry:
     source: str
 
 
-NO_GPUS = GpuReport(gpus=(), driver_version=None, cuda_driver_version=None, source="none")
 _CAPABILITY_RE = re.compile(r"^\d{1,4}\.\d{1,4}$", re.ASCII)  # "8.0"; ASCII digits only
 
 

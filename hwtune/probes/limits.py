@@ -18,7 +18,7 @@ import math
 import os
 from pathlib import Path
 
-from hwtune.cpulist import CpuListError, format_cpulist, parse_cpulist
+from hwtune.models.cpulist import CpuListError, format_cpulist, parse_cpulist
 from hwtune.models.hardware import CpuInfo, Limits, Memory
 from hwtune.probes.cgroup import CgroupLimits, read_cgroup_limits
 from hwtune.probes.issues import IssueLog
@@ -110,9 +110,13 @@ def effective_cpus(
     quota_cpus = max(1, math.floor(quota))
     where = cgroup.cpu_quota_source or "cgroup"
     if quota_cpus < len(usable):
-        return usable, quota_cpus, (
-            f"cgroup quota {quota:g} CPUs ({where}) < {len(usable)} usable CPUs; "
-            f"floored to {quota_cpus} (at least 1)"
+        return (
+            usable,
+            quota_cpus,
+            (
+                f"cgroup quota {quota:g} CPUs ({where}) < {len(usable)} usable CPUs; "
+                f"floored to {quota_cpus} (at least 1)"
+            ),
         )
     return usable, len(usable), f"{base}; cgroup quota {quota:g} CPUs ({where}) does not bind"
 

@@ -17,15 +17,16 @@ import json
 import re
 from typing import NamedTuple
 
-from hwtune.cpulist import MAX_CPU, CpuListError, parse_cpulist
-from hwtune.digits import is_ascii_digits
+from hwtune.models.cpulist import MAX_CPU, CpuListError, parse_cpulist
+from hwtune.models.digits import is_ascii_digits
 from hwtune.probes.cpuinfo import PROBE, ParseProblem, Topology
 from hwtune.probes.issues import IssueLog
 
 _KEY = re.compile(r"^(\s*)([^:]+?):(\s*)(.*)$")
 # Digit counts are bounded: int() refuses strings over 4300 digits with a bare ValueError, and
 # no real count, size or node number comes near 18 digits. re.ASCII: a str pattern's \d also
-# matches Arabic-Indic and other Unicode digits, which lscpu never prints (hwtune/digits.py).
+# matches Arabic-Indic and other Unicode digits, which lscpu never prints
+# (hwtune/models/digits.py).
 _NUMA_KEY = re.compile(r"^NUMA node(\d{1,9}) CPU\(s\)$", re.ASCII)
 _SIZE = re.compile(
     r"^(\d{1,18}(?:\.\d{1,18})?)\s*([KMGT]?)(i?B)?\s*(?:\((\d{1,18}) instances?\))?$",
@@ -166,11 +167,16 @@ def _rows(
                 bad = cells[maxmhz][:20]
                 problems.append(ParseProblem(number, f"MAXMHZ is not a number: {bad!r}"))
         state = cells[online].strip().upper() if 0 <= online < len(cells) else ""
-        rows.append(LscpuRow(
-            cpu=cpu, core=_cell_int(cells, core), socket=_cell_int(cells, socket),
-            node=_cell_int(cells, node), max_mhz=mhz,
-            online={"Y": True, "N": False}.get(state),
-        ))
+        rows.append(
+            LscpuRow(
+                cpu=cpu,
+                core=_cell_int(cells, core),
+                socket=_cell_int(cells, socket),
+                node=_cell_int(cells, node),
+                max_mhz=mhz,
+                online={"Y": True, "N": False}.get(state),
+            )
+        )
     return rows
 
 
@@ -196,8 +202,13 @@ def _facts(
             except CpuListError as err:
                 problems.append(ParseProblem(key_lines.get(key, 1), f"{key}: {err}"))
     return LscpuFacts(
-        fields=fields, flags=tuple(sorted(set(fields.get("Flags", "").split()))), numa=numa,
-        rows=tuple(topology), max_mhz=max_mhz, caches=_caches(fields), problems=tuple(problems),
+        fields=fields,
+        flags=tuple(sorted(set(fields.get("Flags", "").split()))),
+        numa=numa,
+        rows=tuple(topology),
+        max_mhz=max_mhz,
+        caches=_caches(fields),
+        problems=tuple(problems),
     )
 
 
@@ -274,8 +285,9 @@ def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog) -> Topology | None:
     topo = Topology(logical or len(online), online or tuple(range(logical or 0)))
     if rows and {r.cpu for r in rows} >= set(topo.online):
         topo.basis = "lscpu -p"
-        return topo.count({r.cpu: (r.socket, (r.socket, r.core)) for r in rows
-                           if r.cpu in topo.online})
+        return topo.count(
+            {r.cpu: (r.socket, (r.socket, r.core)) for r in rows if r.cpu in topo.online}
+        )
     topo.basis = "lscpu summary"
     threads = lscpu.number("Thread(s) per core")
     per_socket = lscpu.number("Core(s) per socket") or lscpu.number("Core(s) per cluster")
@@ -287,6 +299,10 @@ def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog) -> Topology | None:
     if threads and topo.cores and threads * topo.cores == len(topo.online):
         topo.threads_per_core = threads
     elif threads:
-        issues.add(PROBE, f"{threads} thread(s) per core but {len(topo.online)} online CPUs on "
-                   f"{topo.cores} cores: threads per core are not uniform", path="lscpu.txt")
+        issues.add(
+            PROBE,
+            f"{threads} thread(s) per core but {len(topo.online)} online CPUs on "
+            f"{topo.cores} cores: threads per core are not uniform",
+            path="lscpu.txt",
+        )
     return topo

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hwtune.digits import is_ascii_digits
+from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Memory
 from hwtune.probes.issues import IssueLog
 
@@ -31,8 +31,13 @@ def parse_meminfo(text: str, issues: IssueLog, path: str = MEMINFO) -> dict[str,
         name, colon, rest = raw.partition(":")
         fields = rest.split()
         unit = fields[1] if len(fields) == 2 else ""
-        if (not colon or not 1 <= len(fields) <= 2 or not is_ascii_digits(fields[0])
-                or len(fields[0]) > MAX_DIGITS or unit not in UNITS):
+        if (
+            not colon
+            or not 1 <= len(fields) <= 2
+            or not is_ascii_digits(fields[0])
+            or len(fields[0]) > MAX_DIGITS
+            or unit not in UNITS
+        ):
             issues.add("memory", f"not a meminfo line: {raw.strip()!r}", path=path, line=number)
             continue
         values[name.strip()] = int(fields[0]) * UNITS[unit]
@@ -63,8 +68,9 @@ def probe_memory(root: Path, issues: IssueLog) -> Memory:
     else:
         thp = parse_thp_mode(thp_text)
         if thp is None:
-            issues.add("memory", f"no [selected] mode in {thp_text.strip()!r}",
-                       path=THP_ENABLED, line=1)
+            issues.add(
+                "memory", f"no [selected] mode in {thp_text.strip()!r}", path=THP_ENABLED, line=1
+            )
     text = _read(root / MEMINFO)
     if text is None:
         issues.add("memory", "memory size unknown: file missing", path=MEMINFO)

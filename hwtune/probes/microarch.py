@@ -28,10 +28,26 @@ from hwtune.models.hardware import Arch
 # MIDR_EL1.Implementer codes -> the vendor name lscpu prints. Sources: Arm ARM (MIDR_EL1),
 # archspec-json "conversions.arm_vendors", util-linux sys-utils/lscpu-arm.c (0xc0, 0x6d, 0x70).
 ARM_IMPLEMENTERS = {
-    0x41: "ARM", 0x42: "Broadcom", 0x43: "Cavium", 0x44: "DEC", 0x46: "Fujitsu", 0x48: "HiSilicon",
-    0x49: "Infineon", 0x4D: "Motorola", 0x4E: "NVIDIA", 0x50: "APM", 0x51: "Qualcomm",
-    0x53: "Samsung", 0x56: "Marvell", 0x61: "Apple", 0x66: "Faraday", 0x68: "HXT",
-    0x69: "Intel", 0x6D: "Microsoft", 0x70: "Phytium", 0xC0: "Ampere",
+    0x41: "ARM",
+    0x42: "Broadcom",
+    0x43: "Cavium",
+    0x44: "DEC",
+    0x46: "Fujitsu",
+    0x48: "HiSilicon",
+    0x49: "Infineon",
+    0x4D: "Motorola",
+    0x4E: "NVIDIA",
+    0x50: "APM",
+    0x51: "Qualcomm",
+    0x53: "Samsung",
+    0x56: "Marvell",
+    0x61: "Apple",
+    0x66: "Faraday",
+    0x68: "HXT",
+    0x69: "Intel",
+    0x6D: "Microsoft",
+    0x70: "Phytium",
+    0xC0: "Ampere",
 }
 
 
@@ -155,7 +171,8 @@ def x86_64_level(
     if not flags:
         return None
     levels = [
-        e.level for e in table.by_key.values()
+        e.level
+        for e in table.by_key.values()
         if e.level is not None and table.required[e.key] <= flags
     ]
     return max(levels, default=None)
@@ -168,8 +185,11 @@ def identify(
     table = _compile(load_microarchitectures() if entries is None else entries)
     level = x86_64_level(cpu.flags, entries) if cpu.arch == "x86_64" else None
     if not any(e.arch == cpu.arch for e in table.by_key.values()):
-        reason = ("architecture unknown" if cpu.arch == "unknown"
-                  else f"no microarchitectures known for {cpu.arch}")
+        reason = (
+            "architecture unknown"
+            if cpu.arch == "unknown"
+            else f"no microarchitectures known for {cpu.arch}"
+        )
         return Identification(None, reason, level, problem=reason)
     described, candidates = _candidates(table, cpu)
     flags_known = bool(cpu.flags) or cpu.arch == "ppc64le"  # POWER lists no flags at all
@@ -189,8 +209,9 @@ def identify(
     if candidates:
         best = max(candidates, key=table.specificity)
         missing = " ".join(sorted(table.required[best.key] - cpu.flags))
-        lead = (f"{described} is {best.name}, but flags {missing} are absent "
-                "(masked by a hypervisor?)")
+        lead = (
+            f"{described} is {best.name}, but flags {missing} are absent (masked by a hypervisor?)"
+        )
     else:
         lead = f"no table entry for {described}"
     if fallback is None:
@@ -211,7 +232,8 @@ def _candidates(table: _Table, cpu: CpuIdentity) -> tuple[str, list[MicroarchEnt
         if cpu.stepping is not None:
             described += f" stepping {cpu.stepping}"
         found = [
-            entry for vendor, family, lo, hi, entry in table.x86
+            entry
+            for vendor, family, lo, hi, entry in table.x86
             if vendor == (cpu.vendor or "") and family == cpu.family and lo <= cpu.model <= hi
         ]
         return described, found
@@ -239,7 +261,8 @@ def _by_flags(table: _Table, cpu: CpuIdentity) -> MicroarchEntry | None:
     if cpu.arch == "aarch64" and cpu.arm_parts:
         vendor = f"{cpu.arm_parts[0][0]:#04x}"
     fits = [
-        e for e in table.by_key.values()
+        e
+        for e in table.by_key.values()
         if e.arch == cpu.arch
         and (e.vendor is None or e.vendor == vendor)
         # An entry adding no flags to its parents can only be told by its ids.

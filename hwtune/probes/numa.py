@@ -58,9 +58,12 @@ def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ..
         )
     complete = cpu.logical_cpus is not None and bool(cpu.online_cpus)
     if complete and cpu.sockets == 1:
-        issues.add(PROBE, "no NUMA information (no sysfs node directories, no lscpu NUMA lines): "
-                   "assumed one node holding every online CPU of this single-socket machine",
-                   path=NODE_DIR)
+        issues.add(
+            PROBE,
+            "no NUMA information (no sysfs node directories, no lscpu NUMA lines): "
+            "assumed one node holding every online CPU of this single-socket machine",
+            path=NODE_DIR,
+        )
         return (NumaNode(id=0, cpus=cpu.online_cpus),)
     reason = "no NUMA information (no sysfs node directories, no lscpu NUMA lines)"
     if complete and cpu.sockets != 1:

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hwtune.cpulist import CpuListError, parse_cpulist
-from hwtune.digits import is_ascii_digits
+from hwtune.models.cpulist import CpuListError, parse_cpulist
+from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Gpu, GpuLink, MigDevice
 from hwtune.probes.issues import IssueLog
 

@@ -25,9 +25,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hwtune.cpulist import CpuListError, parse_cpulist
+from hwtune.models.cpulist import CpuListError, parse_cpulist
 from hwtune.models.hardware import Gpu, GpuLink, MigDevice
-from hwtune.probes.gpu import GpuReport
+from hwtune.probes.gpu_report import GpuReport
 from hwtune.probes.issues import IssueLog
 
 SONAME = "libnvidia-ml.so.1"

@@ -140,9 +140,7 @@ class _Copier:
         """Recreate a relative symlink that stays inside the copied trees (node*/cpuN links)."""
         target = os.readlink(path)
         resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
-        inside = any(
-            resolved.startswith(str(self.source / tree) + os.sep) for tree in TREES
-        )
+        inside = any(resolved.startswith(str(self.source / tree) + os.sep) for tree in TREES)
         if os.path.isabs(target) or not inside:
             return
         link = self.dest / path.relative_to(self.source)

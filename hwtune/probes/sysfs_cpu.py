@@ -20,8 +20,8 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from hwtune.cpulist import CpuListError, format_cpulist, parse_cpulist
-from hwtune.digits import is_ascii_digits
+from hwtune.models.cpulist import CpuListError, format_cpulist, parse_cpulist
+from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Cache
 from hwtune.probes.cpuinfo import PROBE, Topology
 from hwtune.probes.issues import IssueLog
@@ -128,10 +128,17 @@ def read_sysfs_cpu(root: Path, *, arm: bool = False) -> SysfsCpuFacts | None:
             if value is not None:
                 capacity[cpu] = value
     return SysfsCpuFacts(
-        cpu_dirs=cpu_dirs, present=present, online=online,
+        cpu_dirs=cpu_dirs,
+        present=present,
+        online=online,
         smt_control=read.text(f"{CPU_DIR}/smt/control"),
-        places=places, caches=caches, pmu_kinds=pmu, max_khz=_max_khz(read),
-        capacity=capacity, no_l3=no_l3, problems=tuple(read.problems),
+        places=places,
+        caches=caches,
+        pmu_kinds=pmu,
+        max_khz=_max_khz(read),
+        capacity=capacity,
+        no_l3=no_l3,
+        problems=tuple(read.problems),
     )
 
 
@@ -238,21 +245,29 @@ def sysfs_topology(sysfs: SysfsCpuFacts, issues: IssueLog) -> Topology | None:
     """Topology of the online CPUs; None when no CPU has a topology directory."""
     where = "sys/devices/system/cpu"
     if not sysfs.places:
-        issues.add(PROBE, "no cpuN/topology directories: topology taken from other sources",
-                   path=where)
+        issues.add(
+            PROBE, "no cpuN/topology directories: topology taken from other sources", path=where
+        )
         return None
     online = sysfs.online if sysfs.online is not None else tuple(sorted(sysfs.places))
     present = sysfs.present if sysfs.present is not None else sysfs.cpu_dirs
     missing = [cpu for cpu in online if cpu not in sysfs.places]
     if missing:
-        issues.add(PROBE, f"no topology for online CPUs {format_cpulist(missing)}: "
-                   "counted without them", path=where)
+        issues.add(
+            PROBE,
+            f"no topology for online CPUs {format_cpulist(missing)}: counted without them",
+            path=where,
+        )
     offline = sorted(set(present) - set(online))
     smt_off = sysfs.smt_control in ("off", "forceoff")
     if offline and not smt_off:
         # With SMT switched off every core keeps one thread online, so nothing is missed then.
-        issues.add(PROBE, f"CPUs {format_cpulist(offline)} are offline: sockets and cores are "
-                   "counted over the online CPUs", path=f"{where}/online")
+        issues.add(
+            PROBE,
+            f"CPUs {format_cpulist(offline)} are offline: sockets and cores are "
+            "counted over the online CPUs",
+            path=f"{where}/online",
+        )
     topo = Topology(len(present) or len(online), online, "sysfs")
     topo.count({cpu: sysfs.places[cpu] for cpu in online if cpu in sysfs.places})
     if smt_off:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hwtune.cpulist import format_cpulist
+from hwtune.models.cpulist import format_cpulist
 
 INTRA_ENV = "TF_NUM_INTRAOP_THREADS"
 INTER_ENV = "TF_NUM_INTEROP_THREADS"
@@ -115,7 +115,7 @@ def to_json(config: TrialConfig) -> dict[str, Any]:
 
 def from_json(data: Mapping[str, Any]) -> TrialConfig:
     """The inverse of `to_json` (the benchmark reads `hwtune tune --json` back with it)."""
-    from hwtune.cpulist import parse_cpulist
+    from hwtune.models.cpulist import parse_cpulist
 
     def number(key: str) -> int | None:
         value = data.get(key)

@@ -50,8 +50,12 @@ class Progress:
             return
         width = shutil.get_terminal_size((100, 20)).columns
         line = render_line(
-            search.elapsed(), search.settings.budget_s, len(search.trials), search.ratio,
-            result, width,
+            search.elapsed(),
+            search.settings.budget_s,
+            len(search.trials),
+            search.ratio,
+            result,
+            width,
         )
         self.stream.write("\r\x1b[2K" + line)
         self.stream.flush()

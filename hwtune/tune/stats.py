@@ -25,8 +25,22 @@ Verdict = Literal["better", "worse", "same", "unclear"]
 # Two-sided 95% quantiles of Student's t by degrees of freedom (any statistics table, e.g.
 # NIST/SEMATECH e-Handbook 1.3.6.7.2); between entries the smaller df's (larger) value is used.
 _T95 = {
-    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-    9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980,
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    12: 2.179,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+    60: 2.000,
+    120: 1.980,
 }
 _Z95 = 1.960
 

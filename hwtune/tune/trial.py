@@ -152,7 +152,9 @@ class TrialRunner:
                     for proc in procs:
                         _kill_group(proc)
                     return TrialResult(
-                        config, None, time.monotonic() - started,
+                        config,
+                        None,
+                        time.monotonic() - started,
                         failure=f"could not start {self.workload.argv[0]!r}: {error}",
                     )
             deadline = started + self.timeout_s
@@ -165,7 +167,9 @@ class TrialRunner:
                         _kill_group(other)
                     _, err = outputs[procs.index(proc)]
                     return TrialResult(
-                        config, None, time.monotonic() - started,
+                        config,
+                        None,
+                        time.monotonic() - started,
                         failure=f"timed out after {self.timeout_s:.0f} s (per-trial timeout)",
                         stderr_tail=tail(_read(err)),
                     )
@@ -197,7 +201,10 @@ class TrialRunner:
             label = f"instance {index}: " if len(procs) > 1 else ""
             if proc.returncode != 0:
                 return TrialResult(
-                    config, None, wall, failure=label + _describe_exit(proc.returncode),
+                    config,
+                    None,
+                    wall,
+                    failure=label + _describe_exit(proc.returncode),
                     stderr_tail=tail(stderr),
                 )
             if self.workload.time_whole:
@@ -210,12 +217,17 @@ class TrialRunner:
             if value is None:
                 wanted = f"`hwtune-metric: {metric_name or '<name>'}=<value>`"
                 return TrialResult(
-                    config, None, wall, failure=f"{label}printed no {wanted} line",
+                    config,
+                    None,
+                    wall,
+                    failure=f"{label}printed no {wanted} line",
                     stderr_tail=tail(stderr),
                 )
             if not (math.isfinite(value) and value > 0):
                 return TrialResult(
-                    config, None, wall,
+                    config,
+                    None,
+                    wall,
                     failure=f"{label}metric {metric_name}={value} is not a positive number",
                     stderr_tail=tail(stderr),
                 )
@@ -223,7 +235,11 @@ class TrialRunner:
         # From now on every trial must report the same metric (a user command's first one).
         self.metric = metric_name
         return TrialResult(
-            config, sum(values), wall, metric=metric_name, per_instance=tuple(values),
+            config,
+            sum(values),
+            wall,
+            metric=metric_name,
+            per_instance=tuple(values),
             stderr_tail=tail(_read(outputs[0][1])),
         )
 

@@ -19,10 +19,10 @@ from hwtune import __version__
 from hwtune.errors import PlanError, TuneError
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Intent, Mode, ModelKind, PrecisionIntent, Profile
+from hwtune.pipeline.measured import save_result, settings_from_knobs
 from hwtune.tune.config import TrialConfig, to_json
 from hwtune.tune.search import Search, SearchOutcome, SearchSettings
 from hwtune.tune.space import SearchSpace, build_space
-from hwtune.tune.store import save_result, settings_from_knobs
 from hwtune.tune.trial import TrialResult, TrialRunner
 from hwtune.tune.workloads import Workload
 
@@ -84,9 +84,7 @@ def instance_counts(hw: Hardware, request: TuneRequest) -> list[int]:
     return sorted(count for count in counts if count <= cores)
 
 
-def plans_for(
-    hw: Hardware, request: TuneRequest, overrides: Any = None
-) -> dict[int, Profile]:
+def plans_for(hw: Hardware, request: TuneRequest, overrides: Any = None) -> dict[int, Profile]:
     from hwtune.planner import plan
 
     precision: PrecisionIntent = "auto" if request.allow_precision else "eligible"
@@ -170,8 +168,9 @@ def tune(
     settings = SearchSettings(
         budget_s=request.budget_s, seed=request.seed, max_repeats=request.max_repeats
     )
-    search = Search(space, _AdaptiveTimeout(runner, request.trial_timeout_s), settings,
-                    on_trial=on_trial)
+    search = Search(
+        space, _AdaptiveTimeout(runner, request.trial_timeout_s), settings, on_trial=on_trial
+    )
     outcome = search.run(start)
     if not any(race.rounds >= settings.min_repeats for race in outcome.races):
         typical = outcome.measuring_s / max(1, len(outcome.trials))

@@ -52,8 +52,10 @@ def _set_scale(long: bool) -> None:
         deadline=None,
         # The `figures` fixture is shared by every example of a test (it counts them).
         suppress_health_check=[
-            HealthCheck.too_slow, HealthCheck.filter_too_much,
-            HealthCheck.function_scoped_fixture, HealthCheck.data_too_large,
+            HealthCheck.too_slow,
+            HealthCheck.filter_too_much,
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.data_too_large,
         ],
         derandomize=not long,  # the default run is reproducible; the long run explores
         database=None,  # nothing written into the checkout; failures print their reproducer
@@ -115,9 +117,16 @@ def figures(request: pytest.FixtureRequest) -> Iterator[Figures]:
     record = Figures(request.node.nodeid)
     started = time.monotonic()
     yield record
-    _append({"kind": "figures", "test": record.test, "outcomes": dict(record.outcomes),
-             "notes": record.notes, "long": LONG,
-             "seconds": round(time.monotonic() - started, 3)})
+    _append(
+        {
+            "kind": "figures",
+            "test": record.test,
+            "outcomes": dict(record.outcomes),
+            "notes": record.notes,
+            "long": LONG,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+    )
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -127,14 +136,25 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         if report.skipped and isinstance(report.longrepr, tuple):
             reason = str(report.longrepr[2])
         elif report.failed:
-            reason = str(report.longreprtext).strip().splitlines()[-1:][0][:300] \
-                if report.longreprtext else ""
+            reason = (
+                str(report.longreprtext).strip().splitlines()[-1:][0][:300]
+                if report.longreprtext
+                else ""
+            )
         outcome: str = report.outcome
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if report.skipped else "xpassed"
             reason = str(report.wasxfail)
-        _append({"kind": "result", "test": report.nodeid, "outcome": outcome,
-                 "seconds": round(report.duration, 3), "reason": reason, "long": LONG})
+        _append(
+            {
+                "kind": "result",
+                "test": report.nodeid,
+                "outcome": outcome,
+                "seconds": round(report.duration, 3),
+                "reason": reason,
+                "long": LONG,
+            }
+        )
 
 
 # ---------------------------------------------------------------------------- seeds
@@ -247,8 +267,11 @@ def check_issue_paths(figures: Figures, issues: object) -> None:
 
 def unexpected(issues: object) -> list[str]:
     """Issues that mean a probe raised (detect's catch-all), which the suite counts as bugs."""
-    return [f"{i.probe}: {i.reason}" for i in issues  # type: ignore[attr-defined]
-            if "probe failed unexpectedly" in i.reason]
+    return [
+        f"{i.probe}: {i.reason}"
+        for i in issues  # type: ignore[attr-defined]
+        if "probe failed unexpectedly" in i.reason
+    ]
 
 
 def require_root() -> None:

@@ -75,16 +75,22 @@ def run_suite(long: bool, figures: Path) -> tuple[int, float, str]:
     parts = [[*part, "-m", "slow"] for part in LONG_PARTS] if long else [["tests/reliability"]]
     started = time.monotonic()
     children = [
-        subprocess.Popen([sys.executable, "-m", "pytest", *part, "-q", "-p", "no:cacheprovider",
-                          "-rfEsxX"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "pytest", *part, "-q", "-p", "no:cacheprovider", "-rfEsxX"],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for part in parts
     ]
     outputs = [child.communicate()[0] for child in children]
     for child, out in zip(children, outputs, strict=True):
         if child.returncode != 0:  # the failures in full, for whoever regenerates the page
-            with tempfile.NamedTemporaryFile("w", prefix="hwtune-reliability-", suffix=".log",
-                                             delete=False) as log:
+            with tempfile.NamedTemporaryFile(
+                "w", prefix="hwtune-reliability-", suffix=".log", delete=False
+            ) as log:
                 log.write(out)
             print("\n".join(out.splitlines()[-40:]), file=sys.stderr)
             print(f"full pytest output: {log.name}", file=sys.stderr)
@@ -106,7 +112,8 @@ class Run:
         self.meta = meta
         self.results: dict[str, dict[str, Any]] = {}
         self.figures: dict[str, dict[str, Any]] = defaultdict(
-            lambda: {"outcomes": Counter(), "notes": {}})
+            lambda: {"outcomes": Counter(), "notes": {}}
+        )
         for record in records:
             if record.get("kind") == "result":
                 self.results[record["test"]] = record
@@ -119,12 +126,20 @@ class Run:
         return sorted(t for t in self.results if f"/{module}.py::" in t)
 
     def outcome_counts(self, module: str | None = None) -> Counter[str]:
-        return Counter(r["outcome"] for t, r in self.results.items()
-                       if module is None or f"/{module}.py::" in t)
+        return Counter(
+            r["outcome"]
+            for t, r in self.results.items()
+            if module is None or f"/{module}.py::" in t
+        )
 
     def seconds(self, module: str | None = None) -> float:
-        return float(sum(r["seconds"] for t, r in self.results.items()
-                         if module is None or f"/{module}.py::" in t))
+        return float(
+            sum(
+                r["seconds"]
+                for t, r in self.results.items()
+                if module is None or f"/{module}.py::" in t
+            )
+        )
 
 
 def short(test: str) -> str:
@@ -139,8 +154,13 @@ def fmt_outcomes(outcomes: Counter[str], skip: tuple[str, ...] = ()) -> str:
 def status(result: dict[str, Any] | None) -> str:
     if result is None:
         return "not run"
-    mark = {"passed": "pass", "failed": "**FAIL**", "skipped": "skipped",
-            "xfailed": "known bug (xfail)", "xpassed": "**fixed? (xpass)**"}
+    mark = {
+        "passed": "pass",
+        "failed": "**FAIL**",
+        "skipped": "skipped",
+        "xfailed": "known bug (xfail)",
+        "xpassed": "**fixed? (xpass)**",
+    }
     text = str(mark.get(result["outcome"], result["outcome"]))
     if result["outcome"] in ("skipped", "failed") and result.get("reason"):
         text += f": {result['reason'][:160]}"
@@ -153,8 +173,11 @@ FINAL = ("inputs", "result", "result with issues")
 def parser_table(run: Run) -> list[str]:
     """One row per parser (parametrized cases merged): each input's final outcome, and what
     later stages (plan, render, each env format) made of the ones that parsed."""
-    rows = ["| Parser | Inputs tried | Clean result | Result + issues | Typed error | "
-            "Later stages | Outcome | s |", "|---|---:|---:|---:|---|---|---|---:|"]
+    rows = [
+        "| Parser | Inputs tried | Clean result | Result + issues | Typed error | "
+        "Later stages | Outcome | s |",
+        "|---|---:|---:|---:|---|---|---|---:|",
+    ]
     groups: dict[str, list[str]] = defaultdict(list)
     for test in run.tests("test_fuzz_parsers"):
         groups[short(test).split("[")[0]].append(test)
@@ -162,11 +185,21 @@ def parser_table(run: Run) -> list[str]:
         outcomes: Counter[str] = Counter()
         for test in tests:
             outcomes.update(run.figures[test]["outcomes"])
-        errors = {k[len("typed error ("):-1]: v for k, v in outcomes.items()
-                  if k.startswith("typed error")}
+        errors = {
+            k[len("typed error (") : -1]: v
+            for k, v in outcomes.items()
+            if k.startswith("typed error")
+        }
         error_text = ", ".join(f"{k} {v:,}" for k, v in sorted(errors.items())) or "0"
-        later = fmt_outcomes(Counter({k: v for k, v in outcomes.items()
-                                      if k not in FINAL and not k.startswith("typed error")}))
+        later = fmt_outcomes(
+            Counter(
+                {
+                    k: v
+                    for k, v in outcomes.items()
+                    if k not in FINAL and not k.startswith("typed error")
+                }
+            )
+        )
         results = [run.results[t] for t in tests]
         worst = next((r for r in results if r["outcome"] not in ("passed",)), results[0])
         seconds = sum(r["seconds"] for r in results)
@@ -174,7 +207,8 @@ def parser_table(run: Run) -> list[str]:
         rows.append(
             f"| {PARSERS.get(name, name)}{cases} | {outcomes.get('inputs', 0):,} | "
             f"{outcomes.get('result', 0):,} | {outcomes.get('result with issues', 0):,} | "
-            f"{error_text} | {later} | {status(worst)} | {seconds:.1f} |")
+            f"{error_text} | {later} | {status(worst)} | {seconds:.1f} |"
+        )
     return rows
 
 
@@ -182,11 +216,14 @@ def generic_table(run: Run, module: str) -> list[str]:
     rows = ["| Test | Outcome | Figures | s |", "|---|---|---|---:|"]
     for test in run.tests(module):
         fig = run.figures.get(test, {"outcomes": Counter(), "notes": {}})
-        notes = ", ".join(f"{k}={v}" for k, v in fig["notes"].items()
-                          if not isinstance(v, (list, dict)))
+        notes = ", ".join(
+            f"{k}={v}" for k, v in fig["notes"].items() if not isinstance(v, (list, dict))
+        )
         text = fmt_outcomes(fig["outcomes"]) + (f" ({notes})" if notes else "")
-        rows.append(f"| `{short(test)}` | {status(run.results.get(test))} | {text} | "
-                    f"{run.results[test]['seconds']:.1f} |")
+        rows.append(
+            f"| `{short(test)}` | {status(run.results.get(test))} | {text} | "
+            f"{run.results[test]['seconds']:.1f} |"
+        )
     return rows
 
 
@@ -197,8 +234,9 @@ def totals(run: Run) -> dict[str, int]:
         for key, value in fig["outcomes"].items():
             sums[key] += value
     faults = sum(v for k, v in sums.items() if k.startswith("faults injected"))
-    intact = sum(v for k, v in sums.items()
-                 if "intact" in k or k.startswith("files checked: complete"))
+    intact = sum(
+        v for k, v in sums.items() if "intact" in k or k.startswith("files checked: complete")
+    )
     return {
         "parser inputs": sums["inputs"],
         "faults injected": faults,
@@ -212,15 +250,22 @@ def totals(run: Run) -> dict[str, int]:
 
 def section(run: Run | None, title: str) -> list[str]:
     if run is None:
-        return [f"## {title}", "", "Not run in this generation of the page "
-                "(`python -m tests.reliability.report --long` runs it).", ""]
+        return [
+            f"## {title}",
+            "",
+            "Not run in this generation of the page "
+            "(`python -m tests.reliability.report --long` runs it).",
+            "",
+        ]
     meta = run.meta
     counts = run.outcome_counts()
     lines = [
-        f"## {title}", "",
+        f"## {title}",
+        "",
         f"Generated {meta['date']} by `{meta['command']}`: pytest exit status "
         f"{meta['exit_status']}, {meta['wall_seconds']:.0f} s wall on {meta['machine']}.",
-        f"pytest: {meta['pytest_tail']}", "",
+        f"pytest: {meta['pytest_tail']}",
+        "",
         "| Area | Tests | Pass | Fail | Known bug (xfail) | Skipped | s |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
@@ -228,21 +273,35 @@ def section(run: Run | None, title: str) -> list[str]:
         c = run.outcome_counts(module)
         if not c:
             continue
-        lines.append(f"| {area} | {sum(c.values())} | {c['passed']} | {c['failed'] + c['xpassed']}"
-                     f" | {c['xfailed']} | {c['skipped']} | {run.seconds(module):.1f} |")
-    lines.append(f"| **All** | {sum(counts.values())} | {counts['passed']} | "
-                 f"{counts['failed'] + counts['xpassed']} | {counts['xfailed']} | "
-                 f"{counts['skipped']} | {run.seconds():.1f} |")
-    lines += ["", "Headline figures: " + "; ".join(
-        f"{k} {v:,}" for k, v in totals(run).items() if v) + ".", ""]
+        lines.append(
+            f"| {area} | {sum(c.values())} | {c['passed']} | {c['failed'] + c['xpassed']}"
+            f" | {c['xfailed']} | {c['skipped']} | {run.seconds(module):.1f} |"
+        )
+    lines.append(
+        f"| **All** | {sum(counts.values())} | {counts['passed']} | "
+        f"{counts['failed'] + counts['xpassed']} | {counts['xfailed']} | "
+        f"{counts['skipped']} | {run.seconds():.1f} |"
+    )
+    lines += [
+        "",
+        "Headline figures: " + "; ".join(f"{k} {v:,}" for k, v in totals(run).items() if v) + ".",
+        "",
+    ]
     lines += ["### Bad input, fuzzed", "", *parser_table(run), ""]
-    pathless = sorted({reason for fig in run.figures.values()
-                       for reason in fig["notes"].get("issues without a file", [])})
+    pathless = sorted(
+        {
+            reason
+            for fig in run.figures.values()
+            for reason in fig["notes"].get("issues without a file", [])
+        }
+    )
     if pathless:
-        lines += ["Issues recorded without a file are conclusions drawn from several sources "
-                  "(every parse problem is an issue naming its file and line, which the "
-                  "fuzzers check); their openings: " + "; ".join(f"\"{r}…\"" for r in pathless)
-                  + ".", ""]
+        lines += [
+            "Issues recorded without a file are conclusions drawn from several sources "
+            "(every parse problem is an issue naming its file and line, which the "
+            "fuzzers check); their openings: " + "; ".join(f'"{r}…"' for r in pathless) + ".",
+            "",
+        ]
     for module, area in AREAS[1:]:
         if run.tests(module):
             lines += [f"### {area}", "", *generic_table(run, module), ""]
@@ -251,19 +310,24 @@ def section(run: Run | None, title: str) -> list[str]:
 
 def machine() -> str:
     cpus = os.cpu_count()
-    return f"{platform.machine()}, {cpus} CPUs, Linux {platform.release()}, Python " \
-           f"{platform.python_version()}"
+    return (
+        f"{platform.machine()}, {cpus} CPUs, Linux {platform.release()}, Python "
+        f"{platform.python_version()}"
+    )
 
 
 def render(default: Run | None, long: Run | None, kept_long: str | None = None) -> str:
     from tests.reliability.known_bugs import FIXED_BUGS, KNOWN_BUGS
 
     lines = [
-        "# Reliability: bad input, faults, writes, hostile values, processes", "",
-        "<!-- Generated by `python -m tests.reliability.report [--long]`; do not edit. -->", "",
+        "# Reliability: bad input, faults, writes, hostile values, processes",
+        "",
+        "<!-- Generated by `python -m tests.reliability.report [--long]`; do not edit. -->",
+        "",
         "hwtune runs as root before every job: it must never crash a job's start, never leave",
         "a broken file and never let a value become a command. `tests/reliability/` checks",
-        "that on purpose, and this page holds the figures of its last runs.", "",
+        "that on purpose, and this page holds the figures of its last runs.",
+        "",
         "- **Bad input**: every parser gets hypothesis-generated input of three kinds: built",
         "  from the format's grammar, real captures (tests/data, ../shared) with edits, and",
         "  raw text or bytes. Each must end in a result, a typed documented error",
@@ -282,14 +346,17 @@ def render(default: Run | None, long: Run | None, kept_long: str | None = None) 
         "  strings, non-UTF-8 bytes; bash and dash source the files with a canary command.",
         "- **Processes**: `hwtune exec --instances 2` under SIGTERM/SIGINT at any moment,",
         "  failing instances with and without `--fail-fast`; the process table is checked for",
-        "  a unique marker after every case.", "",
+        "  a unique marker after every case.",
+        "",
         "Run it: `pytest tests/reliability` (default scale, in the normal run),",
         "`pytest tests/reliability -m slow` or `HWTUNE_RELIABILITY=long pytest tests/reliability`",
         "(long scale: 10,000 inputs per parser, 200 kills), and",
         "`python -m tests.reliability.report [--long]` to regenerate this page.",
         "Tests needing root (mounts, chown) skip with the reason otherwise; the start-up",
-        "signal tests need `strace` (its syscall delay injection opens the race window).", "",
-        "## How the checks are made, and what is deliberately not checked", "",
+        "signal tests need `strace` (its syscall delay injection opens the race window).",
+        "",
+        "## How the checks are made, and what is deliberately not checked",
+        "",
         "- No assertion is about speed. The only time bounds are liveness guards (a case",
         "  that waits 60 s, or 6 s for the strace cases, for something that takes ~1 s).",
         "- A kill round passes when every output file is byte-for-byte one of the complete",
@@ -299,7 +366,7 @@ def render(default: Run | None, long: Run | None, kept_long: str | None = None) 
         "  three lands anywhere in the run; two in three land in the write phase (~2% of",
         "  the run): a random 0-30 ms after the apply's journal entry appears.",
         "- Detection under faults must finish with no probe raising (detect's catch-all",
-        "  \"probe failed unexpectedly\" counts as a failure), and plan + render must work.",
+        '  "probe failed unexpectedly" counts as a failure), and plan + render must work.',
         "  Each parse problem must become an issue naming its file and line; issues",
         "  without a file are allowed only as conclusions drawn from several sources.",
         "- Unreadable files are made real: as root, permission bits cannot stop a read, so",
@@ -316,20 +383,30 @@ def render(default: Run | None, long: Run | None, kept_long: str | None = None) 
         "- Until hwtune's launcher handles SIGINT, CPython raises KeyboardInterrupt wherever",
         "  it is, and drops it where it can only print it: in site's processing of a `.pth`",
         "  file (before any hwtune code runs) or in a callback such as importlib's module-lock",
-        "  weakref callback (\"Exception ignored in\"): 3 of about 1,500 SIGINTs sent at a",
+        '  weakref callback ("Exception ignored in"): 3 of about 1,500 SIGINTs sent at a',
         "  random start-up moment here. Such a SIGINT, visible as a KeyboardInterrupt on",
         "  stderr while hwtune runs on, is sent again once, and counted; any other hang",
-        "  fails the case with its seed and delay.", "",
-        "## Known bugs found by the suite", "",
+        "  fails the case with its seed and delay.",
+        "",
+        "## Known bugs found by the suite",
+        "",
     ]
     if KNOWN_BUGS:
-        lines += ["Each has a reproducer marked `xfail(strict=True)`; when it is fixed the",
-                  "reproducer passes, strict xfail fails the run, and the entry is removed.", ""]
+        lines += [
+            "Each has a reproducer marked `xfail(strict=True)`; when it is fixed the",
+            "reproducer passes, strict xfail fails the run, and the entry is removed.",
+            "",
+        ]
         lines += [f"- **{bug}**: {text}" for bug, text in KNOWN_BUGS.items()]
     else:
         lines.append("None open.")
-    lines += ["", "Found by the suite and fixed (their reproducers stay as regression tests):",
-              "", *(f"- **{bug}**: {text}" for bug, text in FIXED_BUGS.items()), ""]
+    lines += [
+        "",
+        "Found by the suite and fixed (their reproducers stay as regression tests):",
+        "",
+        *(f"- **{bug}**: {text}" for bug, text in FIXED_BUGS.items()),
+        "",
+    ]
     lines += section(default, "Default run")
     if kept_long is not None and long is None:
         lines.append(kept_long.rstrip())
@@ -344,9 +421,9 @@ def previous_long_section(doc: Path) -> str | None:
         return None
     text = doc.read_text()
     start = text.find("\n## Long run")
-    if start < 0 or "\nNot run in this generation" in text[start:start + 200]:
+    if start < 0 or "\nNot run in this generation" in text[start : start + 200]:
         return None
-    return text[start + 1:]
+    return text[start + 1 :]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -365,9 +442,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"running the {name} scale…", file=sys.stderr, flush=True)
             code, wall, tail = run_suite(long, figures)
             worst = max(worst, code)
-            meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                    "command": command, "exit_status": code, "wall_seconds": wall,
-                    "machine": machine(), "pytest_tail": tail}
+            meta = {
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "command": command,
+                "exit_status": code,
+                "wall_seconds": wall,
+                "machine": machine(),
+                "pytest_tail": tail,
+            }
             runs[name] = Run(load(figures), meta)
             print(f"{name}: {tail} ({wall:.0f} s)", file=sys.stderr)
     kept = None if args.long else previous_long_section(args.output)

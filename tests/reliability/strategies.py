@@ -19,18 +19,78 @@ from hypothesis import strategies as st
 # Tokens that break naive parsers: numbers beyond any machine word or float, signs, separators
 # without operands, encodings that are not text, and the spellings tools use for "nothing".
 HOSTILE_TOKENS = (
-    "", "0", "-1", "-0", "+1", "1e309", "nan", "inf", "0x1f", "0b1", "١٢", "٣",  # Arabic digits
-    "9" * 30, "1" + "0" * 400, "9" * 5000, "-" + "9" * 40, "4294967296", "18446744073709551616",
-    "max", "N/A", "[N/A]", "[Not Supported]", "Unknown Error", "-", ",", ":", "::", "/", "//",
-    "0-", "-0", "3-1", "0-65536", "0-4294967295", "0-3:0/4", "0-3:5/4", "0-3:1/0", "1:2:3",
-    "\x00", "\ufffd", "\t", "\r", "\r\n", "\n\n", " ", "\\", "\\040", "'", '"', "$(touch x)",
-    "`id`", "<", ">", "&", "&amp;", "&lt;", "]]>", "<!--", "<![CDATA[x]]>", "\u202e", "\u00a0",
-    "\U0001f600", "Ā" * 3, "²", "①", "1²", "０",
+    "",
+    "0",
+    "-1",
+    "-0",
+    "+1",
+    "1e309",
+    "nan",
+    "inf",
+    "0x1f",
+    "0b1",
+    "١٢",
+    "٣",  # Arabic digits
+    "9" * 30,
+    "1" + "0" * 400,
+    "9" * 5000,
+    "-" + "9" * 40,
+    "4294967296",
+    "18446744073709551616",
+    "max",
+    "N/A",
+    "[N/A]",
+    "[Not Supported]",
+    "Unknown Error",
+    "-",
+    ",",
+    ":",
+    "::",
+    "/",
+    "//",
+    "0-",
+    "-0",
+    "3-1",
+    "0-65536",
+    "0-4294967295",
+    "0-3:0/4",
+    "0-3:5/4",
+    "0-3:1/0",
+    "1:2:3",
+    "\x00",
+    "\ufffd",
+    "\t",
+    "\r",
+    "\r\n",
+    "\n\n",
+    " ",
+    "\\",
+    "\\040",
+    "'",
+    '"',
+    "$(touch x)",
+    "`id`",
+    "<",
+    ">",
+    "&",
+    "&amp;",
+    "&lt;",
+    "]]>",
+    "<!--",
+    "<![CDATA[x]]>",
+    "\u202e",
+    "\u00a0",
+    "\U0001f600",
+    "Ā" * 3,
+    "²",
+    "①",
+    "1²",
+    "０",
 )
 
 # Characters str.isdigit() accepts: superscripts and circled digits, which int() refuses with a
 # bare ValueError, and other scripts' decimal digits (Arabic-Indic, Devanagari, fullwidth),
-# which int() reads although no kernel file or tool writes them (hwtune/digits.py).
+# which int() reads although no kernel file or tool writes them (hwtune/models/digits.py).
 UNICODE_DIGITS = "²³¹⁰⁹①⑨٣٠۴९０９"
 
 
@@ -133,6 +193,7 @@ def mutated_bytes(draw: st.DrawFn, seeds: Sequence[bytes], max_edits: int = 6) -
 
 # ---------------------------------------------------------------------------- CPU lists
 
+
 def _cpu_number() -> st.SearchStrategy[int]:
     return st.one_of(st.integers(0, 64), st.integers(0, 70_000))
 
@@ -162,14 +223,57 @@ def structured_cpulist(draw: st.DrawFn) -> str:
 # ---------------------------------------------------------------------------- /proc/cpuinfo
 
 CPUINFO_KEYS = (
-    "processor", "vendor_id", "cpu family", "model", "model name", "stepping", "microcode",
-    "cpu MHz", "cache size", "physical id", "siblings", "core id", "cpu cores", "apicid",
-    "flags", "bugs", "bogomips", "Features", "CPU implementer", "CPU architecture",
-    "CPU variant", "CPU part", "CPU revision", "cpu", "clock", "revision", "timebase",
-    "platform", "machine", "MMU", "Hardware", "isa", "uarch",
+    "processor",
+    "vendor_id",
+    "cpu family",
+    "model",
+    "model name",
+    "stepping",
+    "microcode",
+    "cpu MHz",
+    "cache size",
+    "physical id",
+    "siblings",
+    "core id",
+    "cpu cores",
+    "apicid",
+    "flags",
+    "bugs",
+    "bogomips",
+    "Features",
+    "CPU implementer",
+    "CPU architecture",
+    "CPU variant",
+    "CPU part",
+    "CPU revision",
+    "cpu",
+    "clock",
+    "revision",
+    "timebase",
+    "platform",
+    "machine",
+    "MMU",
+    "Hardware",
+    "isa",
+    "uarch",
 )
-_FLAGS = ("fpu", "sse2", "avx", "avx2", "avx512f", "avx512_bf16", "amx_tile", "fma", "hypervisor",
-          "asimd", "sve", "altivec", "vsx", "lm", "ht")
+_FLAGS = (
+    "fpu",
+    "sse2",
+    "avx",
+    "avx2",
+    "avx512f",
+    "avx512_bf16",
+    "amx_tile",
+    "fma",
+    "hypervisor",
+    "asimd",
+    "sve",
+    "altivec",
+    "vsx",
+    "lm",
+    "ht",
+)
 
 
 def _cpuinfo_value(key: str) -> st.SearchStrategy[str]:
@@ -201,22 +305,51 @@ def structured_cpuinfo(draw: st.DrawFn) -> str:
 # ---------------------------------------------------------------------------- lscpu
 
 LSCPU_KEYS = (
-    "Architecture", "CPU op-mode(s)", "Byte Order", "CPU(s)", "On-line CPU(s) list",
-    "Off-line CPU(s) list", "Vendor ID", "Model name", "CPU family", "Model",
-    "Thread(s) per core", "Core(s) per socket", "Core(s) per cluster", "Socket(s)", "Stepping",
-    "CPU max MHz", "CPU min MHz", "BogoMIPS", "Flags", "Virtualization", "Hypervisor vendor",
-    "L1d cache", "L1i cache", "L2 cache", "L3 cache", "NUMA node(s)", "NUMA node0 CPU(s)",
-    "NUMA node1 CPU(s)", "NUMA node70000 CPU(s)", "NUMA node٣ CPU(s)", "NUMA node² CPU(s)",
+    "Architecture",
+    "CPU op-mode(s)",
+    "Byte Order",
+    "CPU(s)",
+    "On-line CPU(s) list",
+    "Off-line CPU(s) list",
+    "Vendor ID",
+    "Model name",
+    "CPU family",
+    "Model",
+    "Thread(s) per core",
+    "Core(s) per socket",
+    "Core(s) per cluster",
+    "Socket(s)",
+    "Stepping",
+    "CPU max MHz",
+    "CPU min MHz",
+    "BogoMIPS",
+    "Flags",
+    "Virtualization",
+    "Hypervisor vendor",
+    "L1d cache",
+    "L1i cache",
+    "L2 cache",
+    "L3 cache",
+    "NUMA node(s)",
+    "NUMA node0 CPU(s)",
+    "NUMA node1 CPU(s)",
+    "NUMA node70000 CPU(s)",
+    "NUMA node٣ CPU(s)",
+    "NUMA node² CPU(s)",
 )
 
 
 def _lscpu_value(key: str) -> st.SearchStrategy[str]:
     if key.endswith("cache"):
         return st.one_of(
-            st.builds(lambda n, u, i: f"{n} {u} ({i} instances)", number(st.integers(0, 10**6)),
-                      st.sampled_from(("KiB", "MiB", "GiB", "K", "B", "TiB")),
-                      number(st.integers(0, 10**6))),
-            _payload())
+            st.builds(
+                lambda n, u, i: f"{n} {u} ({i} instances)",
+                number(st.integers(0, 10**6)),
+                st.sampled_from(("KiB", "MiB", "GiB", "K", "B", "TiB")),
+                number(st.integers(0, 10**6)),
+            ),
+            _payload(),
+        )
     if "list" in key or (key.endswith("CPU(s)") and "NUMA" in key):
         return st.one_of(structured_cpulist(), _payload())
     if key == "Flags":
@@ -231,9 +364,18 @@ def structured_lscpu(draw: st.DrawFn) -> str:
         indent = draw(st.sampled_from(("", "", "  ", "    ")))
         lines.append(f"{indent}{key}:{' ' * draw(st.integers(0, 20))}{draw(_lscpu_value(key))}")
     if draw(st.booleans()):
-        columns = draw(st.sampled_from((
-            "CPU,Core,Socket,Node,,L1d,L1i,L2,L3", "CPU,Core,Socket,Node", "CPU,MAXMHZ",
-            "CPU,Node", "Core,CPU", "CPU,Core,Socket,Node,,L1d,L1i,L2,L3,MAXMHZ,ONLINE")))
+        columns = draw(
+            st.sampled_from(
+                (
+                    "CPU,Core,Socket,Node,,L1d,L1i,L2,L3",
+                    "CPU,Core,Socket,Node",
+                    "CPU,MAXMHZ",
+                    "CPU,Node",
+                    "Core,CPU",
+                    "CPU,Core,Socket,Node,,L1d,L1i,L2,L3,MAXMHZ,ONLINE",
+                )
+            )
+        )
         lines.append("# The following is the parsable format, which can be fed to other")
         lines.append(f"# {columns}")
         width = columns.count(",") + 1
@@ -252,12 +394,30 @@ _CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "name=systemd", "pids", ""
 def structured_proc_cgroup(draw: st.DrawFn) -> str:
     lines = []
     for _ in range(draw(st.integers(0, 6))):
-        hierarchy = draw(st.one_of(
-            st.sampled_from(("0", "1", "12", "x", "", "-1", "99999999999999999999")),
-            unicode_number()))
+        hierarchy = draw(
+            st.one_of(
+                st.sampled_from(("0", "1", "12", "x", "", "-1", "99999999999999999999")),
+                unicode_number(),
+            )
+        )
         controllers = draw(st.sampled_from(_CONTROLLERS))
-        path = draw(st.sampled_from(("/", "/a", "/a/b", "/docker/abc", "", "rel", "/..", "/../..",
-                                     "/a:b", "/with space", "/\\040x")))
+        path = draw(
+            st.sampled_from(
+                (
+                    "/",
+                    "/a",
+                    "/a/b",
+                    "/docker/abc",
+                    "",
+                    "rel",
+                    "/..",
+                    "/../..",
+                    "/a:b",
+                    "/with space",
+                    "/\\040x",
+                )
+            )
+        )
         lines.append(f"{hierarchy}:{controllers}:{path}")
     return "\n".join(lines) + draw(st.sampled_from(("\n", "")))
 
@@ -267,15 +427,37 @@ def structured_mountinfo(draw: st.DrawFn) -> str:
     lines = []
     for n in range(draw(st.integers(0, 6))):
         root = draw(st.sampled_from(("/", "/a", "/docker/abc", "/..", "/a\\040b")))
-        point = draw(st.sampled_from(("/sys/fs/cgroup", "/sys/fs/cgroup/cpu,cpuacct",
-                                      "/sys/fs/cgroup/memory", "/", "/..", "relative")))
+        point = draw(
+            st.sampled_from(
+                (
+                    "/sys/fs/cgroup",
+                    "/sys/fs/cgroup/cpu,cpuacct",
+                    "/sys/fs/cgroup/memory",
+                    "/",
+                    "/..",
+                    "relative",
+                )
+            )
+        )
         fstype = draw(st.sampled_from(("cgroup", "cgroup2", "tmpfs", "proc")))
-        options = draw(st.sampled_from(("rw,cpu,cpuacct", "rw,memory", "rw,cpuset", "rw",
-                                        "rw,nsdelegate", "", "rw,name=systemd")))
+        options = draw(
+            st.sampled_from(
+                (
+                    "rw,cpu,cpuacct",
+                    "rw,memory",
+                    "rw,cpuset",
+                    "rw",
+                    "rw,nsdelegate",
+                    "",
+                    "rw,name=systemd",
+                )
+            )
+        )
         optional = draw(st.sampled_from(("", "shared:5 ", "master:1 shared:2 ")))
         sep = draw(st.sampled_from(("- ", "- ", "")))
-        lines.append(f"{20 + n} 19 0:{n} {root} {point} rw,nosuid {optional}{sep}"
-                     f"{fstype} cgroup {options}")
+        lines.append(
+            f"{20 + n} 19 0:{n} {root} {point} rw,nosuid {optional}{sep}{fstype} cgroup {options}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -285,10 +467,15 @@ def cgroup_value() -> st.SearchStrategy[str]:
     return st.one_of(
         number.map(str),
         unicode_number(),
-        st.builds(lambda a, b: f"{a} {b}", st.one_of(number.map(str), st.just("max"),
-                                                     unicode_number()),
-                  st.one_of(number.map(str), unicode_number())),
-        st.just("max"), st.just("max 100000"), st.just(""), st.just("9223372036854771712"),
+        st.builds(
+            lambda a, b: f"{a} {b}",
+            st.one_of(number.map(str), st.just("max"), unicode_number()),
+            st.one_of(number.map(str), unicode_number()),
+        ),
+        st.just("max"),
+        st.just("max 100000"),
+        st.just(""),
+        st.just("9223372036854771712"),
         structured_cpulist(),
         _payload(),
     )
@@ -297,17 +484,48 @@ def cgroup_value() -> st.SearchStrategy[str]:
 # ---------------------------------------------------------------------------- nvidia-smi
 
 SMI_TAGS = (
-    "product_name", "uuid", "product_architecture", "pci", "pci_bus_id", "numa_node",
-    "fb_memory_usage", "total", "mig_mode", "current_mig", "mig_devices", "mig_device", "index",
-    "driver_version", "cuda_version", "attached_gpus", "minor_number", "processes",
+    "product_name",
+    "uuid",
+    "product_architecture",
+    "pci",
+    "pci_bus_id",
+    "numa_node",
+    "fb_memory_usage",
+    "total",
+    "mig_mode",
+    "current_mig",
+    "mig_devices",
+    "mig_device",
+    "index",
+    "driver_version",
+    "cuda_version",
+    "attached_gpus",
+    "minor_number",
+    "processes",
 )
 
 
 def _xml_text() -> st.SearchStrategy[str]:
     return st.one_of(
-        st.sampled_from(("Tesla T4", "NVIDIA A100-SXM4-40GB", "15360 MiB", "1.5 GiB", "N/A",
-                         "Enabled", "Disabled", "00000000:07:00.0", "GPU-1234", "0", "-1",
-                         "9" * 40, "[N/A]", "Hopper", "")),
+        st.sampled_from(
+            (
+                "Tesla T4",
+                "NVIDIA A100-SXM4-40GB",
+                "15360 MiB",
+                "1.5 GiB",
+                "N/A",
+                "Enabled",
+                "Disabled",
+                "00000000:07:00.0",
+                "GPU-1234",
+                "0",
+                "-1",
+                "9" * 40,
+                "[N/A]",
+                "Hopper",
+                "",
+            )
+        ),
         unicode_number(),
         st.builds("{} MiB".format, unicode_number()),
         st.text(max_size=20),
@@ -336,8 +554,9 @@ def structured_smi_xml(draw: st.DrawFn) -> bytes:
         body = "".join(draw(st.lists(_element(2), max_size=8)))
         gpus.append(f"<gpu{attr}>{body}</gpu>")
     head = "".join(draw(st.lists(_element(0), max_size=4)))
-    doctype = draw(st.sampled_from(
-        ("", '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n')))
+    doctype = draw(
+        st.sampled_from(("", '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n'))
+    )
     root = draw(st.sampled_from(("nvidia_smi_log", "nvidia_smi_log", "something_else")))
     text = f'<?xml version="1.0" ?>\n{doctype}<{root}>{head}{"".join(gpus)}</{root}>\n'
     return text.encode(draw(st.sampled_from(("utf-8", "utf-8", "latin-1"))), "replace")
@@ -348,24 +567,51 @@ def structured_topo(draw: st.DrawFn) -> str:
     n = draw(st.integers(0, 5))
     nics = draw(st.integers(0, 2))
     names = [f"GPU{i}" for i in range(n)] + [f"NIC{i}" for i in range(nics)]
-    trailing = draw(st.sampled_from((
-        ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"], ["CPU Affinity", "NUMA Affinity"],
-        ["CPU Affinity"], [])))
+    trailing = draw(
+        st.sampled_from(
+            (
+                ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"],
+                ["CPU Affinity", "NUMA Affinity"],
+                ["CPU Affinity"],
+                [],
+            )
+        )
+    )
     header = "\t" + "\t".join(names + trailing)
     if draw(st.booleans()):
         header = "\x1b[4m" + header + "\x1b[0m"
-    cell = st.sampled_from(("X", "NV12", "NV1", "SYS", "NODE", "PHB", "PXB", "PIX", "SOC",
-                            "NV", "NV99999999999999999999", "??", "", "NV²", "NV٣", "NV1²"))
+    cell = st.sampled_from(
+        (
+            "X",
+            "NV12",
+            "NV1",
+            "SYS",
+            "NODE",
+            "PHB",
+            "PXB",
+            "PIX",
+            "SOC",
+            "NV",
+            "NV99999999999999999999",
+            "??",
+            "",
+            "NV²",
+            "NV٣",
+            "NV1²",
+        )
+    )
     rows = []
     for name in names:
         cells = [draw(cell) for _ in names]
         cells.append(draw(st.one_of(structured_cpulist(), _payload())))
-        cells.append(draw(st.one_of(st.sampled_from(("0", "1", "N/A", "-1", "0-1", "")),
-                                    unicode_number())))
+        cells.append(
+            draw(st.one_of(st.sampled_from(("0", "1", "N/A", "-1", "0-1", "")), unicode_number()))
+        )
         cells.append(draw(st.sampled_from(("N/A", "0", "x"))))
         # Now and then a row's GPU number is spelled with Unicode digits ("GPU٣").
-        name = draw(st.one_of(st.just(name), st.just(name), st.builds("GPU{}".format,
-                                                                      unicode_number())))
+        name = draw(
+            st.one_of(st.just(name), st.just(name), st.builds("GPU{}".format, unicode_number()))
+        )
         rows.append(name + "\t" + "\t".join(cells[: draw(st.integers(0, len(cells)))]))
     legend = draw(st.sampled_from(("\nLegend:\n\n  X    = Self\n", "", "\nNIC Legend:\n\n")))
     return header + "\n" + "\n".join(rows) + "\n" + legend
@@ -389,8 +635,22 @@ def _toml_scalar() -> st.SearchStrategy[str]:
     return st.one_of(
         st.integers(-(2**63), 2**63 - 1).map(str),
         st.integers(-3, 10).map(str),
-        st.sampled_from(("true", "false", "1.5", "inf", "nan", "1979-05-27", "[]", "[1, 2]",
-                         "{}", '{a = 1}', "0x10", "1_000")),
+        st.sampled_from(
+            (
+                "true",
+                "false",
+                "1.5",
+                "inf",
+                "nan",
+                "1979-05-27",
+                "[]",
+                "[1, 2]",
+                "{}",
+                "{a = 1}",
+                "0x10",
+                "1_000",
+            )
+        ),
         st.text(max_size=20).map(lambda s: json.dumps(s, ensure_ascii=True)),
         st.sampled_from([f'"{v}"' for values in _CONFIG_GOOD.values() for v in values]),
     )
@@ -399,8 +659,9 @@ def _toml_scalar() -> st.SearchStrategy[str]:
 @st.composite
 def structured_toml(draw: st.DrawFn) -> str:
     lines = []
-    for key in draw(st.lists(st.sampled_from((*CONFIG_KEYS, "modee", "threads", "unknown")),
-                             max_size=6)):
+    for key in draw(
+        st.lists(st.sampled_from((*CONFIG_KEYS, "modee", "threads", "unknown")), max_size=6)
+    ):
         lines.append(f"{key} = {draw(_toml_scalar())}")
     if draw(st.booleans()):
         lines.append("[threads]")
@@ -408,8 +669,10 @@ def structured_toml(draw: st.DrawFn) -> str:
             lines.append(f"{key} = {draw(_toml_scalar())}")
     if draw(st.booleans()):
         lines.append("[env]")
-        names = st.one_of(st.sampled_from(("KMP_BLOCKTIME", "OMP_NUM_THREADS", "A", "_x")),
-                          st.from_regex(r"[A-Za-z0-9_\-.]{1,8}", fullmatch=True))
+        names = st.one_of(
+            st.sampled_from(("KMP_BLOCKTIME", "OMP_NUM_THREADS", "A", "_x")),
+            st.from_regex(r"[A-Za-z0-9_\-.]{1,8}", fullmatch=True),
+        )
         for name in draw(st.lists(names, max_size=4, unique=True)):
             quoted = name if name.replace("_", "").isalnum() and name.isascii() else f'"{name}"'
             lines.append(f"{quoted} = {draw(_toml_scalar())}")
@@ -417,6 +680,7 @@ def structured_toml(draw: st.DrawFn) -> str:
 
 
 # ---------------------------------------------------------------------------- overrides
+
 
 def env_name() -> st.SearchStrategy[str]:
     return st.one_of(

@@ -45,19 +45,31 @@ from .conftest import LONG, REPO_ROOT, Figures, check_issue_paths, tree_settings
 
 # Files of the snapshot that detect reads, with the fault that fits each.
 TARGETS = (
-    "proc/cpuinfo", "lscpu.txt", "proc/meminfo", "proc/self/status", "proc/self/cgroup",
-    "proc/self/mountinfo", "sys/devices/system/cpu/online", "sys/devices/system/cpu/present",
+    "proc/cpuinfo",
+    "lscpu.txt",
+    "proc/meminfo",
+    "proc/self/status",
+    "proc/self/cgroup",
+    "proc/self/mountinfo",
+    "sys/devices/system/cpu/online",
+    "sys/devices/system/cpu/present",
     "sys/devices/system/cpu/cpu1/topology/core_cpus_list",
     "sys/devices/system/cpu/cpu0/topology/physical_package_id",
     "sys/devices/system/cpu/cpu0/cache/index0/size",
     "sys/devices/system/cpu/cpu1/cache/index3/shared_cpu_list",
-    "sys/devices/system/node/node0/cpulist", "sys/devices/system/node/node0/distance",
-    "sys/devices/system/node/node0/meminfo", "sys/kernel/mm/transparent_hugepage/enabled",
+    "sys/devices/system/node/node0/cpulist",
+    "sys/devices/system/node/node0/distance",
+    "sys/devices/system/node/node0/meminfo",
+    "sys/kernel/mm/transparent_hugepage/enabled",
 )
 DIRECTORIES = (
-    "sys/devices/system/cpu/cpu1/topology", "sys/devices/system/cpu/cpu1",
-    "sys/devices/system/cpu/cpu0/cache", "sys/devices/system/node/node0",
-    "sys/devices/system/cpu", "sys/fs/cgroup", "proc/self",
+    "sys/devices/system/cpu/cpu1/topology",
+    "sys/devices/system/cpu/cpu1",
+    "sys/devices/system/cpu/cpu0/cache",
+    "sys/devices/system/node/node0",
+    "sys/devices/system/cpu",
+    "sys/fs/cgroup",
+    "proc/self",
 )
 FAULTS = ("directory", "dangling-symlink", "symlink-loop", "eio", "empty", "binary", "removed")
 
@@ -102,8 +114,8 @@ def restore(root: Path, pristine: Path, relative: str) -> None:
 
 def detect_and_plan(root: Path, figures: Figures, what: str) -> Hardware:
     """detect -> plan -> render under `root`; fails on any probe that raised."""
+    from hwtune.apply.render import render_all
     from hwtune.planner import plan
-    from hwtune.render import render_all
 
     hardware = detect(root, tensorflow=False)
     raised = unexpected(hardware.issues)
@@ -117,8 +129,9 @@ def detect_and_plan(root: Path, figures: Figures, what: str) -> Hardware:
 
 
 @pytest.mark.parametrize("fault", FAULTS)
-def test_sysfs_and_procfs_faults(fault: str, machine_snapshot: Path, machine_tree: Path,
-                                 figures: Figures) -> None:
+def test_sysfs_and_procfs_faults(
+    fault: str, machine_snapshot: Path, machine_tree: Path, figures: Figures
+) -> None:
     """Each fault on each file (and on whole directories) of the machine tree."""
     baseline = detect_and_plan(machine_tree, figures, "baseline")
     targets = TARGETS + (DIRECTORIES if fault in ("removed", "dangling-symlink", "eio") else ())
@@ -137,9 +150,11 @@ def test_sysfs_and_procfs_faults(fault: str, machine_snapshot: Path, machine_tre
 def test_cpus_vanishing_while_detect_runs(machine_tree: Path, figures: Figures) -> None:
     """A CPU going offline mid-read: its directory and node links disappear and come back
     while detect runs, over and over."""
-    moving = [machine_tree / "sys/devices/system/cpu/cpu1",
-              machine_tree / "sys/devices/system/cpu/cpu0/cache",
-              machine_tree / "sys/devices/system/node/node0"]
+    moving = [
+        machine_tree / "sys/devices/system/cpu/cpu1",
+        machine_tree / "sys/devices/system/cpu/cpu0/cache",
+        machine_tree / "sys/devices/system/node/node0",
+    ]
     stop = threading.Event()
     toggles = 0
 
@@ -176,25 +191,32 @@ def tree_faults(draw: st.DrawFn, files: list[str]) -> list[tuple[str, str, str |
 
 @functools.cache
 def _tree_files(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
-                  if p.is_file() and not p.is_symlink() and p.name != "MANIFEST.json")
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and not p.is_symlink() and p.name != "MANIFEST.json"
+    )
 
 
 @tree_settings
 @given(data=st.data())
-def test_machine_tree_fuzz(data: st.DataObject, machine_snapshot: Path, machine_tree: Path,
-                           figures: Figures) -> None:
+def test_machine_tree_fuzz(
+    data: st.DataObject, machine_snapshot: Path, machine_tree: Path, figures: Figures
+) -> None:
     """Several faults at once, anywhere in the tree, some files' text replaced by fuzz."""
     touched: list[str] = []
     try:
-        for relative, kind, text in data.draw(tree_faults(_tree_files(machine_snapshot)),
-                                              label="faults"):
+        for relative, kind, text in data.draw(
+            tree_faults(_tree_files(machine_snapshot)), label="faults"
+        ):
             touched.append(relative)
             path = machine_tree / relative
             if kind == "mutate":
                 original = path.read_text(errors="replace")
-                path.write_text(data.draw(fz.mutated([original, text or ""]), label=relative),
-                                errors="surrogateescape")
+                path.write_text(
+                    data.draw(fz.mutated([original, text or ""]), label=relative),
+                    errors="surrogateescape",
+                )
             else:
                 break_path(path, kind)
             figures.count("faults injected")
@@ -223,8 +245,10 @@ NVML_FAULTS = {
 
 def _two_gpus() -> list[Any]:
     fake_gpu, _ = _fake_nvml()
-    return [fake_gpu("NVIDIA A100-SXM4-40GB", "00000000:07:00.0", cpus=(0,)),
-            fake_gpu("NVIDIA A100-SXM4-40GB", "00000000:0F:00.0", cpus=(1,))]
+    return [
+        fake_gpu("NVIDIA A100-SXM4-40GB", "00000000:07:00.0", cpus=(0,)),
+        fake_gpu("NVIDIA A100-SXM4-40GB", "00000000:0F:00.0", cpus=(1,)),
+    ]
 
 
 @pytest.fixture
@@ -233,17 +257,19 @@ def machine_hardware(machine_snapshot: Path) -> Hardware:
 
 
 def plan_with_gpus(hardware: Hardware, report: Any, figures: Figures) -> None:
+    from hwtune.apply.render import render_all
     from hwtune.planner import plan
-    from hwtune.render import render_all
 
-    with_gpus = replace(hardware, gpus=report.gpus, gpu_source=report.source,
-                        gpu_driver=report.driver_version)
+    with_gpus = replace(
+        hardware, gpus=report.gpus, gpu_source=report.source, gpu_driver=report.driver_version
+    )
     render_all(plan(with_gpus), with_gpus)
     figures.count("planned with the GPUs that answered")
 
 
-def test_one_nvml_call_failing(machine_hardware: Hardware, tmp_path: Path,
-                               figures: Figures) -> None:
+def test_one_nvml_call_failing(
+    machine_hardware: Hardware, tmp_path: Path, figures: Figures
+) -> None:
     """Every NVML call the adapter makes, failing with each error, on one GPU and on all."""
     from hwtune.probes.gpu import probe_gpus
 
@@ -255,8 +281,13 @@ def test_one_nvml_call_failing(machine_hardware: Hardware, tmp_path: Path,
         for label, code in NVML_FAULTS.items():
             for scope in (call, f"{call}:1"):
                 issues = IssueLog()
-                report = probe_gpus(tmp_path, issues, live=True, nvidia_smi=missing_smi,
-                                    nvml_library=fake_nvml(_two_gpus(), faults={scope: code}))
+                report = probe_gpus(
+                    tmp_path,
+                    issues,
+                    live=True,
+                    nvidia_smi=missing_smi,
+                    nvml_library=fake_nvml(_two_gpus(), faults={scope: code}),
+                )
                 figures.count("faults injected")
                 assert report.gpus or len(issues), f"{scope} {label}: no GPUs and no issue"
                 if call in ("nvmlDeviceGetCount",) or (scope == call and "Handle" in call):
@@ -269,17 +300,29 @@ def test_one_nvml_call_failing(machine_hardware: Hardware, tmp_path: Path,
     figures.note(nvml_calls=len(calls), errors=list(NVML_FAULTS))
 
 
-@pytest.mark.parametrize("code", [pynvml.NVML_ERROR_DRIVER_NOT_LOADED,
-                                  pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
-                                  pynvml.NVML_ERROR_NO_PERMISSION, pynvml.NVML_ERROR_UNKNOWN])
-def test_nvml_init_failing(code: int, machine_hardware: Hardware, tmp_path: Path,
-                           figures: Figures) -> None:
+@pytest.mark.parametrize(
+    "code",
+    [
+        pynvml.NVML_ERROR_DRIVER_NOT_LOADED,
+        pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
+        pynvml.NVML_ERROR_NO_PERMISSION,
+        pynvml.NVML_ERROR_UNKNOWN,
+    ],
+)
+def test_nvml_init_failing(
+    code: int, machine_hardware: Hardware, tmp_path: Path, figures: Figures
+) -> None:
     from hwtune.probes.gpu import probe_gpus
 
     _, fake_nvml = _fake_nvml()
     issues = IssueLog()
-    report = probe_gpus(tmp_path, issues, live=True, nvidia_smi=str(tmp_path / "none"),
-                        nvml_library=fake_nvml(_two_gpus(), faults={"nvmlInit": code}))
+    report = probe_gpus(
+        tmp_path,
+        issues,
+        live=True,
+        nvidia_smi=str(tmp_path / "none"),
+        nvml_library=fake_nvml(_two_gpus(), faults={"nvmlInit": code}),
+    )
     assert report.gpus == ()
     reasons = " ".join(i.reason for i in issues)
     assert "nvmlInit failed" in reasons and "nvidia-smi" in reasons, reasons
@@ -288,8 +331,9 @@ def test_nvml_init_failing(code: int, machine_hardware: Hardware, tmp_path: Path
     plan_with_gpus(machine_hardware, report, figures)
 
 
-def test_nvml_library_missing_or_broken(machine_hardware: Hardware, tmp_path: Path,
-                                        figures: Figures) -> None:
+def test_nvml_library_missing_or_broken(
+    machine_hardware: Hardware, tmp_path: Path, figures: Figures
+) -> None:
     """No libnvidia-ml.so.1 at all, then one that is not a loadable library."""
     from hwtune.probes.gpu import probe_gpus
 
@@ -298,8 +342,10 @@ def test_nvml_library_missing_or_broken(machine_hardware: Hardware, tmp_path: Pa
     for state in ("missing", "not an ELF", "empty", "directory"):
         library = root / "usr/lib64/libnvidia-ml.so.1"
         if state != "missing":
-            break_path(library, {"not an ELF": "binary", "empty": "empty",
-                                 "directory": "directory"}[state])
+            break_path(
+                library,
+                {"not an ELF": "binary", "empty": "empty", "directory": "directory"}[state],
+            )
         issues = IssueLog()
         report = probe_gpus(root, issues, live=True, nvidia_smi=str(tmp_path / "none"))
         assert report.gpus == ()
@@ -317,8 +363,11 @@ def test_nvml_call_that_never_returns(figures: Figures) -> None:
     release = threading.Event()
     try:
         issues = IssueLog()
-        report = nvml.probe_nvml(issues, library=fake_nvml(
-            _two_gpus(), block={"nvmlDeviceGetName:1": release}), deadline_s=0.5)
+        report = nvml.probe_nvml(
+            issues,
+            library=fake_nvml(_two_gpus(), block={"nvmlDeviceGetName:1": release}),
+            deadline_s=0.5,
+        )
         assert report is not None
         assert any("did not answer" in i.reason for i in issues), list(issues)
         figures.count("faults injected")
@@ -332,16 +381,18 @@ NVIDIA_SMI_SCRIPTS = {
     "prints junk": "head -c 3000 /dev/urandom",
     "prints half a document": "printf '<?xml version=\"1.0\"?><nvidia_smi_log><gpu><product'",
     "prints an entity bomb": (
-        "cat <<'EOF'\n<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\">"
-        "<!ENTITY lol2 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">]>"
-        "<nvidia_smi_log><gpu><product_name>&lol2;</product_name></gpu></nvidia_smi_log>\nEOF"),
+        'cat <<\'EOF\'\n<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+        '<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">]>'
+        "<nvidia_smi_log><gpu><product_name>&lol2;</product_name></gpu></nvidia_smi_log>\nEOF"
+    ),
     "hangs": "exec sleep 60",
 }
 
 
 @pytest.mark.parametrize("behaviour", sorted(NVIDIA_SMI_SCRIPTS))
-def test_nvidia_smi_fallback_failing(behaviour: str, machine_hardware: Hardware, tmp_path: Path,
-                                     figures: Figures) -> None:
+def test_nvidia_smi_fallback_failing(
+    behaviour: str, machine_hardware: Hardware, tmp_path: Path, figures: Figures
+) -> None:
     """NVML cannot start and the nvidia-smi fallback misbehaves (a real executable)."""
     from hwtune.probes.gpu import probe_gpus
 
@@ -350,8 +401,14 @@ def test_nvidia_smi_fallback_failing(behaviour: str, machine_hardware: Hardware,
     script.write_text("#!/bin/sh\n" + NVIDIA_SMI_SCRIPTS[behaviour] + "\n")
     script.chmod(0o755)
     issues = IssueLog()
-    report = probe_gpus(tmp_path, issues, live=True, nvidia_smi=str(script), timeout_s=1.0,
-                        nvml_library=fake_nvml([], faults={"nvmlInit": 9}))
+    report = probe_gpus(
+        tmp_path,
+        issues,
+        live=True,
+        nvidia_smi=str(script),
+        timeout_s=1.0,
+        nvml_library=fake_nvml([], faults={"nvmlInit": 9}),
+    )
     assert report.gpus == ()
     assert any(i.probe == "nvidia-smi" for i in issues), list(issues)
     assert "lollol" not in json.dumps([i.reason for i in issues])
@@ -363,15 +420,17 @@ def test_nvidia_smi_fallback_failing(behaviour: str, machine_hardware: Hardware,
 # ---------------------------------------------------------------------------- TensorFlow
 
 
-def fake_tensorflow(site: Path, *, meta: bool = True, package: bool = True,
-                    raise_on_import: bool = True) -> tuple[Path, Path]:
+def fake_tensorflow(
+    site: Path, *, meta: bool = True, package: bool = True, raise_on_import: bool = True
+) -> tuple[Path, Path]:
     """A TensorFlow that pip would list but that is broken: returns (dist-info, package)."""
     dist = site / "tensorflow_cpu-2.21.0.dist-info"
     pkg = site / "tensorflow"
     if meta:
         dist.mkdir(parents=True)
-        (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorflow-cpu\n"
-                                       "Version: 2.21.0\n")
+        (dist / "METADATA").write_text(
+            "Metadata-Version: 2.1\nName: tensorflow-cpu\nVersion: 2.21.0\n"
+        )
         (dist / "WHEEL").write_text("Wheel-Version: 1.0\nTag: cp311-cp311-manylinux_2_17_x86_64\n")
         (dist / "INSTALLER").write_text("pip\n")
         (dist / "RECORD").write_text("tensorflow/__init__.py,,\n" * 4000)
@@ -380,7 +439,8 @@ def fake_tensorflow(site: Path, *, meta: bool = True, package: bool = True,
         body = "raise ImportError('BROKEN-TF: libtensorflow_framework.so.2: cannot open')\n"
         (pkg / "__init__.py").write_text(body if raise_on_import else "")
         (pkg / "python/platform/build_info.py").write_text(
-            "build_info = {'is_cuda_build': False, 'cpu_compiler': 'gcc'}\n")
+            "build_info = {'is_cuda_build': False, 'cpu_compiler': 'gcc'}\n"
+        )
         (pkg / "libtensorflow_framework.so.2").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(20))
     return dist, pkg
 
@@ -391,36 +451,45 @@ TF_BREAKAGES: dict[str, Callable[[Path, Path], object]] = {
     "metadata missing": lambda d, p: shutil.rmtree(d),
     "METADATA unreadable (EIO)": lambda d, p: break_path(d / "METADATA", "eio"),
     "METADATA binary": lambda d, p: break_path(d / "METADATA", "binary"),
-    "build_info.py a directory": lambda d, p: break_path(p / "python/platform/build_info.py",
-                                                         "directory"),
+    "build_info.py a directory": lambda d, p: break_path(
+        p / "python/platform/build_info.py", "directory"
+    ),
     "build_info.py not Python": lambda d, p: (p / "python/platform/build_info.py").write_text(
-        "build_info = {\n"),
+        "build_info = {\n"
+    ),
     "build_info.py runs code": lambda d, p: (p / "python/platform/build_info.py").write_text(
-        "build_info = {'x': open(__file__ + '.CANARY', 'w')}\n"),
+        "build_info = {'x': open(__file__ + '.CANARY', 'w')}\n"
+    ),
     "shared object a dangling symlink": lambda d, p: break_path(
-        p / "libtensorflow_framework.so.2", "dangling-symlink"),
+        p / "libtensorflow_framework.so.2", "dangling-symlink"
+    ),
     "shared object unreadable (EIO)": lambda d, p: break_path(
-        p / "libtensorflow_framework.so.2", "eio"),
+        p / "libtensorflow_framework.so.2", "eio"
+    ),
     "shared object a directory": lambda d, p: break_path(
-        p / "libtensorflow_framework.so.2", "directory"),
+        p / "libtensorflow_framework.so.2", "directory"
+    ),
     "version not a version": lambda d, p: (d / "METADATA").write_text(
-        "Name: tensorflow-cpu\nVersion: banana\n"),
+        "Name: tensorflow-cpu\nVersion: banana\n"
+    ),
 }
 
 
 @pytest.mark.parametrize("breakage", sorted(TF_BREAKAGES))
-def test_tensorflow_installed_but_broken(breakage: str, machine_hardware: Hardware,
-                                        tmp_path: Path, figures: Figures) -> None:
+def test_tensorflow_installed_but_broken(
+    breakage: str, machine_hardware: Hardware, tmp_path: Path, figures: Figures
+) -> None:
+    from hwtune.apply.render import render_all
     from hwtune.planner import plan
     from hwtune.probes.tensorflow import probe_tensorflow
-    from hwtune.render import render_all
 
     site = tmp_path / "site"
     dist, pkg = fake_tensorflow(site)
     TF_BREAKAGES[breakage](dist, pkg)
     issues = IssueLog()
-    info = probe_tensorflow(tmp_path, issues, machine_hardware.cpu, live=True,
-                            search_path=[str(site)])
+    info = probe_tensorflow(
+        tmp_path, issues, machine_hardware.cpu, live=True, search_path=[str(site)]
+    )
     canary = pkg / "python/platform/build_info.py.CANARY"
     assert not canary.exists(), "build_info.py was executed"
     assert len(issues) or info is not None
@@ -474,8 +543,9 @@ CONFIGURE_CASES: dict[str, tuple[dict[str, str], str]] = {
 
 
 @pytest.mark.parametrize("scenario", sorted(CONFIGURE_CASES))
-def test_configure_never_raises_into_the_program(scenario: str, tmp_path: Path,
-                                                 figures: Figures) -> None:
+def test_configure_never_raises_into_the_program(
+    scenario: str, tmp_path: Path, figures: Figures
+) -> None:
     """`hwtune.configure()` in a real interpreter: a warning, never an exception, unless strict;
     a broken TensorFlow fails the program's own import with TensorFlow's error, not hwtune's."""
     extra, expected = CONFIGURE_CASES[scenario]
@@ -484,7 +554,7 @@ def test_configure_never_raises_into_the_program(scenario: str, tmp_path: Path,
     (tmp_path / "cachefile").write_text("not a directory\n")
     (tmp_path / "cache/hwtune").mkdir(parents=True)
     for name in ("configure-default.json",):
-        (tmp_path / "cache/hwtune" / name).write_bytes(b"\x00{\"schema\": 1, \"payload\": [")
+        (tmp_path / "cache/hwtune" / name).write_bytes(b'\x00{"schema": 1, "payload": [')
     fake_tensorflow(tmp_path / "site")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "XDG_"))}
     env.update({k: v.format(tmp=tmp_path) for k, v in extra.items()})
@@ -496,12 +566,18 @@ def test_configure_never_raises_into_the_program(scenario: str, tmp_path: Path,
         env["PYTHONPATH"] = str(REPO_ROOT)
     broken = None
     if scenario.startswith("tuned"):
-        from hwtune.apply.source import plan_for
+        from hwtune.pipeline.source import plan_for
 
         fingerprint = plan_for({}, env).profile.fingerprint  # this machine's, as configure()'s
         broken = tuned_result_fault(tmp_path / "tuned", fingerprint, "not-utf8")
-    done = subprocess.run([sys.executable, "-c", CONFIGURE_SCRIPT, scenario], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", CONFIGURE_SCRIPT, scenario],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if expected == "raised":
@@ -522,16 +598,25 @@ def test_configure_never_raises_into_the_program(scenario: str, tmp_path: Path,
 
 # ---------------------------------------------------------------------------- tuned results
 
-# File-system faults of hwtune/tune/store.py's files, plus two of its own: the fingerprint's
+# File-system faults of hwtune/pipeline/measured.py's files, plus two of its own: the fingerprint's
 # directory is a file, and a broken entry beside a good result (the good one is used).
-TUNED_FAULTS = (*(f for f in FAULTS if f != "removed"), "not-utf8", "fingerprint-dir-is-a-file",
-                "beside-a-good-result")
+TUNED_FAULTS = (
+    *(f for f in FAULTS if f != "removed"),
+    "not-utf8",
+    "fingerprint-dir-is-a-file",
+    "beside-a-good-result",
+)
 
 
 def tuned_record(fingerprint: str, **settings: object) -> dict[str, object]:
-    return {"schema": 1, "fingerprint": fingerprint, "workload": "builtin:cnn",
-            "mode": "throughput", "ratio": 1.31,
-            "settings": settings or {"threads.intra_op": 1, "instances": 1}}
+    return {
+        "schema": 1,
+        "fingerprint": fingerprint,
+        "workload": "builtin:cnn",
+        "mode": "throughput",
+        "ratio": 1.31,
+        "settings": settings or {"threads.intra_op": 1, "instances": 1},
+    }
 
 
 def tuned_result_fault(tuned: Path, fingerprint: str, fault: str) -> Path | None:
@@ -558,16 +643,19 @@ def tuned_result_fault(tuned: Path, fingerprint: str, fault: str) -> Path | None
 
 
 @pytest.mark.parametrize("fault", TUNED_FAULTS)
-def test_tuned_result_faults(fault: str, machine_snapshot: Path, tmp_path: Path,
-                             figures: Figures) -> None:
+def test_tuned_result_faults(
+    fault: str, machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     """A tuned result that cannot be used never stops `plan` or `apply`: they plan with the
     rules, exit 0, and say which file they ignored and why."""
     from tests.conftest import run_cli
 
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "XDG_"))}
-    environ.update(XDG_CONFIG_HOME=str(tmp_path / "config"),
-                   XDG_CACHE_HOME=str(tmp_path / "cache"),
-                   HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
+    environ.update(
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        HWTUNE_TUNED_DIR=str(tmp_path / "tuned"),
+    )
     root = ["--root", str(machine_snapshot)]
     fingerprint = json.loads(run_cli(["plan", *root, "--json"], environ).stdout)["fingerprint"]
     named = tuned_result_fault(tmp_path / "tuned", fingerprint, fault)
@@ -587,15 +675,17 @@ def test_tuned_result_faults(fault: str, machine_snapshot: Path, tmp_path: Path,
     figures.count("planned with the rules, warning names the file")
 
 
-def test_tuned_instances_beyond_this_machine(machine_snapshot: Path, tmp_path: Path,
-                                             figures: Figures) -> None:
+def test_tuned_instances_beyond_this_machine(
+    machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     """A well-formed result whose instance count this machine cannot hold (hand-edited or
     damaged: the store cannot know the machine's cores) is ignored like any bad result."""
     from tests.conftest import run_cli
 
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "XDG_"))}
-    environ.update(XDG_CONFIG_HOME=str(tmp_path / "config"),
-                   HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
+    environ.update(
+        XDG_CONFIG_HOME=str(tmp_path / "config"), HWTUNE_TUNED_DIR=str(tmp_path / "tuned")
+    )
     root = ["--root", str(machine_snapshot)]
     fingerprint = json.loads(run_cli(["plan", *root, "--json"], environ).stdout)["fingerprint"]
     target = tmp_path / "tuned" / fingerprint / "builtin_cnn.json"

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hwtune.cpulist import MAX_CPU, CpuListError, format_cpulist, parse_cpulist
 from hwtune.errors import ApplyError, ConfigError, KnowledgeError, ModelError
+from hwtune.models.cpulist import MAX_CPU, CpuListError, format_cpulist, parse_cpulist
 from hwtune.models.hardware import CpuInfo, Gpu, Memory
 from hwtune.probes.issues import IssueLog
 
@@ -33,8 +33,13 @@ from .conftest import Figures, check_issue_paths, fuzz_settings, secondary_setti
 T = TypeVar("T")
 
 
-def attempt(figures: Figures, action: Callable[[], T],
-            errors: tuple[type[BaseException], ...] = (), *, stage: str | None = None) -> T | None:
+def attempt(
+    figures: Figures,
+    action: Callable[[], T],
+    errors: tuple[type[BaseException], ...] = (),
+    *,
+    stage: str | None = None,
+) -> T | None:
     """Run `action`; a documented error counts (and must carry a message), anything else fails.
 
     Without `stage` the error is the input's final outcome ("typed error (X)"); with one it is
@@ -49,8 +54,9 @@ def attempt(figures: Figures, action: Callable[[], T],
     return value
 
 
-def issues_name_files(figures: Figures, issues: IssueLog, *, problems: int = 0,
-                      path: str | None = None) -> None:
+def issues_name_files(
+    figures: Figures, issues: IssueLog, *, problems: int = 0, path: str | None = None
+) -> None:
     """No probe raised; and each of the parser's `problems` became an issue naming `path`."""
     check_issue_paths(figures, issues)
     if path is not None:
@@ -84,8 +90,9 @@ def test_cpulist(text: str, figures: Figures) -> None:
 
 @fuzz_settings
 @given(data=st.data())
-def test_proc_cpuinfo(data: st.DataObject, figures: Figures, cpuinfo_seeds: list[str],
-                      tmp_path: Path) -> None:
+def test_proc_cpuinfo(
+    data: st.DataObject, figures: Figures, cpuinfo_seeds: list[str], tmp_path: Path
+) -> None:
     from hwtune.probes.cpu import probe_cpu
     from hwtune.probes.cpuinfo import cpuinfo_topology, parse_cpuinfo
 
@@ -108,18 +115,26 @@ def test_proc_cpuinfo(data: st.DataObject, figures: Figures, cpuinfo_seeds: list
 
 @fuzz_settings
 @given(data=st.data())
-def test_lscpu(data: st.DataObject, figures: Figures, lscpu_seeds: list[str],
-               tmp_path: Path) -> None:
+def test_lscpu(
+    data: st.DataObject, figures: Figures, lscpu_seeds: list[str], tmp_path: Path
+) -> None:
     from hwtune.probes.cpu import probe_cpu
     from hwtune.probes.lscpu import lscpu_topology, parse_lscpu
 
-    text = data.draw(st.one_of(
-        fz.fuzz_text(fz.structured_lscpu(), lscpu_seeds),
-        st.recursive(st.none() | st.integers() | st.text(max_size=8),
-                     lambda inner: st.lists(inner, max_size=4)
-                     | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                     max_leaves=12).map(lambda v: json.dumps({"lscpu": v})),
-    ), label="lscpu")
+    text = data.draw(
+        st.one_of(
+            fz.fuzz_text(fz.structured_lscpu(), lscpu_seeds),
+            st.recursive(
+                st.none() | st.integers() | st.text(max_size=8),
+                lambda inner: (
+                    st.lists(inner, max_size=4)
+                    | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+                ),
+                max_leaves=12,
+            ).map(lambda v: json.dumps({"lscpu": v})),
+        ),
+        label="lscpu",
+    )
     figures.count("inputs")
     facts = parse_lscpu(text)
     lscpu_topology(facts, IssueLog())
@@ -132,8 +147,9 @@ def test_lscpu(data: st.DataObject, figures: Figures, lscpu_seeds: list[str],
 
 # ---------------------------------------------------------------------------- cgroup v1 / v2
 
-_V1_CGROUP = ("12:cpu,cpuacct:/job/step\n11:memory:/job/step\n10:cpuset:/job/step\n"
-              "1:name=systemd:/x\n")
+_V1_CGROUP = (
+    "12:cpu,cpuacct:/job/step\n11:memory:/job/step\n10:cpuset:/job/step\n1:name=systemd:/x\n"
+)
 _V1_MOUNTS = (
     "30 25 0:27 / /sys/fs/cgroup/cpu,cpuacct rw shared:9 - cgroup cgroup rw,cpu,cpuacct\n"
     "31 25 0:28 / /sys/fs/cgroup/memory rw shared:10 - cgroup cgroup rw,memory\n"
@@ -141,8 +157,13 @@ _V1_MOUNTS = (
 )
 _V2_CGROUP = "0::/job/step\n"
 _V2_MOUNTS = "35 25 0:30 / /sys/fs/cgroup rw shared:9 - cgroup2 cgroup2 rw,nsdelegate\n"
-_V1_FILES = ("cpu.cfs_quota_us", "cpu.cfs_period_us", "memory.limit_in_bytes", "cpuset.cpus",
-             "cpuset.effective_cpus")
+_V1_FILES = (
+    "cpu.cfs_quota_us",
+    "cpu.cfs_period_us",
+    "memory.limit_in_bytes",
+    "cpuset.cpus",
+    "cpuset.effective_cpus",
+)
 _V2_FILES = ("cpu.max", "memory.max", "cpuset.cpus", "cpuset.cpus.effective")
 
 
@@ -168,13 +189,21 @@ def test_proc_cgroup_and_mountinfo(cgroup: str, mountinfo: str, figures: Figures
     version=st.sampled_from((1, 2)),
     contents=st.dictionaries(
         st.tuples(st.sampled_from(("job/step", "job")), st.sampled_from(_V1_FILES + _V2_FILES)),
-        st.one_of(fz.cgroup_value(), st.binary(max_size=12)), max_size=6),
+        st.one_of(fz.cgroup_value(), st.binary(max_size=12)),
+        max_size=6,
+    ),
     status=fz.fuzz_text(
         st.builds("Name:\tx\nCpus_allowed_list:\t{}\n".format, fz.structured_cpulist()),
-        ("Name:\tpython\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\n",)),
+        ("Name:\tpython\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\n",),
+    ),
 )
-def test_cgroup_limit_files(version: int, contents: dict[tuple[str, str], str | bytes],
-                            status: str, figures: Figures, tmp_path: Path) -> None:
+def test_cgroup_limit_files(
+    version: int,
+    contents: dict[tuple[str, str], str | bytes],
+    status: str,
+    figures: Figures,
+    tmp_path: Path,
+) -> None:
     """Interface files (cpu.max, cfs quota/period, memory limits, cpusets) along the chain."""
     from hwtune.probes.limits import probe_limits
 
@@ -192,8 +221,13 @@ def test_cgroup_limit_files(version: int, contents: dict[tuple[str, str], str | 
             written.append(path)
     issues = IssueLog()
     try:
-        limits = probe_limits(root, issues, CpuInfo(logical_cpus=4, online_cpus=(0, 1, 2, 3)),
-                              Memory(total_bytes=8 << 30), live=False)
+        limits = probe_limits(
+            root,
+            issues,
+            CpuInfo(logical_cpus=4, online_cpus=(0, 1, 2, 3)),
+            Memory(total_bytes=8 << 30),
+            live=False,
+        )
     finally:
         for path in written:
             path.unlink()
@@ -209,22 +243,45 @@ def test_cgroup_limit_files(version: int, contents: dict[tuple[str, str], str | 
 @fuzz_settings
 @given(
     meminfo=fz.fuzz_text(
-        st.lists(st.builds("{}: {} {}".format, st.sampled_from(("MemTotal", "MemAvailable",
-                 "Hugepagesize", "HugePages_Total", "X")), fz.cgroup_value(),
-                 st.sampled_from(("kB", "", "MB", "kB kB")))).map("\n".join),
-        ("MemTotal:       24568708 kB\nMemFree:  1 kB\nMemAvailable:   20000000 kB\n"
-         "HugePages_Total:       0\nHugepagesize:       2048 kB\n",)),
-    thp=fz.fuzz_text(st.sampled_from(("always [madvise] never", "[always] madvise never", "")),
-                     ("always [madvise] never\n",)),
+        st.lists(
+            st.builds(
+                "{}: {} {}".format,
+                st.sampled_from(
+                    ("MemTotal", "MemAvailable", "Hugepagesize", "HugePages_Total", "X")
+                ),
+                fz.cgroup_value(),
+                st.sampled_from(("kB", "", "MB", "kB kB")),
+            )
+        ).map("\n".join),
+        (
+            "MemTotal:       24568708 kB\nMemFree:  1 kB\nMemAvailable:   20000000 kB\n"
+            "HugePages_Total:       0\nHugepagesize:       2048 kB\n",
+        ),
+    ),
+    thp=fz.fuzz_text(
+        st.sampled_from(("always [madvise] never", "[always] madvise never", "")),
+        ("always [madvise] never\n",),
+    ),
     node_files=st.dictionaries(
-        st.tuples(st.sampled_from(("node0", "node1", "node7", "nodeX")),
-                  st.sampled_from(("cpulist", "meminfo", "distance"))),
-        st.one_of(fz.structured_cpulist(), fz.cgroup_value(),
-                  st.builds("Node 0 MemTotal:  {} kB".format, fz.cgroup_value())),
-        max_size=6),
+        st.tuples(
+            st.sampled_from(("node0", "node1", "node7", "nodeX")),
+            st.sampled_from(("cpulist", "meminfo", "distance")),
+        ),
+        st.one_of(
+            fz.structured_cpulist(),
+            fz.cgroup_value(),
+            st.builds("Node 0 MemTotal:  {} kB".format, fz.cgroup_value()),
+        ),
+        max_size=6,
+    ),
 )
-def test_meminfo_thp_numa(meminfo: str, thp: str, node_files: dict[tuple[str, str], str],
-                          figures: Figures, tmp_path: Path) -> None:
+def test_meminfo_thp_numa(
+    meminfo: str,
+    thp: str,
+    node_files: dict[tuple[str, str], str],
+    figures: Figures,
+    tmp_path: Path,
+) -> None:
     from hwtune.probes.memory import probe_memory
     from hwtune.probes.numa import probe_numa
 
@@ -255,8 +312,12 @@ def test_meminfo_thp_numa(meminfo: str, thp: str, node_files: dict[tuple[str, st
 def test_nvidia_smi_xml(data: st.DataObject, figures: Figures, smi_xml_seeds: list[bytes]) -> None:
     from hwtune.probes.nvidia_smi import MAX_GPUS, parse_smi_xml
 
-    blob = data.draw(st.one_of(fz.structured_smi_xml(), fz.mutated_bytes(smi_xml_seeds),
-                               st.binary(max_size=300)), label="xml")
+    blob = data.draw(
+        st.one_of(
+            fz.structured_smi_xml(), fz.mutated_bytes(smi_xml_seeds), st.binary(max_size=300)
+        ),
+        label="xml",
+    )
     figures.count("inputs")
     issues = IssueLog()
     log = parse_smi_xml(blob, "nvidia-smi-q.xml", issues)
@@ -270,7 +331,8 @@ def test_nvidia_smi_xml(data: st.DataObject, figures: Figures, smi_xml_seeds: li
 def _laughs(levels: int = 9) -> str:
     entities = ['<!ENTITY lol "lol">'] + [
         f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">'
-        for i in range(1, levels + 1)]
+        for i in range(1, levels + 1)
+    ]
     return f"<!DOCTYPE nvidia_smi_log [{''.join(entities)}]>"
 
 
@@ -308,8 +370,9 @@ def test_xml_entity_attacks(attack: str, tmp_path: Path, figures: Figures) -> No
     dtd.write_text('<!ENTITY secret "SECRET-CONTENTS">')
     document = ENTITY_ATTACKS[attack].format(secret=secret, dtd=dtd)
     issues = IssueLog()
-    log = parse_smi_xml(('<?xml version="1.0"?>\n' + document).encode(), "nvidia-smi-q.xml",
-                        issues)
+    log = parse_smi_xml(
+        ('<?xml version="1.0"?>\n' + document).encode(), "nvidia-smi-q.xml", issues
+    )
     everything = repr(log) + repr(list(issues))
     assert "SECRET-CONTENTS" not in everything and "lollol" not in everything
     assert all(issue.path == "nvidia-smi-q.xml" for issue in issues)
@@ -341,16 +404,23 @@ def test_nvidia_smi_topo(data: st.DataObject, figures: Figures, topo_seeds: list
 
 
 @fuzz_settings
-@given(text=fz.fuzz_text(fz.structured_toml(), (
-    'mode = "latency"\ninstances = 2\n[threads]\nintra_op = 8\ninter_op = 1\n'
-    '[env]\nTF_CPP_MIN_LOG_LEVEL = "2"\n',
-    'precision = "auto"\ntf_version = "2.19"\njit = "off"\ndata_format = "channels_last"\n')))
+@given(
+    text=fz.fuzz_text(
+        fz.structured_toml(),
+        (
+            'mode = "latency"\ninstances = 2\n[threads]\nintra_op = 8\ninter_op = 1\n'
+            '[env]\nTF_CPP_MIN_LOG_LEVEL = "2"\n',
+            'precision = "auto"\ntf_version = "2.19"\njit = "off"\n'
+            'data_format = "channels_last"\n',
+        ),
+    )
+)
 def test_toml_config(text: str, figures: Figures, planned_hardware: Any) -> None:
     """A config file: Overrides or ConfigError naming the file; then it plans and renders."""
-    from hwtune.config import parse_config_text
+    from hwtune.apply.render import render_all
     from hwtune.errors import PlanError
+    from hwtune.pipeline.config import parse_config_text
     from hwtune.planner import plan
-    from hwtune.render import render_all
 
     figures.count("inputs")
     try:
@@ -360,36 +430,71 @@ def test_toml_config(text: str, figures: Figures, planned_hardware: Any) -> None
         figures.count("typed error (ConfigError)")
         return
     figures.count("result")
-    profile = attempt(figures, lambda: plan(planned_hardware, overrides=overrides), (PlanError,),
-                      stage="plan refused")
+    profile = attempt(
+        figures,
+        lambda: plan(planned_hardware, overrides=overrides),
+        (PlanError,),
+        stage="plan refused",
+    )
     if profile is None:
         return
-    if attempt(figures, lambda: render_all(profile, planned_hardware), (ApplyError,),
-               stage="render refused") is not None:
+    if (
+        attempt(
+            figures,
+            lambda: render_all(profile, planned_hardware),
+            (ApplyError,),
+            stage="render refused",
+        )
+        is not None
+    ):
         figures.count("planned and rendered")
 
 
 @fuzz_settings
 @given(
-    sets=st.lists(st.one_of(
-        st.builds("{}={}".format, fz.env_name(), fz.env_value()), fz.env_value()), max_size=4),
+    sets=st.lists(
+        st.one_of(st.builds("{}={}".format, fz.env_name(), fz.env_value()), fz.env_value()),
+        max_size=4,
+    ),
     environ=st.dictionaries(
-        st.one_of(st.sampled_from(("HWTUNE_MODE", "HWTUNE_INSTANCES", "HWTUNE_INTRA_OP",
-                                   "HWTUNE_PRECISION", "HWTUNE_TF_VERSION", "HWTUNE_JIT",
-                                   "HWTUNE_MDOE", "HWTUNE_INSTANCE", "HWTUNE_DATA_FORMAT")),
-                  fz.env_name()),
-        st.one_of(st.sampled_from(("latency", "2", " 3 ", "0", "-1", "auto", "on", "2.19")),
-                  fz.env_value()), max_size=4),
-    flags=st.fixed_dictionaries({}, optional={
-        "mode": st.sampled_from(("latency", "throughput", "bogus")),
-        "instances": st.integers(-2, 5), "precision": st.sampled_from(("off", "x"))}),
+        st.one_of(
+            st.sampled_from(
+                (
+                    "HWTUNE_MODE",
+                    "HWTUNE_INSTANCES",
+                    "HWTUNE_INTRA_OP",
+                    "HWTUNE_PRECISION",
+                    "HWTUNE_TF_VERSION",
+                    "HWTUNE_JIT",
+                    "HWTUNE_MDOE",
+                    "HWTUNE_INSTANCE",
+                    "HWTUNE_DATA_FORMAT",
+                )
+            ),
+            fz.env_name(),
+        ),
+        st.one_of(
+            st.sampled_from(("latency", "2", " 3 ", "0", "-1", "auto", "on", "2.19")),
+            fz.env_value(),
+        ),
+        max_size=4,
+    ),
+    flags=st.fixed_dictionaries(
+        {},
+        optional={
+            "mode": st.sampled_from(("latency", "throughput", "bogus")),
+            "instances": st.integers(-2, 5),
+            "precision": st.sampled_from(("off", "x")),
+        },
+    ),
 )
-def test_override_values(sets: list[str], environ: dict[str, str], flags: dict[str, Any],
-                         figures: Figures) -> None:
+def test_override_values(
+    sets: list[str], environ: dict[str, str], flags: dict[str, Any], figures: Figures
+) -> None:
     """--set NAME=VALUE, HWTUNE_* and flags: Overrides or ConfigError; then every env format
     either holds each value exactly or refuses it with ApplyError."""
-    from hwtune.config import overrides_from_environ, parse_sets, with_flags
-    from hwtune.render import ENV_FORMATS, environ_items, render_env_entries
+    from hwtune.apply.render import ENV_FORMATS, environ_items, render_env_entries
+    from hwtune.pipeline.config import overrides_from_environ, parse_sets, with_flags
 
     figures.count("inputs")
 
@@ -402,8 +507,12 @@ def test_override_values(sets: list[str], environ: dict[str, str], flags: dict[s
     figures.count("result")
     entries = environ_items(overrides.env)
     for fmt in ENV_FORMATS:
-        text = attempt(figures, functools.partial(render_env_entries, entries, fmt),
-                       (ApplyError,), stage=f"{fmt} refused")
+        text = attempt(
+            figures,
+            functools.partial(render_env_entries, entries, fmt),
+            (ApplyError,),
+            stage=f"{fmt} refused",
+        )
         if text is None:
             continue
         if fmt == "json":
@@ -413,8 +522,11 @@ def test_override_values(sets: list[str], environ: dict[str, str], flags: dict[s
             got = dict(w.split("=", 1) for w in words if w != "export")
             assert got == overrides.env
         elif fmt == "dotenv":  # docker reads lines split at "\n" only (bufio.ScanLines)
-            got = dict(line.split("=", 1) for line in text.split("\n")
-                       if line and not line.startswith("#"))
+            got = dict(
+                line.split("=", 1)
+                for line in text.split("\n")
+                if line and not line.startswith("#")
+            )
             assert got == overrides.env
         figures.count(f"round-trip ({fmt})")
 
@@ -425,9 +537,13 @@ def test_override_values(sets: list[str], environ: dict[str, str], flags: dict[s
 def _mutate_json(draw: st.DrawFn, value: Any, depth: int = 0) -> Any:
     """Replace, drop or add one thing somewhere in a JSON document."""
     scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6)
-    junk = st.recursive(scalars,
-                        lambda inner: st.lists(inner, max_size=3)
-                        | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
+    junk = st.recursive(
+        scalars,
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+        ),
+        max_leaves=6,
+    )
     if depth > 6 or draw(st.integers(0, 4)) == 0:
         return draw(junk)
     if isinstance(value, dict) and value:
@@ -443,7 +559,7 @@ def _mutate_json(draw: st.DrawFn, value: Any, depth: int = 0) -> Any:
         return copy
     if isinstance(value, list) and value:
         i = draw(st.integers(0, len(value) - 1))
-        return [*value[:i], _mutate_json(draw, value[i], depth + 1), *value[i + 1:]]
+        return [*value[:i], _mutate_json(draw, value[i], depth + 1), *value[i + 1 :]]
     return draw(junk)
 
 
@@ -454,16 +570,20 @@ def mutated_json(draw: st.DrawFn, document: Any) -> Any:
 
 @secondary_settings
 @given(data=st.data())
-def test_hardware_and_profile_json(data: st.DataObject, figures: Figures,
-                                   planned_hardware: Any) -> None:
+def test_hardware_and_profile_json(
+    data: st.DataObject, figures: Figures, planned_hardware: Any
+) -> None:
     """hardware.json / profile.json as `plan --hardware FILE` and the daemon read them back."""
     from hwtune.models.convert import dump, load
     from hwtune.models.hardware import Hardware
     from hwtune.models.profile import Profile
     from hwtune.planner import plan
 
-    cls, document = data.draw(st.sampled_from((
-        (Hardware, dump(planned_hardware)), (Profile, dump(plan(planned_hardware))))))
+    cls, document = data.draw(
+        st.sampled_from(
+            ((Hardware, dump(planned_hardware)), (Profile, dump(plan(planned_hardware))))
+        )
+    )
     mutated = data.draw(mutated_json(document), label="json")
     figures.count("inputs")
     where = f"{cls.__name__.lower()}.json"
@@ -484,16 +604,20 @@ def test_knowledge_table(data: st.DataObject, figures: Figures, tmp_path: Path) 
     from hwtune.probes.gpu import GpuEntry
     from hwtune.probes.microarch import MicroarchEntry
 
-    table, cls = data.draw(st.sampled_from((("microarchitectures", MicroarchEntry),
-                                            ("gpus", GpuEntry))))
+    table, cls = data.draw(
+        st.sampled_from((("microarchitectures", MicroarchEntry), ("gpus", GpuEntry)))
+    )
     shipped = DATA_DIR / f"{table}.json"
     if not shipped.is_file():
         pytest.skip(f"{shipped.name} is not shipped yet")
     document = json.loads(shipped.read_text())
-    raw = data.draw(st.one_of(
-        mutated_json({"_doc": "x", "entries": document["entries"][:3]}).map(json.dumps),
-        fz.mutated([json.dumps({"entries": document["entries"][:2]}, indent=1)]),
-    ), label="knowledge")
+    raw = data.draw(
+        st.one_of(
+            mutated_json({"_doc": "x", "entries": document["entries"][:3]}).map(json.dumps),
+            fz.mutated([json.dumps({"entries": document["entries"][:2]}, indent=1)]),
+        ),
+        label="knowledge",
+    )
     figures.count("inputs")
     user = tmp_path / "knowledge"
     write(user / f"{table}.json", raw)
@@ -518,15 +642,36 @@ def test_tensorflow_install_files(data: st.DataObject, figures: Figures, tmp_pat
     site = tmp_path / "site"
     meta = site / "tensorflow_cpu-2.21.0.dist-info"
     package = site / "tensorflow"
-    metadata = data.draw(fz.fuzz_text(st.just(""), (
-        "Metadata-Version: 2.1\nName: tensorflow-cpu\nVersion: 2.21.0\nSummary: x\n\nbody\n",)))
-    wheel = data.draw(fz.fuzz_text(st.just(""), (
-        "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp311-cp311-manylinux_2_17_x86_64\n",)))
-    build_info = data.draw(fz.fuzz_text(st.just(""), (
-        "build_info = {'cpu_compiler': '/usr/bin/gcc', 'is_cuda_build': False, "
-        "'is_rocm_build': False, 'is_tensorrt_build': False}\n",
-        "import collections\nbuild_info = collections.OrderedDict([('is_cuda_build', True), "
-        "('cuda_version', '12.3'), ('cudnn_version', '8')])\n")))
+    metadata = data.draw(
+        fz.fuzz_text(
+            st.just(""),
+            (
+                "Metadata-Version: 2.1\nName: tensorflow-cpu\nVersion: 2.21.0\n"
+                "Summary: x\n\nbody\n",
+            ),
+        )
+    )
+    wheel = data.draw(
+        fz.fuzz_text(
+            st.just(""),
+            (
+                "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"
+                "Tag: cp311-cp311-manylinux_2_17_x86_64\n",
+            ),
+        )
+    )
+    build_info = data.draw(
+        fz.fuzz_text(
+            st.just(""),
+            (
+                "build_info = {'cpu_compiler': '/usr/bin/gcc', 'is_cuda_build': False, "
+                "'is_rocm_build': False, 'is_tensorrt_build': False}\n",
+                "import collections\n"
+                "build_info = collections.OrderedDict([('is_cuda_build', True), "
+                "('cuda_version', '12.3'), ('cudnn_version', '8')])\n",
+            ),
+        )
+    )
     elf = data.draw(st.one_of(fz.mutated_bytes([_SMALL_ELF]), st.binary(max_size=80)))
     figures.count("inputs")
     write(meta / "METADATA", metadata)
@@ -559,14 +704,24 @@ _SMALL_ELF = _small_elf()
 @given(data=st.data())
 def test_journal_manifest_and_cache(data: st.DataObject, figures: Figures, tmp_path: Path) -> None:
     """The files hwtune itself writes and reads back: journal manifests and the profile cache."""
-    from hwtune import cache
-    from hwtune.apply import journal
+    from hwtune.apply import cache, journal
 
-    manifest = {"id": "1-1", "created": "x", "hwtune": "0", "complete": False,
-                "files": [{"name": "hwtune.env", "existed": True, "new_sha256": "0" * 64,
-                           "backup": "link"}]}
-    text = data.draw(st.one_of(mutated_json(manifest).map(json.dumps),
-                               fz.mutated([json.dumps(manifest)]), st.text(max_size=50)))
+    manifest = {
+        "id": "1-1",
+        "created": "x",
+        "hwtune": "0",
+        "complete": False,
+        "files": [
+            {"name": "hwtune.env", "existed": True, "new_sha256": "0" * 64, "backup": "link"}
+        ],
+    }
+    text = data.draw(
+        st.one_of(
+            mutated_json(manifest).map(json.dumps),
+            fz.mutated([json.dumps(manifest)]),
+            st.text(max_size=50),
+        )
+    )
     figures.count("inputs")
     write(tmp_path / ".journal/1-1/manifest.json", text)
     entry = attempt(figures, lambda: journal.load(tmp_path, "1-1"), (ApplyError,))
@@ -579,16 +734,33 @@ def test_journal_manifest_and_cache(data: st.DataObject, figures: Figures, tmp_p
 
 
 @secondary_settings
-@given(environ=st.dictionaries(
-    st.sampled_from(("SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
-                     "SLURM_NODEID", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                     "OMPI_COMM_WORLD_LOCAL_RANK",
-                     "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
-                     "PMI_LOCAL_RANK", "PMI_LOCAL_SIZE")),
-    st.one_of(st.sampled_from(("0", "1", "4", "2(x3),1", "2(x", "(x2)", "9999999", "", " 1 ")),
-              fz.env_value()), max_size=5))
+@given(
+    environ=st.dictionaries(
+        st.sampled_from(
+            (
+                "SLURM_LOCALID",
+                "SLURM_NTASKS_PER_NODE",
+                "SLURM_TASKS_PER_NODE",
+                "SLURM_NODEID",
+                "LOCAL_RANK",
+                "LOCAL_WORLD_SIZE",
+                "OMPI_COMM_WORLD_LOCAL_RANK",
+                "OMPI_COMM_WORLD_LOCAL_SIZE",
+                "MPI_LOCALRANKID",
+                "MPI_LOCALNRANKS",
+                "PMI_LOCAL_RANK",
+                "PMI_LOCAL_SIZE",
+            )
+        ),
+        st.one_of(
+            st.sampled_from(("0", "1", "4", "2(x3),1", "2(x", "(x2)", "9999999", "", " 1 ")),
+            fz.env_value(),
+        ),
+        max_size=5,
+    )
+)
 def test_launcher_rank_variables(environ: dict[str, str], figures: Figures) -> None:
-    from hwtune.ranks import local_rank
+    from hwtune.pipeline.ranks import local_rank
 
     figures.count("inputs")
     try:
@@ -606,8 +778,8 @@ def test_launcher_rank_variables(environ: dict[str, str], figures: Figures) -> N
 @given(text=st.text(max_size=200), blob=st.binary(max_size=200))
 def test_proc_readers_of_verify_and_tune(text: str, blob: bytes, figures: Figures) -> None:
     """`hwtune verify` reads /proc/PID/{environ,status,numa_maps}; the tuner reads metric lines."""
+    from hwtune.apply.verify import parse_environ, parse_numa_policy, parse_status_affinity
     from hwtune.tune.trial import parse_metrics
-    from hwtune.verify import parse_environ, parse_numa_policy, parse_status_affinity
 
     figures.count("inputs")
     parse_environ(blob + b"\0" + text.encode("utf-8", "surrogatepass"))
@@ -630,63 +802,122 @@ def planned_hardware(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 # ---------------------------------------------------------------------------- tuned results
 
-_TUNED_KEYS = ("threads.intra_op", "threads.inter_op", "env.TF_ENABLE_ONEDNN_OPTS", "jit.level",
-               "precision.enabled", "instances", "jit", "precision", "data_format",
-               "env.TF_NUM_INTRAOP_THREADS", "env.KMP_BLOCKTIME", "env.LD_PRELOAD", "env.A=B",
-               "tf_data.prefetch", "env.")
+_TUNED_KEYS = (
+    "threads.intra_op",
+    "threads.inter_op",
+    "env.TF_ENABLE_ONEDNN_OPTS",
+    "jit.level",
+    "precision.enabled",
+    "instances",
+    "jit",
+    "precision",
+    "data_format",
+    "env.TF_NUM_INTRAOP_THREADS",
+    "env.KMP_BLOCKTIME",
+    "env.LD_PRELOAD",
+    "env.A=B",
+    "tf_data.prefetch",
+    "env.",
+)
 
 
 def _tuned_value() -> st.SearchStrategy[Any]:
     return st.one_of(
-        st.sampled_from(("off", "on", "autoclustering", "mixed_float16", "mixed_bfloat16",
-                         "float32", "channels_first", "0", "1", "42", None, True, 0, 1, 2, -1,
-                         2**16, 2**16 + 1, 10**400, 1.5, float("nan"), float("inf"))),
-        st.integers(-(2**70), 2**70), fz.env_value(), fz.unicode_number(),
-        st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=4), st.none(),
-                                                             max_size=2),
+        st.sampled_from(
+            (
+                "off",
+                "on",
+                "autoclustering",
+                "mixed_float16",
+                "mixed_bfloat16",
+                "float32",
+                "channels_first",
+                "0",
+                "1",
+                "42",
+                None,
+                True,
+                0,
+                1,
+                2,
+                -1,
+                2**16,
+                2**16 + 1,
+                10**400,
+                1.5,
+                float("nan"),
+                float("inf"),
+            )
+        ),
+        st.integers(-(2**70), 2**70),
+        fz.env_value(),
+        fz.unicode_number(),
+        st.lists(st.integers(), max_size=3),
+        st.dictionaries(st.text(max_size=4), st.none(), max_size=2),
     )
 
 
 def _tuned_record(fingerprint: str) -> dict[str, Any]:
     """What hwtune/tune/tuner.py stores (abridged), for this machine's plan."""
     return {
-        "schema": 1, "fingerprint": fingerprint, "workload": "builtin:cnn",
-        "mode": "throughput", "model": "conv", "ratio": 1.31, "ratio_interval": [1.2, 1.4],
-        "settings": {"threads.intra_op": 2, "threads.inter_op": 1,
-                     "env.TF_ENABLE_ONEDNN_OPTS": "1", "jit.level": "off",
-                     "precision.enabled": None, "instances": 1},
-        "trials": 12, "hwtune": "0.1.0",
+        "schema": 1,
+        "fingerprint": fingerprint,
+        "workload": "builtin:cnn",
+        "mode": "throughput",
+        "model": "conv",
+        "ratio": 1.31,
+        "ratio_interval": [1.2, 1.4],
+        "settings": {
+            "threads.intra_op": 2,
+            "threads.inter_op": 1,
+            "env.TF_ENABLE_ONEDNN_OPTS": "1",
+            "jit.level": "off",
+            "precision.enabled": None,
+            "instances": 1,
+        },
+        "trials": 12,
+        "hwtune": "0.1.0",
     }
 
 
 @fuzz_settings
 @given(data=st.data())
-def test_tuned_result_file(data: st.DataObject, figures: Figures, planned_hardware: Any,
-                           tmp_path: Path) -> None:
-    """A tuned result (hwtune/tune/store.py) as `plan`, `apply`, `exec` and configure() load
+def test_tuned_result_file(
+    data: st.DataObject, figures: Figures, planned_hardware: Any, tmp_path: Path
+) -> None:
+    """A tuned result (hwtune/pipeline/measured.py) as `plan`, `apply`, `exec` and configure() load
     it: measured settings that plan and render, or TuneError naming the file (which they turn
     into a warning and plan with the rules); never another exception."""
+    from hwtune.apply.render import render_all
     from hwtune.errors import TuneError
+    from hwtune.pipeline.measured import apply_measured, load_measured
     from hwtune.planner import plan
-    from hwtune.render import render_all
-    from hwtune.tune.store import apply_measured, load_measured
 
     fingerprint = plan(planned_hardware).fingerprint
     record = _tuned_record(fingerprint)
-    settings = st.dictionaries(st.one_of(st.sampled_from(_TUNED_KEYS), st.text(max_size=12)),
-                               _tuned_value(), max_size=6)
-    raw = data.draw(st.one_of(
-        st.builds(lambda s: json.dumps({**record, "settings": s}), settings),
-        mutated_json(record).map(json.dumps),
-        fz.mutated([json.dumps(record, indent=2)]),
-        st.sampled_from((
-            json.dumps({**record, "ratio": 10**400}), json.dumps({**record, "ratio": -1}),
-            json.dumps(record).replace("1.31", "9" * 5000), "[" * 100_000,
-            json.dumps({**record, "schema": True}), json.dumps(record)[:40],
-        )),
-        st.binary(max_size=300),
-        st.binary(max_size=40).map(lambda b: json.dumps(record).encode() + b),
-    ), label="tuned result")
+    settings = st.dictionaries(
+        st.one_of(st.sampled_from(_TUNED_KEYS), st.text(max_size=12)), _tuned_value(), max_size=6
+    )
+    raw = data.draw(
+        st.one_of(
+            st.builds(lambda s: json.dumps({**record, "settings": s}), settings),
+            mutated_json(record).map(json.dumps),
+            fz.mutated([json.dumps(record, indent=2)]),
+            st.sampled_from(
+                (
+                    json.dumps({**record, "ratio": 10**400}),
+                    json.dumps({**record, "ratio": -1}),
+                    json.dumps(record).replace("1.31", "9" * 5000),
+                    "[" * 100_000,
+                    json.dumps({**record, "schema": True}),
+                    json.dumps(record)[:40],
+                )
+            ),
+            st.binary(max_size=300),
+            st.binary(max_size=40).map(lambda b: json.dumps(record).encode() + b),
+        ),
+        label="tuned result",
+    )
     figures.count("inputs")
     path = tmp_path / "tuned" / fingerprint / "builtin_cnn.json"
     write(path, raw)

@@ -71,9 +71,12 @@ def formats_that_hold(value: str) -> set[str]:
     if "\0" in value:
         return set()  # no environment can hold a NUL (execve strings end at it)
     held = {"sh", "systemd", "json"}
-    dotenv_ok = ("\n" not in value and "\r" not in value
-                 and not (len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"")
-                 and len(f"{NAME}={value}".encode()) <= DOCKER_LINE_LIMIT)
+    dotenv_ok = (
+        "\n" not in value
+        and "\r" not in value
+        and not (len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"")
+        and len(f"{NAME}={value}".encode()) <= DOCKER_LINE_LIMIT
+    )
     return held | ({"dotenv"} if dotenv_ok else set())
 
 
@@ -84,7 +87,11 @@ def read_back_in_shell(shell: str, text: str, tmp_path: Path) -> bytes:
     env_file.write_text(text, encoding="utf-8")
     done = subprocess.run(
         [shell, "-c", f'set -a; . "$1"; printf %s "${NAME}"', shell, str(env_file)],
-        capture_output=True, cwd=tmp_path, timeout=60, env={"PATH": os.environ["PATH"]})
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+        env={"PATH": os.environ["PATH"]},
+    )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return done.stdout
 
@@ -101,14 +108,17 @@ def read_back(fmt: str, text: str, shell: str | None, tmp_path: Path) -> bytes:
 
 
 @pytest.mark.parametrize("fmt", ["sh", "systemd", "dotenv", "json"])
-def test_env_formats_hold_or_refuse(fmt: str, machine_snapshot: Path, tmp_path: Path,
-                                    figures: Figures) -> None:
+def test_env_formats_hold_or_refuse(
+    fmt: str, machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     """`hwtune env --format FMT --set X=VALUE` for every hostile value."""
     canary = tmp_path / "CANARY"
     environ = base_environ(tmp_path)
     for label, value in hostile_values(canary).items():
-        result = run_cli(["env", "--format", fmt, "--root", str(machine_snapshot),
-                          "--set", f"{NAME}={value}"], environ)
+        result = run_cli(
+            ["env", "--format", fmt, "--root", str(machine_snapshot), "--set", f"{NAME}={value}"],
+            environ,
+        )
         figures.count("values tried")
         if fmt not in formats_that_hold(value):
             assert result.exit_status == 1, f"{label}: {fmt} accepted a value it cannot hold"
@@ -126,7 +136,8 @@ def test_env_formats_hold_or_refuse(fmt: str, machine_snapshot: Path, tmp_path: 
 
 
 def test_apply_writes_every_format_or_refuses_keeping_files(
-        machine_snapshot: Path, tmp_path: Path, figures: Figures) -> None:
+    machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     """`hwtune apply` (a real process): the values every format holds, all at once, are
     written and read back by bash and dash; each value some format cannot hold is refused
     with a clear message and the files of the previous apply stay as they were."""
@@ -134,20 +145,31 @@ def test_apply_writes_every_format_or_refuses_keeping_files(
     environ = base_environ(tmp_path)
     output = tmp_path / "out"
     values = hostile_values(canary)
-    everywhere = {label: v for label, v in values.items()
-                  if formats_that_hold(v) == {"sh", "systemd", "dotenv", "json"}}
+    everywhere = {
+        label: v
+        for label, v in values.items()
+        if formats_that_hold(v) == {"sh", "systemd", "dotenv", "json"}
+    }
     names = {label: f"{NAME}_{i}" for i, label in enumerate(everywhere)}
 
     def apply(*sets: str) -> subprocess.CompletedProcess[bytes]:
-        argv = [sys.executable, "-m", "hwtune", "apply", "--output", str(output),
-                "--root", str(machine_snapshot)]
+        argv = [
+            sys.executable,
+            "-m",
+            "hwtune",
+            "apply",
+            "--output",
+            str(output),
+            "--root",
+            str(machine_snapshot),
+        ]
         for item in sets:
             argv += ["--set", item]
         return subprocess.run(argv, env=environ, capture_output=True, timeout=120)
 
     first = apply(*(f"{names[label]}={v}" for label, v in everywhere.items()))
     assert first.returncode == 0, first.stderr.decode()
-    from hwtune.render import ENV_FILES
+    from hwtune.apply.render import ENV_FILES
 
     shell_files = [name for name, fmt in ENV_FILES.items() if fmt in ("sh", "systemd")]
     json_file = next(name for name, fmt in ENV_FILES.items() if fmt == "json")
@@ -155,10 +177,15 @@ def test_apply_writes_every_format_or_refuses_keeping_files(
     for fmt_file in shell_files:
         text = (output / fmt_file).read_text()
         for shell in SHELLS:
-            script = "set -a; . \"$1\"; " + "; ".join(
-                f'printf "%s\\0" "${name}"' for name in names.values())
-            done = subprocess.run([shell, "-c", script, shell, str(output / fmt_file)],
-                                  capture_output=True, cwd=tmp_path, timeout=60)
+            script = 'set -a; . "$1"; ' + "; ".join(
+                f'printf "%s\\0" "${name}"' for name in names.values()
+            )
+            done = subprocess.run(
+                [shell, "-c", script, shell, str(output / fmt_file)],
+                capture_output=True,
+                cwd=tmp_path,
+                timeout=60,
+            )
             assert done.returncode == 0, done.stderr
             got = done.stdout.split(b"\0")[:-1]
             assert got == [v.encode() for v in everywhere.values()], f"{fmt_file} in {shell}"
@@ -166,7 +193,8 @@ def test_apply_writes_every_format_or_refuses_keeping_files(
         assert text
     written = json.loads((output / json_file).read_text())
     assert {names[label]: written.get(names[label]) for label in everywhere} == {
-        names[label]: v for label, v in everywhere.items()}
+        names[label]: v for label, v in everywhere.items()
+    }
     assert not canary.exists(), "a command in a value ran"
     before = outputs(output)
     for label, value in values.items():
@@ -181,40 +209,62 @@ def test_apply_writes_every_format_or_refuses_keeping_files(
     assert not canary.exists(), "a command in a value ran"
 
 
-def test_non_utf8_bytes_from_argv_and_environment(machine_snapshot: Path, tmp_path: Path,
-                                                  figures: Figures) -> None:
+def test_non_utf8_bytes_from_argv_and_environment(
+    machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     """Bytes that are not UTF-8 in argv and in the environment: `hwtune exec` passes them to
     the program exactly (the environment holds bytes); text outputs refuse them clearly."""
     environ = {os.fsencode(k): os.fsencode(v) for k, v in base_environ(tmp_path).items()}
     raw = b"\xff\xfe caf\xe9 $(touch CANARY)"
     hwtune = [sys.executable.encode(), b"-m", b"hwtune"]
     root = [b"--root", os.fsencode(machine_snapshot)]
-    done = subprocess.run([*hwtune, b"exec", *root, b"--set", b"X_RAW=" + raw, b"--",
-                           b"printenv", b"X_RAW"], env=environ, capture_output=True,
-                          cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        [*hwtune, b"exec", *root, b"--set", b"X_RAW=" + raw, b"--", b"printenv", b"X_RAW"],
+        env=environ,
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == raw + b"\n"
     figures.count("exec: argv bytes reach the program exactly")
-    kept = subprocess.run([*hwtune, b"exec", *root, b"--", b"printenv", b"KMP_BLOCKTIME"],
-                          env={**environ, b"KMP_BLOCKTIME": raw}, capture_output=True,
-                          cwd=tmp_path, timeout=120)
+    kept = subprocess.run(
+        [*hwtune, b"exec", *root, b"--", b"printenv", b"KMP_BLOCKTIME"],
+        env={**environ, b"KMP_BLOCKTIME": raw},
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert kept.returncode == 0, kept.stderr
     assert kept.stdout == raw + b"\n", "the user's own variable was not kept exactly"
     figures.count("exec: the user's own non-UTF-8 variable kept exactly")
     for argv, extra in (
         ([b"env", *root, b"--set", b"X_RAW=" + raw], {}),
-        ([b"apply", b"--output", os.fsencode(tmp_path / "out"), *root, b"--set",
-          b"X_RAW=" + raw], {}),
+        (
+            [
+                b"apply",
+                b"--output",
+                os.fsencode(tmp_path / "out"),
+                *root,
+                b"--set",
+                b"X_RAW=" + raw,
+            ],
+            {},
+        ),
         ([b"env", *root], {b"HWTUNE_MODE": b"\xfflatency"}),
         ([b"env", *root], {b"HWTUNE_TF_VERSION": b"2.\xff"}),
     ):
-        result = subprocess.run([*hwtune, *argv], env={**environ, **extra}, capture_output=True,
-                                cwd=tmp_path, timeout=120)
+        result = subprocess.run(
+            [*hwtune, *argv],
+            env={**environ, **extra},
+            capture_output=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
         assert result.returncode == 1, result
         assert b"Traceback" not in result.stderr and b"error:" in result.stderr, result.stderr
         figures.count("refused with a clear message")
     assert not (tmp_path / "CANARY").exists()
-
 
 
 NUL_CONFIG = '[env]\nX_NUL = "a\\u0000b"\n'  # TOML's \u0000 escape: the one way to a NUL
@@ -229,8 +279,9 @@ def _nul_config(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("command", ["apply", "env"])
-def test_nul_from_the_config_file(command: str, machine_snapshot: Path, tmp_path: Path,
-                                  figures: Figures) -> None:
+def test_nul_from_the_config_file(
+    command: str, machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     environ = _nul_config(tmp_path)
     argv = [command, "--root", str(machine_snapshot)]
     if command == "apply":
@@ -240,12 +291,17 @@ def test_nul_from_the_config_file(command: str, machine_snapshot: Path, tmp_path
     figures.count("refused with a clear message")
 
 
-def test_nul_from_the_config_file_exec(machine_snapshot: Path, tmp_path: Path,
-                                       figures: Figures) -> None:
+def test_nul_from_the_config_file_exec(
+    machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     environ = _nul_config(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "hwtune", "exec", "--root",
-                           str(machine_snapshot), "--", "true"], env=environ,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "hwtune", "exec", "--root", str(machine_snapshot), "--", "true"],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 1 and "X_NUL" in done.stderr, done.stderr
     figures.count("refused with a clear message")
@@ -253,9 +309,12 @@ def test_nul_from_the_config_file_exec(machine_snapshot: Path, tmp_path: Path,
 
 def test_nul_from_the_config_file_configure(tmp_path: Path, figures: Figures) -> None:
     environ = _nul_config(tmp_path)
-    script = ("import warnings, hwtune\nwarnings.simplefilter('ignore')\n"
-              "hwtune.configure(tensorflow=False)\nprint('survived')\n")
-    done = subprocess.run([sys.executable, "-c", script], env=environ, capture_output=True,
-                          text=True, timeout=120)
+    script = (
+        "import warnings, hwtune\nwarnings.simplefilter('ignore')\n"
+        "hwtune.configure(tensorflow=False)\nprint('survived')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=environ, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and "survived" in done.stdout, done.stderr[-1500:]
     figures.count("configure() did not raise")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.cpulist import CpuListError
 from hwtune.errors import ApplyError, ConfigError, HwtuneError, KnowledgeError
+from hwtune.models.cpulist import CpuListError
 from hwtune.models.hardware import CpuInfo, Memory
 from hwtune.probes.elf import ElfError
 from hwtune.probes.issues import IssueLog
@@ -22,7 +22,7 @@ from .known_bugs import is_huge_int_error
 
 
 def test_huge_launcher_variable_is_a_config_error() -> None:
-    from hwtune.ranks import local_rank
+    from hwtune.pipeline.ranks import local_rank
 
     with pytest.raises(ConfigError):
         local_rank({"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "9" * 5000})
@@ -34,12 +34,18 @@ def test_negative_cgroup_v2_quota_is_not_a_limit(tmp_path: Path) -> None:
     (tmp_path / "proc/self").mkdir(parents=True)
     (tmp_path / "proc/self/cgroup").write_text("0::/job\n")
     (tmp_path / "proc/self/mountinfo").write_text(
-        "35 25 0:30 / /sys/fs/cgroup rw shared:9 - cgroup2 cgroup2 rw\n")
+        "35 25 0:30 / /sys/fs/cgroup rw shared:9 - cgroup2 cgroup2 rw\n"
+    )
     (tmp_path / "proc/self/status").write_text("Cpus_allowed_list:\t0-3\n")
     (tmp_path / "sys/fs/cgroup/job").mkdir(parents=True)
     (tmp_path / "sys/fs/cgroup/job/cpu.max").write_text("-1 100000\n")
-    limits = probe_limits(tmp_path, IssueLog(), CpuInfo(logical_cpus=4, online_cpus=(0, 1, 2, 3)),
-                          Memory(), live=False)
+    limits = probe_limits(
+        tmp_path,
+        IssueLog(),
+        CpuInfo(logical_cpus=4, online_cpus=(0, 1, 2, 3)),
+        Memory(),
+        live=False,
+    )
     assert limits.cpu_quota is None or limits.cpu_quota > 0
     assert limits.effective_cpus == 4
 
@@ -53,9 +59,9 @@ BIG_FLOAT = "9" * 400  # parses as a float of inf
 
 
 def _parsers() -> dict[str, Callable[[Path], object]]:
-    from hwtune.config import parse_config_text
-    from hwtune.cpulist import parse_cpulist
     from hwtune.knowledge import clear_cache, load_table
+    from hwtune.models.cpulist import parse_cpulist
+    from hwtune.pipeline.config import parse_config_text
     from hwtune.probes.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
     from hwtune.probes.elf import read_needed
     from hwtune.probes.gpu import GpuEntry
@@ -98,13 +104,17 @@ def _parsers() -> dict[str, Callable[[Path], object]]:
         "meminfo": lambda tmp: parse_meminfo(f"MemTotal: {HUGE} kB\n", IssueLog()),
         "numa node meminfo": lambda tmp: parse_node_meminfo(f"Node 0 MemTotal: {HUGE} kB"),
         "topo GPU index": lambda tmp: parse_topo(
-            f"\tGPU0\tCPU Affinity\nGPU{HUGE}\tX\t0-1\n", "t", IssueLog()),
+            f"\tGPU0\tCPU Affinity\nGPU{HUGE}\tX\t0-1\n", "t", IssueLog()
+        ),
         "topo NVLink count": lambda tmp: parse_topo(
-            f"\tGPU0\tGPU1\tCPU Affinity\nGPU0\tX\tNV{HUGE}\t0-1\n", "t", IssueLog()),
+            f"\tGPU0\tGPU1\tCPU Affinity\nGPU0\tX\tNV{HUGE}\t0-1\n", "t", IssueLog()
+        ),
         "smi memory size": lambda tmp: parse_size(f"{BIG_FLOAT} MiB"),
         "smi attached_gpus": lambda tmp: parse_smi_xml(
             f"<nvidia_smi_log><attached_gpus>{HUGE}</attached_gpus></nvidia_smi_log>".encode(),
-            "x.xml", IssueLog()),
+            "x.xml",
+            IssueLog(),
+        ),
         "lscpu number": lambda tmp: parse_lscpu(f"CPU(s): {HUGE}\n").number("CPU(s)"),
         "lscpu -p cell": lambda tmp: parse_lscpu(f"# CPU,Core,Socket,Node\n{HUGE},0,0,0\n"),
         "lscpu NUMA key": lambda tmp: parse_lscpu(f"NUMA node{HUGE} CPU(s): 0-1\n"),
@@ -113,10 +123,12 @@ def _parsers() -> dict[str, Callable[[Path], object]]:
         "lscpu cache size not a number": lambda tmp: parse_lscpu("L2 cache: 1.2.3 MiB\n"),
         "sysfs cache size": sysfs,
         "cgroup v1 quota": lambda tmp: parse_cfs_quota("1" + "0" * 400, "1"),
-        "/proc/self/cgroup hierarchy": lambda tmp: parse_proc_cgroup(f"{HUGE}:cpu:/\n",
-                                                                      IssueLog()),
+        "/proc/self/cgroup hierarchy": lambda tmp: parse_proc_cgroup(
+            f"{HUGE}:cpu:/\n", IssueLog()
+        ),
         "lscpu CPU(s) beyond any machine": lambda tmp: lscpu_topology(
-            parse_lscpu("CPU(s): 4294967296\n"), IssueLog()),
+            parse_lscpu("CPU(s): 4294967296\n"), IssueLog()
+        ),
         "cgroup v2 cpu.max": lambda tmp: parse_cpu_max("1" + "0" * 400 + " 1"),
         "knowledge JSON": knowledge,
         "TOML config": lambda tmp: parse_config_text(f"instances = {HUGE}\n", "config.toml"),
@@ -152,22 +164,29 @@ def test_numbers_beyond_any_machine_word(parser: str, tmp_path: Path) -> None:
 # Unicode digits: str.isdigit() is True for '²' and '①', which int() refuses with a bare
 # ValueError, and for '٣' (Arabic-Indic three), which int() reads as 3 although no kernel
 # file, tool or launcher writes it. Found by the long run in the lscpu `-p` parser; the same
-# check was in a dozen more places (hwtune/digits.py is now the one test). Each reader must
+# check was in a dozen more places (hwtune/models/digits.py is now the one test). Each reader must
 # read none of these as a number, and raise nothing but its documented error.
-UNICODE_DIGITS = {"superscript": "²", "circled": "①", "arabic-indic": "٣",
-                  "digit-superscript": "1²"}
-by_token = pytest.mark.parametrize("token", list(UNICODE_DIGITS.values()),
-                                   ids=list(UNICODE_DIGITS))
+UNICODE_DIGITS = {
+    "superscript": "²",
+    "circled": "①",
+    "arabic-indic": "٣",
+    "digit-superscript": "1²",
+}
+by_token = pytest.mark.parametrize(
+    "token", list(UNICODE_DIGITS.values()), ids=list(UNICODE_DIGITS)
+)
 
 
 def _digit_readers() -> dict[str, Callable[[str, Path], object]]:
     """Each reader returns what it read from the token: None (or nothing) when not a number."""
     from dataclasses import replace
 
-    from hwtune.cpulist import parse_cpulist
+    from hwtune.apply.render import thread_counts
     from hwtune.daemon.inputs import plan_inputs
     from hwtune.daemon.sdnotify import watchdog_interval
+    from hwtune.models.cpulist import parse_cpulist
     from hwtune.models.profile import Setting
+    from hwtune.pipeline.ranks import local_rank
     from hwtune.planner import plan
     from hwtune.probes.cgroup import parse_proc_cgroup
     from hwtune.probes.lscpu import parse_lscpu
@@ -176,8 +195,6 @@ def _digit_readers() -> dict[str, Callable[[str, Path], object]]:
     from hwtune.probes.nvidia_smi import parse_size, parse_smi_xml, parse_topo
     from hwtune.probes.sysfs_cpu import read_sysfs_cpu
     from hwtune.probes.tf_knowledge import parse_version
-    from hwtune.ranks import local_rank
-    from hwtune.render import thread_counts
     from tests.plan_builders import make_hardware
 
     def lscpu_rows(token: str, row: str) -> object:
@@ -194,8 +211,12 @@ def _digit_readers() -> dict[str, Callable[[str, Path], object]]:
             (cpus / name / "cache/index0").mkdir(parents=True)
         (cpus / "online").write_text("0\n")
         cache = cpus / "cpu0/cache/index0"
-        for name, value in (("size", f"{token}K"), ("level", "1"), ("type", "Data"),
-                            ("shared_cpu_list", "0")):
+        for name, value in (
+            ("size", f"{token}K"),
+            ("level", "1"),
+            ("type", "Data"),
+            ("shared_cpu_list", "0"),
+        ):
             (cache / name).write_text(value + "\n")
         facts = read_sysfs_cpu(tmp)
         assert facts is not None
@@ -212,8 +233,11 @@ def _digit_readers() -> dict[str, Callable[[str, Path], object]]:
 
     def smi_attached(token: str, tmp: Path) -> object:
         issues = IssueLog()
-        parse_smi_xml(f"<nvidia_smi_log><attached_gpus>{token}</attached_gpus>"
-                      "</nvidia_smi_log>".encode(), "x.xml", issues)
+        parse_smi_xml(
+            f"<nvidia_smi_log><attached_gpus>{token}</attached_gpus></nvidia_smi_log>".encode(),
+            "x.xml",
+            issues,
+        )
         return [i.reason for i in issues if "attached_gpus> says" in i.reason] or None
 
     def topo(text: str) -> object:
@@ -232,26 +256,31 @@ def _digit_readers() -> dict[str, Callable[[str, Path], object]]:
         "lscpu summary number": lambda t, tmp: parse_lscpu(f"CPU(s): {t}\n").number("CPU(s)"),
         "lscpu -p CPU column": lambda t, tmp: lscpu_rows(t, "{},0"),
         "lscpu -p Core column": lambda t, tmp: lscpu_rows(t, "0,{}"),
-        "lscpu NUMA key": lambda t, tmp: list(parse_lscpu(f"NUMA node{t} CPU(s): 0\n").numa)
-        or None,
+        "lscpu NUMA key": lambda t, tmp: (
+            list(parse_lscpu(f"NUMA node{t} CPU(s): 0\n").numa) or None
+        ),
         "lscpu cache size": lambda t, tmp: lscpu_cache(f"L2 cache: {t} MiB (1 instance)\n"),
         "lscpu cache count": lambda t, tmp: lscpu_cache(f"L2 cache: 1 MiB ({t} instances)\n"),
         "meminfo": lambda t, tmp: parse_meminfo(f"MemTotal: {t} kB\n", IssueLog()) or None,
         "NUMA node meminfo": lambda t, tmp: parse_node_meminfo(f"Node 0 MemTotal: {t} kB"),
-        "/proc/self/cgroup hierarchy": lambda t, tmp: parse_proc_cgroup(f"{t}:cpu:/\n",
-                                                                        IssueLog()) or None,
+        "/proc/self/cgroup hierarchy": lambda t, tmp: (
+            parse_proc_cgroup(f"{t}:cpu:/\n", IssueLog()) or None
+        ),
         "sysfs cache size and CPU directories": sysfs,
         "nvidia-smi size": lambda t, tmp: parse_size(f"{t} MiB"),
         "nvidia-smi attached_gpus": smi_attached,
         "nvidia-smi topo GPU index": lambda t, tmp: topo(f"\tGPU0\tCPU Affinity\nGPU{t}\tX\t0\n"),
         "nvidia-smi topo NVLink count": lambda t, tmp: topo(
-            f"\tGPU0\tGPU1\tCPU Affinity\nGPU0\tX\tNV{t}\t0\n"),
+            f"\tGPU0\tGPU1\tCPU Affinity\nGPU0\tX\tNV{t}\t0\n"
+        ),
         "nvidia-smi topo NUMA column": lambda t, tmp: topo(
-            f"\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\tX\t0\t{t}\n"),
+            f"\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\tX\t0\t{t}\n"
+        ),
         "TensorFlow version": lambda t, tmp: parse_version(f"{t}.1"),
         "cpulist": lambda t, tmp: parse_cpulist(t),
         "launcher rank variable": lambda t, tmp: local_rank(
-            {"LOCAL_RANK": t, "LOCAL_WORLD_SIZE": "4"}),
+            {"LOCAL_RANK": t, "LOCAL_WORLD_SIZE": "4"}
+        ),
         "WATCHDOG_USEC": lambda t, tmp: watchdog_interval({"WATCHDOG_USEC": t}),
         "profile thread count": thread_count,
         "daemon NUMA node inputs": daemon_nodes,

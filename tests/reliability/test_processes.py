@@ -54,13 +54,20 @@ def default_signals() -> None:
     """For hwtune's Popen: default dispositions. An ignored signal is inherited across exec
     (a suite started with `nohup` or `cmd &` ignores SIGINT/SIGHUP), and hwtune deliberately
     leaves an inherited ignore alone instead of forwarding."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
-                signal.SIGUSR1, signal.SIGUSR2):
+    for sig in (
+        signal.SIGINT,
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGQUIT,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+    ):
         signal.signal(sig, signal.SIG_DFL)
 
 
 def describe(pid: int) -> str:
     """A hung process and its children, for the failure message: state, signal masks, threads."""
+
     def one(p: int) -> str:
         try:
             status = Path(f"/proc/{p}/status").read_text().splitlines()
@@ -68,9 +75,13 @@ def describe(pid: int) -> str:
             tasks = os.listdir(f"/proc/{p}/task")
         except OSError:
             return f"{p}: gone"
-        keep = [line for line in status if line.startswith(("State", "SigPnd", "ShdPnd",
-                                                            "SigBlk", "SigIgn", "SigCgt"))]
+        keep = [
+            line
+            for line in status
+            if line.startswith(("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))
+        ]
         return f"{p} {cmdline!r} threads={len(tasks)} " + " ".join(keep)
+
     return " | ".join([one(pid), *(one(c) for c in _children(pid))])
 
 
@@ -106,18 +117,39 @@ def assert_no_orphans(marker: str, figures: Figures) -> None:
 class Exec:
     """A running `hwtune exec --instances 2 -- sh -c SCRIPT MARKER`."""
 
-    def __init__(self, root: Path, tmp_path: Path, script: str, *flags: str,
-                 command: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        tmp_path: Path,
+        script: str,
+        *flags: str,
+        command: tuple[str, ...] | None = None,
+    ) -> None:
         self.marker = f"hwtune-reliability-{uuid.uuid4().hex}"
         env = base_environ(tmp_path)
         env["RELIABILITY_MARKER"] = self.marker
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "hwtune", "exec", "--instances", "2", "--no-pin",
-             "--root", str(root), *flags, "--",
-             *(command or ("sh", "-c", script, self.marker))],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+            [
+                sys.executable,
+                "-m",
+                "hwtune",
+                "exec",
+                "--instances",
+                "2",
+                "--no-pin",
+                "--root",
+                str(root),
+                *flags,
+                "--",
+                *(command or ("sh", "-c", script, self.marker)),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
             start_new_session=True,  # our signals go to hwtune alone, as from `kill PID`
-            preexec_fn=default_signals)
+            preexec_fn=default_signals,
+        )
         self.lines: list[str] = []
         self._buffer = b""
 
@@ -180,16 +212,22 @@ class Exec:
                     state = describe(self.process.pid)
                     self.kill_everything()
                     tail = data[err].decode(errors="replace")[-1500:]
-                    raise AssertionError(f"hwtune exec did not exit within {within:.0f} s: "
-                                         f"{state}; stderr: {tail!r}")
+                    raise AssertionError(
+                        f"hwtune exec did not exit within {within:.0f} s: "
+                        f"{state}; stderr: {tail!r}"
+                    )
                 for key, _ in selector.select(timeout=0.2):
                     chunk = os.read(key.fd, 65536)
                     if chunk:
                         data[key.fd] += chunk
                     else:
                         selector.unregister(key.fd)
-                lost = (signum == signal.SIGINT and not resent
-                        and b"KeyboardInterrupt" in data[err] and self.process.poll() is None)
+                lost = (
+                    signum == signal.SIGINT
+                    and not resent
+                    and b"KeyboardInterrupt" in data[err]
+                    and self.process.poll() is None
+                )
                 if lost:
                     dropped_at = dropped_at or time.monotonic()
                     if time.monotonic() - dropped_at > 1.0:
@@ -237,8 +275,9 @@ def wait_until_settled(run: Exec, sleepers: int = 2) -> None:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_signal_is_forwarded_to_every_instance(signum: int, machine_snapshot: Path,
-                                               tmp_path: Path, figures: Figures) -> None:
+def test_signal_is_forwarded_to_every_instance(
+    signum: int, machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     run = Exec(machine_snapshot, tmp_path, SLEEPER)
     try:
         run.wait_for("[0] ready 0", "[1] ready 1")
@@ -293,8 +332,9 @@ def _is_zombie(pid: int) -> bool:
         return False
 
 
-def test_a_failing_instance_leaves_the_others_running(machine_snapshot: Path, tmp_path: Path,
-                                                      figures: Figures) -> None:
+def test_a_failing_instance_leaves_the_others_running(
+    machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     run = Exec(machine_snapshot, tmp_path, FAILING_PEER)
     try:
         _after_instance_one_is_reaped(run)
@@ -309,8 +349,9 @@ def test_a_failing_instance_leaves_the_others_running(machine_snapshot: Path, tm
 
 
 @pytest.mark.parametrize("stubborn", [False, True], ids=["obeys-SIGTERM", "ignores-SIGTERM"])
-def test_fail_fast_takes_the_others_down(stubborn: bool, machine_snapshot: Path,
-                                         tmp_path: Path, figures: Figures) -> None:
+def test_fail_fast_takes_the_others_down(
+    stubborn: bool, machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     """--fail-fast: SIGTERM to the rest; one that ignores it gets SIGKILL after --kill-after."""
     script = ("trap '' TERM; " if stubborn else "") + FAILING_PEER
     run = Exec(machine_snapshot, tmp_path, script, "--fail-fast", "--kill-after", "0.5")
@@ -325,14 +366,17 @@ def test_fail_fast_takes_the_others_down(stubborn: bool, machine_snapshot: Path,
         _cleanup(run, figures)
 
 
-def test_signals_at_random_moments(machine_snapshot: Path, tmp_path: Path,
-                                   figures: Figures) -> None:
+def test_signals_at_random_moments(
+    machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     """SIGTERM or SIGINT at any moment of hwtune exec's life, start-up included: it always
     exits and leaves no instance behind. (A SIGINT that CPython drops before hwtune can
     handle it is sent again: Exec.finish_after.) A hang fails with the seed and the delay,
     after HANG_S, instead of holding up the suite."""
-    seed = int(os.environ.get("HWTUNE_RELIABILITY_SEED")
-                or (random.SystemRandom().randrange(2**32) if LONG else 7))
+    seed = int(
+        os.environ.get("HWTUNE_RELIABILITY_SEED")
+        or (random.SystemRandom().randrange(2**32) if LONG else 7)
+    )
     rng = random.Random(seed)
     started = time.monotonic()
     probe = Exec(machine_snapshot, tmp_path, "", command=BARE_SLEEP)
@@ -353,9 +397,11 @@ def test_signals_at_random_moments(machine_snapshot: Path, tmp_path: Path,
             try:
                 status, _, resent = run.finish_after(signum)
             except AssertionError as err:
-                raise AssertionError(f"{signal.Signals(signum).name} after {delay:.3f} s "
-                                     f"(seed {seed}: HWTUNE_RELIABILITY_SEED={seed} replays "
-                                     f"the delays): {err}") from None
+                raise AssertionError(
+                    f"{signal.Signals(signum).name} after {delay:.3f} s "
+                    f"(seed {seed}: HWTUNE_RELIABILITY_SEED={seed} replays "
+                    f"the delays): {err}"
+                ) from None
             figures.count(f"exit {status} after {signal.Signals(signum).name}")
             if resent:
                 figures.count("SIGINT dropped by CPython before hwtune handled it: sent again")
@@ -383,19 +429,49 @@ def _delayed_start(tmp_path: Path, machine_snapshot: Path) -> tuple[Exec, int]:
     env = base_environ(tmp_path)
     env["RELIABILITY_MARKER"] = run.marker
     run.process = subprocess.Popen(
-        [STRACE, "-f", "-qq", "-o", "/dev/null", "-e", "trace=setpgid",
-         "-e", "inject=setpgid:delay_exit=1500000",
-         sys.executable, "-m", "hwtune", "exec", "--instances", "2", "--no-pin",
-         "--root", str(machine_snapshot), "--", "sh", "-c", SLEEPER, run.marker],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-        start_new_session=True, preexec_fn=default_signals)
+        [
+            STRACE,
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-e",
+            "trace=setpgid",
+            "-e",
+            "inject=setpgid:delay_exit=1500000",
+            sys.executable,
+            "-m",
+            "hwtune",
+            "exec",
+            "--instances",
+            "2",
+            "--no-pin",
+            "--root",
+            str(machine_snapshot),
+            "--",
+            "sh",
+            "-c",
+            SLEEPER,
+            run.marker,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        start_new_session=True,
+        preexec_fn=default_signals,
+    )
     deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline:
         hwtune = _children(run.process.pid)
         # The first instance is forked (a child of hwtune) and not yet exec'd (no instance
         # shell runs yet).
-        if hwtune and _children(hwtune[0]) and instance_pid(run.marker, 0) is None \
-                and instance_pid(run.marker, 1) is None:
+        if (
+            hwtune
+            and _children(hwtune[0])
+            and instance_pid(run.marker, 0) is None
+            and instance_pid(run.marker, 1) is None
+        ):
             return run, hwtune[0]
         if run.process.poll() is not None:
             _, err = run.process.communicate()
@@ -404,8 +480,9 @@ def _delayed_start(tmp_path: Path, machine_snapshot: Path) -> tuple[Exec, int]:
     raise AssertionError("hwtune exec never started an instance")
 
 
-def test_sigterm_while_an_instance_is_starting(machine_snapshot: Path, tmp_path: Path,
-                                              figures: Figures) -> None:
+def test_sigterm_while_an_instance_is_starting(
+    machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     run, hwtune = _delayed_start(tmp_path, machine_snapshot)
     try:
         os.kill(hwtune, signal.SIGTERM)
@@ -416,8 +493,9 @@ def test_sigterm_while_an_instance_is_starting(machine_snapshot: Path, tmp_path:
         _cleanup(run, figures)
 
 
-def test_sigusr1_while_an_instance_is_starting(machine_snapshot: Path, tmp_path: Path,
-                                              figures: Figures) -> None:
+def test_sigusr1_while_an_instance_is_starting(
+    machine_snapshot: Path, tmp_path: Path, figures: Figures
+) -> None:
     """SIGUSR1 (and SIGHUP, SIGQUIT…) are forwarded, not a reason to stop: both instances
     still start, and the one that was starting gets the signal too."""
     run, hwtune = _delayed_start(tmp_path, machine_snapshot)
@@ -429,4 +507,3 @@ def test_sigusr1_while_an_instance_is_starting(machine_snapshot: Path, tmp_path:
         figures.count("SIGUSR1 during start-up: every instance started")
     finally:
         _cleanup(run, figures)
-

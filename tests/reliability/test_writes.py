@@ -32,15 +32,18 @@ from tests.conftest import run_cli
 
 from .conftest import KILL_ROUNDS, LONG, REPO_ROOT, Figures, require_root
 
-TMP_MARK = ".hwtune-tmp-"  # hwtune.apply.atomic.TMP_MARK: temporary files of a write
+TMP_MARK = ".hwtune-tmp-"  # hwtune.fs.atomic.TMP_MARK: temporary files of a write
 NOBODY = 65534
 
 
 def base_environ(tmp_path: Path) -> dict[str, str]:
     """The caller's environment without hwtune settings, user config or launcher ranks."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HWTUNE_", "XDG_", "SLURM_", "OMPI_", "PMI_", "MPI_"))
-           and k not in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HWTUNE_", "XDG_", "SLURM_", "OMPI_", "PMI_", "MPI_"))
+        and k not in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE")
+    }
     env["XDG_CONFIG_HOME"] = str(tmp_path / "no-user-config")
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     env["PYTHONPATH"] = str(REPO_ROOT)
@@ -57,17 +60,32 @@ class Applier:
         self._refs: dict[str, dict[str, bytes]] = {}
 
     def argv(self, output: Path, mark: str) -> list[str]:
-        return ["apply", "--output", str(output), "--root", str(self.root),
-                "--set", f"HWTUNE_MARK={mark}"]
+        return [
+            "apply",
+            "--output",
+            str(output),
+            "--root",
+            str(self.root),
+            "--set",
+            f"HWTUNE_MARK={mark}",
+        ]
 
     def spawn(self, output: Path, mark: str) -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-m", "hwtune", *self.argv(output, mark)],
-                                env=self.environ, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        return subprocess.Popen(
+            [sys.executable, "-m", "hwtune", *self.argv(output, mark)],
+            env=self.environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
     def run(self, output: Path, mark: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "hwtune", *self.argv(output, mark)],
-                              env=self.environ, capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "hwtune", *self.argv(output, mark)],
+            env=self.environ,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def expected(self, mark: str) -> dict[str, bytes]:
         """The files of a complete apply with this mark (in-process, into a fresh dir)."""
@@ -100,8 +118,9 @@ def journal_states(directory: Path) -> dict[str, bool | None]:
     states: dict[str, bool | None] = {}
     for entry in sorted(os.listdir(journal)) if journal.is_dir() else ():
         manifest = journal / entry / "manifest.json"
-        states[entry] = (json.loads(manifest.read_text())["complete"]
-                         if manifest.is_file() else None)
+        states[entry] = (
+            json.loads(manifest.read_text())["complete"] if manifest.is_file() else None
+        )
     return states
 
 
@@ -141,8 +160,10 @@ def test_sigkill_at_random_points(applier: Applier, tmp_path: Path, figures: Fig
         mark = str(round_number)
         new = applier.expected(mark)
         attempted.append(mark)
-        allowed = {name: {applier.expected(m).get(name) for m in (last_complete, *attempted)}
-                   for name in new}
+        allowed = {
+            name: {applier.expected(m).get(name) for m in (last_complete, *attempted)}
+            for name in new
+        }
         journal_before = set(journal_states(output))
         process = applier.spawn(output, mark)
         if round_number % 3 == 0:
@@ -164,7 +185,8 @@ def test_sigkill_at_random_points(applier: Applier, tmp_path: Path, figures: Fig
             assert name in allowed, f"round {round_number}: unexpected file {name}"
             assert data in allowed[name], (
                 f"round {round_number}: {name} is neither a complete old nor the new version "
-                f"({len(data)} bytes)")
+                f"({len(data)} bytes)"
+            )
             figures.count("files checked: complete")
         for name in allowed:
             if name not in current:
@@ -184,13 +206,17 @@ def test_sigkill_at_random_points(applier: Applier, tmp_path: Path, figures: Fig
     assert all(done is not False for done in journal_states(output).values())
     reverted = run_cli(["revert", "--output", str(output)], applier.environ)
     assert reverted.exit_status == 0, reverted.stderr
-    assert outputs(output) == applier.expected(last_complete), \
+    assert outputs(output) == applier.expected(last_complete), (
         "revert did not restore the last complete set"
+    )
     figures.count("killed while writing (journal open or temporaries left)", mid_write)
     figures.count("left a mixed set, rolled back by the next apply", mixed)
-    figures.note(rounds=KILL_ROUNDS, seed=seed, apply_seconds=round(duration, 3),
-                 journal_dirs_without_manifest=sum(
-                     1 for d in journal_states(output).values() if d is None))
+    figures.note(
+        rounds=KILL_ROUNDS,
+        seed=seed,
+        apply_seconds=round(duration, 3),
+        journal_dirs_without_manifest=sum(1 for d in journal_states(output).values() if d is None),
+    )
 
 
 # ---------------------------------------------------------------------------- mounts
@@ -200,8 +226,11 @@ def test_sigkill_at_random_points(applier: Applier, tmp_path: Path, figures: Fig
 def tmpfs(where: Path, size: str) -> Iterator[Path]:
     require_root()
     where.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs",
-                           str(where)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -277,8 +306,9 @@ def test_read_only_bind_mount(applier: Applier, tmp_path: Path, figures: Figures
     require_root()
     output = tmp_path / "bound"
     assert applier.run(output, "old").returncode == 0
-    done = subprocess.run(["mount", "--bind", str(output), str(output)], capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        ["mount", "--bind", str(output), str(output)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot bind-mount here: {done.stderr.strip()}")
     try:
@@ -303,10 +333,10 @@ def plant_symlink(output: Path, name: str, victim: Path) -> Path:
     return link
 
 
-@pytest.mark.parametrize("mode", [0o1777, 0o0777], ids=["sticky-world-writable",
-                                                        "world-writable"])
-def test_planted_symlink_never_writes_through(mode: int, applier: Applier, tmp_path: Path,
-                                              figures: Figures) -> None:
+@pytest.mark.parametrize("mode", [0o1777, 0o0777], ids=["sticky-world-writable", "world-writable"])
+def test_planted_symlink_never_writes_through(
+    mode: int, applier: Applier, tmp_path: Path, figures: Figures
+) -> None:
     """Whatever apply does with a symlink another user planted, the file it points to (here
     a stand-in for /etc/shadow) is never written, and no copy of it lands anywhere readable."""
     require_root()
@@ -321,13 +351,15 @@ def test_planted_symlink_never_writes_through(mode: int, applier: Applier, tmp_p
     assert "Traceback" not in result.stderr, result.stderr
     assert victim.read_bytes() == b"root:SECRET-HASH:19000:0:99999:7:::\n"
     assert victim.stat().st_mode & 0o777 == 0o600
-    leaked = [str(p) for p in output.rglob("*") if p.is_file() and not p.is_symlink()
-              and b"SECRET-HASH" in p.read_bytes()]
+    leaked = [
+        str(p)
+        for p in output.rglob("*")
+        if p.is_file() and not p.is_symlink() and b"SECRET-HASH" in p.read_bytes()
+    ]
     assert not leaked, f"the symlink's target was copied into {leaked}"
     assert b"SECRET-HASH" not in result.stdout.encode()
     figures.count("symlink target intact")
     figures.note(exit_status=result.returncode, link_kept=link.is_symlink())
-
 
 
 def test_planted_symlink_is_refused(applier: Applier, tmp_path: Path, figures: Figures) -> None:
@@ -348,8 +380,9 @@ def test_planted_symlink_is_refused(applier: Applier, tmp_path: Path, figures: F
     figures.count("refused")
 
 
-def test_directory_not_owned_by_root_is_refused(applier: Applier, tmp_path: Path,
-                                                figures: Figures) -> None:
+def test_directory_not_owned_by_root_is_refused(
+    applier: Applier, tmp_path: Path, figures: Figures
+) -> None:
     """Issue 7: running as root, an output directory owned by another user (who could swap
     files under it at any moment) is refused with a clear message, previous files intact."""
     require_root()
@@ -370,8 +403,10 @@ def test_twenty_concurrent_applies(applier: Applier, tmp_path: Path, figures: Fi
     assert applier.run(output, "base").returncode == 0
     marks = [f"c{i}" for i in range(20)]
     processes = [applier.spawn(output, mark) for mark in marks]
-    results = [(p.wait(timeout=300), p.stdout.read().decode(), p.stderr.read().decode())  # type: ignore[union-attr]
-               for p in processes]
+    results = [
+        (p.wait(timeout=300), p.stdout.read().decode(), p.stderr.read().decode())  # type: ignore[union-attr]
+        for p in processes
+    ]
     for status, _out, err in results:
         # 6 (LOCKED) is the documented outcome of waiting longer than --lock-timeout.
         assert status in (0, 6), err

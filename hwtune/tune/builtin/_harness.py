@@ -83,9 +83,7 @@ class _Warmup:
         self.seen += 1
         if self.seen == 1:
             self.first_end = now
-        return self.seen >= self.steps or (
-            self.seen >= 2 and now - self.first_end >= WARMUP_CAP_S
-        )
+        return self.seen >= self.steps or (self.seen >= 2 and now - self.first_end >= WARMUP_CAP_S)
 
 
 def wait_for_siblings(timeout_s: float = 120.0) -> None:
@@ -146,7 +144,5 @@ def keras_fit_rate(model: Any, data: Any, batch: int, args: argparse.Namespace) 
                 self.model.stop_training = True
 
     total = args.warmup_steps + args.max_steps
-    model.fit(
-        data, epochs=1, steps_per_epoch=total, verbose=0, shuffle=False, callbacks=[Timer()]
-    )
+    model.fit(data, epochs=1, steps_per_epoch=total, verbose=0, shuffle=False, callbacks=[Timer()])
     return rate_from_step_times(ends, state["start"], batch)

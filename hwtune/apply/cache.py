@@ -2,13 +2,13 @@
 
 One JSON file per intent under `$XDG_CACHE_HOME/hwtune/` holds what a process needs at start
 (the environment with reasons, thread counts, JIT level, precision policy, this instance's
-CPUs) together with the fingerprint it was planned under (`hwtune.fingerprint`). A lookup
+CPUs) together with the fingerprint it was planned under (`hwtune.apply.fingerprint`). A lookup
 recomputes the fingerprint and uses the file only when it is equal; otherwise it detects and
 plans again and rewrites the file atomically (ranks starting together may race; each writes a
 complete file and the last rename wins).
 
-The warm path imports only the standard library's json, os and sys plus hwtune.fingerprint
-and hwtune.ranks: no pydantic, psutil, dataclasses, probes or planner.
+The warm path imports only the standard library's json, os and sys plus hwtune.apply.fingerprint
+and hwtune.pipeline.ranks: no pydantic, psutil, dataclasses, probes or planner.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from hwtune.fingerprint import fingerprint
+from hwtune.apply.fingerprint import fingerprint
 
 CACHE_SCHEMA = 1
 INTENT_KEYS = ("mode", "instances", "instance", "precision", "model")
@@ -64,8 +64,8 @@ def store(path: str, current: dict[str, object], payload: dict[str, Any]) -> Non
     """Write the cache file; a failure (read-only home, full disk) only costs speed."""
     from pathlib import Path
 
-    from hwtune.apply.atomic import write_atomic
     from hwtune.errors import ApplyError
+    from hwtune.fs.atomic import write_atomic
 
     data = {"schema": CACHE_SCHEMA, "fingerprint": current, "payload": payload}
     try:
@@ -76,8 +76,8 @@ def store(path: str, current: dict[str, object], payload: dict[str, Any]) -> Non
 
 
 def payload_from_planned(planned: Any) -> dict[str, Any]:
-    """What a process start needs, from a `hwtune.apply.source.Planned` (cold path)."""
-    from hwtune.render import env_entries, thread_counts
+    """What a process start needs, from a `hwtune.pipeline.source.Planned` (cold path)."""
+    from hwtune.apply.render import env_entries, thread_counts
 
     profile = planned.profile
     intra, inter = thread_counts(profile)
@@ -98,7 +98,7 @@ def lookup(
     explicit: Mapping[str, Any], environ: Mapping[str, str], *, use_cache: bool = True
 ) -> tuple[dict[str, Any], bool, str]:
     """(payload, came from the cache, cache file) for this intent on the live machine."""
-    from hwtune.ranks import local_rank
+    from hwtune.pipeline.ranks import local_rank
 
     rank = local_rank(environ)
     key = cache_key(explicit, (rank.rank, rank.size) if rank else None)
@@ -108,7 +108,7 @@ def lookup(
         payload = load(path, current)
         if payload is not None:
             return payload, True, path
-    from hwtune.apply.source import plan_for
+    from hwtune.pipeline.source import plan_for
 
     payload = payload_from_planned(plan_for(dict(explicit), environ))
     store(path, current, payload)

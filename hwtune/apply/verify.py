@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hwtune.cpulist import CpuListError, format_cpulist, parse_cpulist
-from hwtune.digits import is_ascii_digits
+from hwtune.models.cpulist import CpuListError, format_cpulist, parse_cpulist
+from hwtune.models.digits import is_ascii_digits
 
 Status = Literal["OK", "DIFFERENT", "UNKNOWN"]
 INTER_OP_THREAD = "tf_Compute"  # comm is cut to 15 characters (TASK_COMM_LEN 16)

@@ -33,12 +33,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal, cast
 
+from hwtune.apply.mempolicy import MPOL_BIND as MPOL_BIND
+from hwtune.apply.mempolicy import MPOL_DEFAULT as MPOL_DEFAULT
+from hwtune.apply.mempolicy import MPOL_PREFERRED as MPOL_PREFERRED
+from hwtune.apply.mempolicy import get_mempolicy as get_mempolicy
+from hwtune.apply.mempolicy import set_mempolicy as set_mempolicy
 from hwtune.errors import HwtuneError
-from hwtune.mempolicy import MPOL_BIND as MPOL_BIND
-from hwtune.mempolicy import MPOL_DEFAULT as MPOL_DEFAULT
-from hwtune.mempolicy import MPOL_PREFERRED as MPOL_PREFERRED
-from hwtune.mempolicy import get_mempolicy as get_mempolicy
-from hwtune.mempolicy import set_mempolicy as set_mempolicy
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import InstanceSlice, Profile
 
@@ -72,7 +72,7 @@ def env_for_instance(
     profile: Profile, index: int, *, hardware: Hardware | None = None
 ) -> dict[str, str]:
     """The variables instance `index` gets on top of the caller's environment."""
-    from hwtune.render import env_map
+    from hwtune.apply.render import env_map
 
     env = env_map(profile)
     env["HWTUNE_INSTANCE"] = str(index)

@@ -192,8 +192,10 @@ def render(
     found: Mapping[str, str], *, expiry: datetime | None = None, generated: datetime | None = None
 ) -> str:
     """The feature file text: a comment header, the expiry directive, one line per label."""
-    lines = ["# Node Feature Discovery labels written by hwtune (`hwtune nfd`, `hwtune daemon "
-             "--nfd`); rewritten atomically, do not edit."]
+    lines = [
+        "# Node Feature Discovery labels written by hwtune (`hwtune nfd`, `hwtune daemon "
+        "--nfd`); rewritten atomically, do not edit."
+    ]
     if generated is not None:
         lines.append(f"# generated {rfc3339(generated)}")
     if expiry is not None:
@@ -210,17 +212,18 @@ def write_feature_file(
     directory: str | os.PathLike[str], text: str, name: str = FILE_NAME
 ) -> Path:
     """Write `directory/name` atomically: a dotfile (which NFD skips), fsync, rename over the
-    old one, fsync the directory (`hwtune.apply.atomic.write_atomic`).
+    old one, fsync the directory (`hwtune.fs.atomic.write_atomic`).
 
     Raises ApplyError naming the file when it cannot be written, ValueError when the text
     exceeds the 64 kB NFD reads.
     """
-    from hwtune.apply.atomic import write_atomic
+    from hwtune.fs.atomic import write_atomic
 
     data = text.encode()
     if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"feature file is {len(data)} bytes; NFD ignores files over "
-                         f"{MAX_FILE_BYTES}")
+        raise ValueError(
+            f"feature file is {len(data)} bytes; NFD ignores files over {MAX_FILE_BYTES}"
+        )
     target = Path(directory) / name
     write_atomic(target, data, mode=0o644)
     return target

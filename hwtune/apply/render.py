@@ -26,8 +26,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from hwtune.digits import is_ascii_digits
 from hwtune.errors import ApplyError
+from hwtune.models.digits import is_ascii_digits
 
 if TYPE_CHECKING:
     from hwtune.models.hardware import Hardware

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from hwtune.digits import is_ascii_digits
 from hwtune.errors import ConfigError
+from hwtune.models.digits import is_ascii_digits
 
 # (rank variable, size variables tried in order, launcher name)
 _SOURCES: tuple[tuple[str, tuple[str, ...], str], ...] = (

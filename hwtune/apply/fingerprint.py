@@ -134,7 +134,8 @@ def _tensorflow_dists() -> list[list[object]]:
 
 
 def config_paths(environ: Mapping[str, str]) -> list[str]:
-    """The files the overrides are read from (kept equal to hwtune.config's; a test checks)."""
+    """The files the overrides are read from (kept equal to hwtune.pipeline.config's; a test
+    checks)."""
     config_home = environ.get("XDG_CONFIG_HOME") or os.path.join(
         environ.get("HOME") or os.path.expanduser("~"), ".config"
     )
@@ -161,8 +162,8 @@ def _knowledge_files(environ: Mapping[str, str]) -> dict[str, list[int] | None]:
 
 def _tuned_results(environ: Mapping[str, str]) -> dict[str, list[int] | None]:
     """Stat of `hwtune tune`'s stored results, which plan() takes as measurements: as
-    hwtune.tune.store.tuned_dir, $HWTUNE_TUNED_DIR else $XDG_STATE_HOME/hwtune/tuned, holding
-    <plan fingerprint>/<workload>.json."""
+    hwtune.pipeline.measured.tuned_dir, $HWTUNE_TUNED_DIR else $XDG_STATE_HOME/hwtune/tuned,
+    holding <plan fingerprint>/<workload>.json."""
     base = environ.get("HWTUNE_TUNED_DIR") or os.path.join(
         environ.get("XDG_STATE_HOME")
         or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".local", "state"),

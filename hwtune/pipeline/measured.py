@@ -32,9 +32,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from hwtune.apply.atomic import write_atomic
-from hwtune.cpulist import MAX_CPU
 from hwtune.errors import ApplyError, HwtuneError, TuneError
+from hwtune.fs.atomic import write_atomic
+from hwtune.models.cpulist import MAX_CPU
 from hwtune.models.profile import Profile, Setting
 
 RESULT_SCHEMA = 1
@@ -46,10 +46,15 @@ MAX_RESULT_BYTES = 1 << 20
 # What plan() may take from a result, by key (aliases included: planner/core.py _ALIASES):
 # counts, and settings with a fixed set of values. env.NAME is any other variable (a knob such
 # as KMP_BLOCKTIME), checked by _env_problem.
-_COUNT_KEYS = frozenset({
-    "instances", "threads.intra_op", "threads.inter_op",
-    "env.TF_NUM_INTRAOP_THREADS", "env.TF_NUM_INTEROP_THREADS",
-})
+_COUNT_KEYS = frozenset(
+    {
+        "instances",
+        "threads.intra_op",
+        "threads.inter_op",
+        "env.TF_NUM_INTRAOP_THREADS",
+        "env.TF_NUM_INTEROP_THREADS",
+    }
+)
 _MAX_COUNT = MAX_CPU  # no thread pool or instance count beyond the CPU numbers Linux has
 _JIT_LEVELS = ("off", "autoclustering", "on")
 _PRECISIONS = (None, "float32", "mixed_float16", "mixed_bfloat16")
@@ -94,9 +99,7 @@ def measured_settings(record: Mapping[str, Any]) -> dict[str, Setting]:
     """The `measured` mapping for plan() from a stored record (checked by read_result)."""
     ratio = float(record["ratio"])
     reason = f"measured: {ratio:.2f}× over the rule's choice"
-    return {
-        key: Setting(value, reason, "measured") for key, value in record["settings"].items()
-    }
+    return {key: Setting(value, reason, "measured") for key, value in record["settings"].items()}
 
 
 def settings_from_knobs(knobs: Mapping[str, Any], *, precision_searched: bool) -> dict[str, Any]:
@@ -165,8 +168,11 @@ def read_result(path: Path) -> dict[str, Any]:
             hint=_REDO,
         )
     problem = _ratio_problem(data["ratio"]) or next(
-        (f"setting {key!r}: {why}" for key, value in data["settings"].items()
-         if (why := _setting_problem(key, value))),
+        (
+            f"setting {key!r}: {why}"
+            for key, value in data["settings"].items()
+            if (why := _setting_problem(key, value))
+        ),
         None,
     )
     if problem:
@@ -200,7 +206,7 @@ def _read_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise TuneError(
-            f"{path}: not UTF-8 text (byte {err.start}: {data[err.start:err.start + 1]!r})",
+            f"{path}: not UTF-8 text (byte {err.start}: {data[err.start : err.start + 1]!r})",
             hint=_REDO,
         ) from None
 
@@ -251,7 +257,7 @@ def _env_problem(name: str, value: object) -> str | None:
         return None
     if not isinstance(value, str):
         return f"{_show(value)} is not a string"
-    # Every output format must hold it (hwtune/render.py): one printable line, not wrapped in
+    # Every output format must hold it (hwtune/apply/render.py): one printable line, not wrapped in
     # quotes (docker's --env-file strips them), of a sane length.
     if len(value) > _MAX_ENV_VALUE or not value.isprintable():
         return f"{_show(value)} is not one printable line of at most {_MAX_ENV_VALUE} characters"

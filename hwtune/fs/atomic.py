@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hwtune.apply.guard import check_directory, refuse_unless_regular
-from hwtune.digits import is_ascii_digits
 from hwtune.errors import ApplyError, LockTimeout
+from hwtune.fs.guard import check_directory, refuse_unless_regular
+from hwtune.models.digits import is_ascii_digits
 
 TMP_MARK = ".hwtune-tmp-"
 LOCK_NAME = ".lock"

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hwtune.cli import MODEL_HELP
 from hwtune.models.hardware import Hardware
-from hwtune.models.profile import MODEL_KINDS, Intent, Profile
-from hwtune.ranks import LocalRank, already_pinned, local_rank
+from hwtune.models.profile import MODEL_HELP, MODEL_KINDS, Intent, Profile
+from hwtune.pipeline.ranks import LocalRank, already_pinned, local_rank
 
 INTENT_FLAGS = ("mode", "instances", "instance", "precision", "tf_version", "model")
 
@@ -92,7 +91,7 @@ def resolve_share(
     limits = hardware.limits
     allowed = limits.cpuset_cpus if limits.cpuset_cpus is not None else hardware.cpu.online_cpus
     if already_pinned(limits.affinity_cpus, allowed):
-        from hwtune.cpulist import format_cpulist
+        from hwtune.models.cpulist import format_cpulist
 
         flags.update(instances=1, instance=0)
         notes.append(
@@ -114,7 +113,7 @@ def plan_for(
     hardware: Hardware | None = None,
 ) -> Planned:
     """Detect (unless `hardware` is given) and plan for the intent, ranks and overrides."""
-    from hwtune.config import load_overrides, with_flags
+    from hwtune.pipeline.config import load_overrides, with_flags
     from hwtune.planner import plan
 
     hw = hardware if hardware is not None else detect_hardware(root)
@@ -129,7 +128,7 @@ def plan_for(
         model=overrides.model or "unknown",
     )
     profile = plan(hw, intent, overrides)
-    from hwtune.tune.store import apply_measured
+    from hwtune.pipeline.measured import apply_measured
 
     # Tuner results are keyed by the plan's hardware fingerprint (as `hwtune plan`).
     profile, ignored = apply_measured(

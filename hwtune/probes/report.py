@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hwtune.cpulist import format_cpulist
+from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import CpuInfo, Gpu, Hardware, Limits, Memory, TensorFlowInfo
 
 LABEL_WIDTH = 12
@@ -104,9 +104,7 @@ def _cpu_lines(cpu: CpuInfo, numa_nodes: int) -> list[str]:
     ]
     name = cpu.model_name or cpu.part or "unknown model"
     smt = {True: "SMT on", False: "SMT off", None: "SMT unknown"}[cpu.smt_enabled]
-    per_core = (
-        f"{_plural(cpu.threads_per_core, 'thread')}/core, " if cpu.threads_per_core else ""
-    )
+    per_core = f"{_plural(cpu.threads_per_core, 'thread')}/core, " if cpu.threads_per_core else ""
     topology = (
         f"{_plural(cpu.sockets, 'socket')} · {_plural(cpu.physical_cores, 'core')} · "
         f"{_plural(cpu.logical_cpus, 'logical CPU')} ({per_core}{smt}) · "

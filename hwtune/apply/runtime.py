@@ -6,7 +6,7 @@
 
 What it does, in order:
 1. Finds the profile: the cached one when the machine's fingerprint is unchanged
-   (`hwtune.cache`), else it detects and plans once and caches the result.
+   (`hwtune.apply.cache`), else it detects and plans once and caches the result.
 2. Sets the profile's environment variables; a variable the user already set to another value
    is left alone and reported (`report.env_user`). TensorFlow reads its thread variables
    (TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS) when its runtime starts, so before the
@@ -39,11 +39,11 @@ from collections.abc import Callable, Mapping
 from types import ModuleType, TracebackType
 from typing import Any
 
+from hwtune.apply.importhook import PostImportHook
 from hwtune.errors import ConfigError
-from hwtune.importhook import PostImportHook
 
 INTRA_OP_ENV = (
-    "TF_NUM_INTRAOP_THREADS"  # = hwtune.render.INTRA_OP_ENV (not imported: start-up cost)
+    "TF_NUM_INTRAOP_THREADS"  # = hwtune.apply.render.INTRA_OP_ENV (not imported: start-up cost)
 )
 INTER_OP_ENV = "TF_NUM_INTEROP_THREADS"
 # = hwtune.tune.config.TRIAL_ENV, TRIAL_JIT_ENV, TRIAL_PRECISION_ENV (not imported: start-up cost)
@@ -440,7 +440,7 @@ def configure(
         if value is not None
     }
     try:
-        from hwtune.cache import lookup
+        from hwtune.apply.cache import lookup
 
         payload, cached, path = lookup(explicit, os.environ, use_cache=use_cache)
     except Exception as err:

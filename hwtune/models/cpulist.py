@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hwtune.digits import is_ascii_digits
+from hwtune.models.digits import is_ascii_digits
 
 # A bound on list size so a hostile "0-4294967295" cannot exhaust memory. The kernel's own
 # NR_CPUS tops out at 8192 on x86-64 (arch/x86/Kconfig, MAXSMP); leave headroom.
