@@ -27,12 +27,14 @@ from hwtune.probes.gpu import (
 )
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.nvidia_smi import parse_smi_xml, parse_topo
+from hwtune.probes.nvidia_smi_list import LIST_NAME
 
 from .conftest import DATA
 
 GPU_DATA = DATA / "gpu"
 T4_XML = GPU_DATA / "telegraf-tesla-t4-xml.smi"
 P4D_TOPO = GPU_DATA / "trainingoneks-aws-p4d.24xlarge-8xA100.topo"
+MIG_LIST = GPU_DATA / "cuiliang-8xa100-80gb-mig-1g20gb.L"
 
 
 def layout(
@@ -504,10 +506,11 @@ def fake_nvidia_smi(tmp_path: Path, body: str) -> str:
     return str(script)
 
 
-def test_snapshot_saves_both_outputs_and_detect_reads_them_back(tmp_path: Path) -> None:
+def test_snapshot_saves_all_three_outputs(tmp_path: Path) -> None:
     exe = fake_nvidia_smi(
         tmp_path,
-        f'case "$1" in\n -q) cat "{T4_XML}";;\n topo) cat "{P4D_TOPO}";;\n *) exit 2;;\nesac\n',
+        f'case "$1" in\n -q) cat "{T4_XML}";;\n topo) cat "{P4D_TOPO}";;\n'
+        f' -L) cat "{MIG_LIST}";;\n *) exit 2;;\nesac\n',
     )
     dest = tmp_path / "snap"
     dest.mkdir()
@@ -516,7 +519,10 @@ def test_snapshot_saves_both_outputs_and_detect_reads_them_back(tmp_path: Path) 
     assert list(issues) == []
     assert (dest / nvidia_smi.XML_NAME).read_bytes() == T4_XML.read_bytes()
     assert (dest / nvidia_smi.TOPO_NAME).read_bytes() == P4D_TOPO.read_bytes()
-    assert sorted(p.name for p in dest.iterdir()) == [nvidia_smi.XML_NAME, nvidia_smi.TOPO_NAME]
+    assert (dest / LIST_NAME).read_bytes() == MIG_LIST.read_bytes()
+    assert sorted(p.name for p in dest.iterdir()) == sorted(
+        [nvidia_smi.XML_NAME, nvidia_smi.TOPO_NAME, LIST_NAME]
+    )
 
 
 def test_snapshot_with_failing_and_hanging_nvidia_smi(tmp_path: Path) -> None:

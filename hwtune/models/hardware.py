@@ -117,10 +117,14 @@ class Memory:
 
 @dataclass(frozen=True, slots=True)
 class MigDevice:
+    """One MIG device (a GPU instance and its compute instance): what CUDA sees as a device."""
+
     index: int
-    uuid: str | None = None
+    uuid: str | None = None  # "MIG-<uuid>" (R470+) or "MIG-GPU-<uuid>/<gi>/<ci>" (R450/R460)
     profile: str | None = None  # e.g. "1g.10gb"
     memory_bytes: int | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

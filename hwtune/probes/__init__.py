@@ -75,6 +75,10 @@ def detect(
         tf_info = _guarded(
             issues, "tensorflow", None, lambda: probe_tensorflow(base, issues, cpu, live=live)
         )
+    if gpu_report is not None and tf_info is not None:
+        from hwtune.probes.cuda_check import check_driver
+
+        check_driver(gpu_report, tf_info, issues)
     return Hardware(
         root=str(base),
         cpu=cpu,

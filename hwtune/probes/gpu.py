@@ -5,8 +5,9 @@ Sources, in order:
   is found on disk; when NVML is unavailable, `nvidia-smi -q -x` and `nvidia-smi topo -m` are
   run and parsed instead. A machine with no NVIDIA driver and no NVIDIA PCI display device
   gets no GPUs and no issue: nothing is wrong with a CPU machine.
-- any other root: ROOT/nvidia-smi-q.xml and ROOT/nvidia-smi-topo.txt (what `hwtune snapshot`
-  saves), merged by GPU index; either may be absent.
+- any other root: ROOT/nvidia-smi-q.xml, ROOT/nvidia-smi-topo.txt and ROOT/nvidia-smi-L.txt
+  (what `hwtune snapshot` saves), merged by GPU index; any may be absent. `-L` is the only one
+  that names MIG devices by the UUID CUDA_VISIBLE_DEVICES takes.
 
 `nvidia-smi -q` does not print the compute capability, so where NVML does not give it, it is
 looked up from the product name in the `gpus` knowledge table (hwtune/knowledge/data/gpus.json,
@@ -164,21 +165,30 @@ def count_nvidia_displays(root: Path) -> int:
 
 
 def _from_files(root: Path, issues: IssueLog) -> GpuReport:
-    from hwtune.probes import nvidia_smi
+    from hwtune.probes import nvidia_smi, nvidia_smi_list
 
     log = nvidia_smi.read_smi_xml(root, issues)
+    listed = nvidia_smi_list.read_smi_list(root, issues)
     topo = nvidia_smi.read_topo(root, issues)
-    if log is None and topo is None:
+    if log is None and topo is None and listed is None:
         return NO_GPUS
     gpus = log.gpus if log else ()
+    if listed:
+        gpus = nvidia_smi_list.merge_list(gpus, listed, issues)
     if topo is not None:
-        if log is None and topo.rows:
+        if log is None and not listed and topo.rows:
             issues.add(
                 "gpu",
                 f"{nvidia_smi.XML_NAME} absent: GPU names, memory and compute "
                 f"capability unknown (only {nvidia_smi.TOPO_NAME} was found)",
             )
         gpus = nvidia_smi.merge_topo(gpus, topo, issues)
+    if log is None and listed:
+        issues.add(
+            "gpu",
+            f"{nvidia_smi.XML_NAME} absent: the driver, its CUDA version and GPU memory are "
+            f"unknown (names and MIG UUIDs come from {nvidia_smi_list.LIST_NAME})",
+        )
     return GpuReport(
         gpus=gpus,
         driver_version=log.driver_version if log else None,
@@ -229,6 +239,14 @@ def _from_nvidia_smi(executable: str, issues: IssueLog, timeout_s: float) -> Gpu
         return NO_GPUS
     log = nvidia_smi.parse_smi_xml(xml, "nvidia-smi -q -x", issues)
     gpus = log.gpus
+    if any(gpu.mig_enabled for gpu in gpus):  # -q -x names no MIG UUIDs; -L does
+        from hwtune.probes import nvidia_smi_list
+
+        listing = run_nvidia_smi(executable, ["-L"], issues, timeout_s=timeout_s)
+        if listing is not None:
+            listed_text = listing.decode("utf-8", "replace")
+            listed = nvidia_smi_list.parse_smi_list(listed_text, "nvidia-smi -L", issues)
+            gpus = nvidia_smi_list.merge_list(gpus, listed, issues)
     if len(gpus) > 1:  # one GPU has no links; spare the second run
         text = run_nvidia_smi(executable, ["topo", "-m"], issues, timeout_s=timeout_s)
         if text is not None:
@@ -314,8 +332,9 @@ def save_gpu_snapshot(
     nvidia_smi: str | None = None,
     timeout_s: float | None = None,
 ) -> None:
-    """Save `nvidia-smi -q -x` and `nvidia-smi topo -m` output into DEST for `detect --root`."""
+    """Save `nvidia-smi -q -x`, `topo -m` and `-L` output into DEST for `detect --root`."""
     from hwtune.probes import nvidia_smi as smi
+    from hwtune.probes.nvidia_smi_list import LIST_NAME
 
     executable = nvidia_smi or find_executable("nvidia-smi")
     if not executable:
@@ -328,7 +347,8 @@ def save_gpu_snapshot(
         issues.add("gpu", f"nvidia-smi not found on PATH: GPUs not captured ({seen})")
         return
     limit = timeout_s or NVIDIA_SMI_TIMEOUT_S
-    for args, name in ((["-q", "-x"], smi.XML_NAME), (["topo", "-m"], smi.TOPO_NAME)):
+    captures = ((["-q", "-x"], smi.XML_NAME), (["topo", "-m"], smi.TOPO_NAME), (["-L"], LIST_NAME))
+    for args, name in captures:
         output = run_nvidia_smi(executable, args, issues, timeout_s=limit)
         if output is not None:
             try:

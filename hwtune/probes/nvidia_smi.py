@@ -194,6 +194,8 @@ def _mig_devices(gpu: _Node) -> tuple[MigDevice, ...]:
                 uuid=_known(dev.findtext("uuid")),
                 # -q -x names no MIG profile ("1g.10gb"); `nvidia-smi -L` and NVML do.
                 memory_bytes=parse_size(dev.findtext("fb_memory_usage/total")),
+                gpu_instance_id=_int_or_none(dev.findtext("gpu_instance_id")),
+                compute_instance_id=_int_or_none(dev.findtext("compute_instance_id")),
             )
         )
     return tuple(devices)
