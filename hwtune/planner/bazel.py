@@ -6,8 +6,11 @@ official build uses and against the CPU flags the guest really shows, else the n
 target, down to an x86-64-vN level (tf-build.md §5); the GPUs' compute capabilities in the
 version's scheme (TF_CUDA_COMPUTE_CAPABILITIES ≤ 2.17, HERMETIC_CUDA_COMPUTE_CAPABILITIES from
 2.18), SASS for all but the highest, PTX+SASS for it; `--config` names only from that
-version's .bazelrc. The options go into a bazelrc (bazel_templates/*.tmpl) rather than
-`--config=opt`, which exists only after ./configure ran (tensorflow/tensorflow#60217).
+version's .bazelrc; a GPU host always gets a CUDA build (the official capability list when the
+capability is unknown), and TF ≤ 2.17's cuda_clang gets TensorRT switched off again. With
+--root the build host is another machine, so --host_copt is left out. The options go into a
+bazelrc (bazel_templates/*.tmpl) rather than `--config=opt`, which exists only after
+./configure ran (tensorflow/tensorflow#60217).
 """
 
 from __future__ import annotations
@@ -107,23 +110,52 @@ def target_problem(hw: Hardware, tf: TfVersionEntry, target: CompilerTarget) -> 
     return None
 
 
+def _official_ccs(tf: TfVersionEntry) -> set[tuple[int, ...]]:
+    """ "sm_60,...,compute_90" -> {(6, 0), ..., (9, 0)}: the version's official wheel list."""
+    ccs: set[tuple[int, ...]] = set()
+    for item in tf.official_cuda_compute_capabilities.split(","):
+        digits = item.strip().rpartition("_")[2]
+        if len(digits) >= 2 and digits.isdigit():
+            ccs.add((int(digits[:-1]), int(digits[-1])))
+    return ccs
+
+
 def cuda_capabilities(gpus: tuple[Gpu, ...], tf: TfVersionEntry) -> tuple[str | None, list[str]]:
-    """ "sm_70,compute_80": SASS for all but the highest capability, PTX+SASS for the highest."""
+    """ "sm_70,compute_80": SASS for all but the highest capability, PTX+SASS for the highest.
+
+    A GPU of unknown capability gets the version's official list (what its wheels ship), so a
+    GPU host always gets a CUDA build; one the version no longer supports is said plainly.
+    """
     notes: list[str] = []
     lowest, highest = version_tuple(tf.min_cuda_cc), version_tuple(tf.max_cuda_cc)
     ccs: set[tuple[int, ...]] = set()
+    unknown = [g.index for g in gpus if len(version_tuple(g.compute_capability or "")) < 2]
+    if unknown:
+        shown = ",".join(map(str, unknown))
+        notes.append(
+            f"GPU{'s' if len(unknown) > 1 else ''} {shown}: compute capability unknown: "
+            f"compiled for TF {tf.key}'s official list ({tf.official_cuda_compute_capabilities},"
+            " its .bazelrc's cuda_clang), what its GPU wheels ship"
+        )
+        ccs |= _official_ccs(tf)
     for gpu in gpus:
         cc = version_tuple(gpu.compute_capability or "")[:2]
         if len(cc) < 2:
-            notes.append(f"GPU {gpu.index}: compute capability unknown, not compiled for")
+            continue
         elif cc < lowest:
             notes.append(
-                f"GPU {gpu.index}: {_dotted(cc)} is below TF {tf.key}'s minimum {tf.min_cuda_cc}"
+                f"GPU {gpu.index} ({gpu.name}): compute capability {_dotted(cc)} is below TF "
+                f"{tf.key}'s minimum {tf.min_cuda_cc}: TensorFlow {tf.key} cannot run on it, "
+                "so it is left out of the build"
             )
         elif cc > highest:
             notes.append(
-                f"GPU {gpu.index}: CUDA {tf.cuda_version} cannot compile SASS for sm_{_code(cc)}; "
-                f"compute_{_code(highest)} PTX is JIT-compiled on it by the driver"
+                f"GPU {gpu.index}: CUDA {tf.cuda_version} cannot compile SASS for "
+                f"sm_{_code(cc)}; compute_{_code(highest)} PTX is JIT-compiled on it by the "
+                f"driver. sm_{_code(cc)} SASS needs a newer HERMETIC_CUDA_VERSION (12.8+ for "
+                "sm_100/sm_120, CUDA 12.8 release notes) and a CUDA compiler that knows it: "
+                "clang 18, TF's official one, does not — --config=cuda_nvcc "
+                "(tensorflow/tensorflow PR #123945)"
             )
             ccs.add(highest)
         else:
@@ -170,6 +202,27 @@ def plan_bazel(
             )
 
     caps, cap_notes = cuda_capabilities(gpus, tf) if gpus else (None, [])
+    left: list[LeftOut] = []
+    if gpus and not caps:
+        lowest = min(version_tuple(g.compute_capability or "")[:2] for g in gpus)
+        older = [
+            e.key
+            for e in sorted(knowledge.tf_versions, key=lambda e: version_tuple(e.key))
+            if version_tuple(e.min_cuda_cc)[:2] <= lowest
+        ]
+        alternative = (
+            f"TensorFlow {', '.join(older)} still build for it (--tf-version)"
+            if older
+            else "no TensorFlow version hwtune knows builds for it"
+        )
+        left.append(
+            LeftOut(
+                "bazel.cuda",
+                f"left out: no GPU of this machine is supported by TensorFlow {tf.key} "
+                f"(compute capability ≥ {tf.min_cuda_cc}), so the build is CPU-only; "
+                f"{alternative}",
+            )
+        )
     if caps:
         config(
             "cuda_clang",
@@ -191,8 +244,20 @@ def plan_bazel(
             f"(TF {tf.key}'s official compiler; needs ≥ {target.clang_min})"
         )
         add(f"--copt={target.flag}", why)
-        add(f"--host_copt={target.flag}", "built on this machine, so tools may use its ISA too")
-        env["CC_OPT_FLAGS"] = f"{target.flag} -Wno-sign-compare"
+        if hw.root == "/":
+            add(
+                f"--host_copt={target.flag}", "built on this machine, so tools may use its ISA too"
+            )
+            env["CC_OPT_FLAGS"] = f"{target.flag} -Wno-sign-compare"
+        else:
+            reasons.append(
+                "--host_copt: left out, planned for a captured machine (--root), not for the "
+                f"build host: tools built with {target.flag} (protoc, code generators) run on "
+                "the build host and die with SIGILL where it lacks that ISA (Bazel user manual: "
+                "--host_copt applies to the exec configuration); CC_OPT_FLAGS keeps only "
+                "-Wno-sign-compare, since ./configure copies it into --host_copt too"
+            )
+            env["CC_OPT_FLAGS"] = "-Wno-sign-compare"
     else:
         reasons.append(f"cpu target: none for arch {hw.cpu.arch}; the compiler default is kept")
     env["TF_NEED_CUDA"] = "1" if caps else "0"
@@ -211,6 +276,14 @@ def plan_bazel(
         env["TF_CUDA_CLANG"] = "1"
         if tf.cuda_scheme == "legacy":
             env["TF_NEED_TENSORRT"] = "0"
+            if "tensorrt" in tf.configs:
+                add(
+                    "--repo_env=TF_NEED_TENSORRT=0",
+                    f"TF {tf.key}'s build:cuda_clang includes --config=tensorrt "
+                    "(--repo_env TF_NEED_TENSORRT=1), which overrides ./configure's answer and "
+                    "fails without TensorRT installed (tensorflow/tensorflow#62689, #74370); "
+                    "the last --repo_env wins",
+                )
     reasons.extend(f"cuda: {note}" for note in cap_notes)
     if tf.wheel_name_env:
         wheel = "tensorflow" if caps else "tensorflow_cpu"
@@ -225,7 +298,7 @@ def plan_bazel(
         reasons=tuple(reasons),
     )
     text = render_bazelrc(bazel, tf, knowledge, fingerprint)
-    return Bazel(tf.key, bazel.options, text, configure_env, bazel.reasons), []
+    return Bazel(tf.key, bazel.options, text, configure_env, bazel.reasons), left
 
 
 def _resources(hw: Hardware, add: Callable[[str, str], None]) -> None:

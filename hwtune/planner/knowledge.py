@@ -1,4 +1,4 @@
-"""The facts the planner reads: TensorFlow versions, compiler targets, bazelrc templates.
+"""The facts the planner reads: TensorFlow versions, CUDA versions, compiler targets, templates.
 
 Loading (files, user knowledge dirs) happens here, once, outside the pure planner: `plan()` takes
 a `Knowledge` and reads nothing. Tests build one with `load_knowledge(extra_dirs=())` so that a
@@ -58,6 +58,16 @@ class CompilerTarget:
     aliases: tuple[str, ...] = ()  # archspec-style names: "zen4", "skylake_avx512"
 
 
+@dataclass(frozen=True, slots=True)
+class CudaEntry:
+    """A CUDA toolkit version against the driver (cuda_versions.json)."""
+
+    key: str  # "12.5"
+    min_driver: str  # the oldest driver that runs it under minor-version compatibility
+    source: str
+    new_sass: tuple[str, ...] = ()  # compute capabilities this toolkit first compiles SASS for
+
+
 @dataclass(frozen=True)
 class Knowledge:
     """Everything `plan()` needs besides the hardware, loaded once and passed in."""
@@ -65,6 +75,7 @@ class Knowledge:
     tf_versions: tuple[TfVersionEntry, ...]
     compilers: tuple[CompilerTarget, ...]
     templates: Mapping[str, str] = field(default_factory=dict)
+    cuda: tuple[CudaEntry, ...] = ()
 
     @functools.cached_property
     def tf_by_version(self) -> dict[str, TfVersionEntry]:
@@ -83,6 +94,20 @@ class Knowledge:
     @functools.cached_property
     def newest_tf(self) -> TfVersionEntry:
         return max(self.tf_versions, key=lambda e: version_tuple(e.key))
+
+    def cuda_entry(self, version: str) -> CudaEntry | None:
+        """The entry of a toolkit version ("12.5.1" -> "12.5"), else the newest of its major."""
+        wanted = version_tuple(version)[:2]
+        same_major = [e for e in self.cuda if version_tuple(e.key)[:1] == wanted[:1]]
+        exact = [e for e in same_major if version_tuple(e.key)[:2] == wanted]
+        if exact:
+            return exact[0]
+        return max(same_major, key=lambda e: version_tuple(e.key), default=None)
+
+    def first_cuda_for(self, capability: str) -> CudaEntry | None:
+        """The oldest toolkit that compiles SASS for `capability` ("12.0"), when listed."""
+        listed = [e for e in self.cuda if capability in e.new_sass]
+        return min(listed, key=lambda e: version_tuple(e.key), default=None)
 
 
 # No version part (TF, CUDA, compiler, compute capability) has more digits than this; a longer
@@ -142,6 +167,7 @@ def load_knowledge(extra_dirs: tuple[Path, ...] | None = None) -> Knowledge:
         tf_versions=load_table("tensorflow_versions", TfVersionEntry, extra_dirs),
         compilers=load_table("compilers", CompilerTarget, extra_dirs),
         templates=load_templates(),
+        cuda=load_table("cuda_versions", CudaEntry, extra_dirs),
     )
 
 
