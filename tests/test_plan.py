@@ -66,10 +66,15 @@ def test_xla_on_a_cpu_follows_the_model_kind(
     assert ("TF_XLA_FLAGS" in left) == (flags is None)
 
 
-def test_model_kind_does_not_move_xla_on_a_gpu(knowledge: Knowledge) -> None:
+def test_xla_on_a_gpu_is_off_until_the_model_kind_is_known(knowledge: Knowledge) -> None:
     hw = p4d_hardware()
-    for model in ("unknown", "conv", "dense"):
-        assert plan(hw, knowledge=knowledge, model=model).jit.level.value == "autoclustering"
+    unknown = plan(hw, knowledge=knowledge)
+    assert unknown.jit.level.value == "off" and "flags.h" in unknown.jit.level.reason
+    assert "TF_XLA_FLAGS" not in unknown.env
+    for model, cited in (("dense", "BERT MLPerf"), ("conv", "SE-ResNeXt101")):
+        profile = plan(hw, knowledge=knowledge, model=model)
+        assert profile.jit.level.value == "autoclustering" and cited in profile.jit.level.reason
+        assert profile.env["TF_XLA_FLAGS"].value == "--tf_xla_auto_jit=2"
 
 
 def test_user_jit_outranks_the_model_rule(knowledge: Knowledge) -> None:
@@ -206,12 +211,11 @@ def test_gpu_node_plan(knowledge: Knowledge) -> None:
     assert profile.distribution.strategy.value == "MirroredStrategy"
     assert profile.distribution.cross_device_ops.value == "NcclAllReduce"
     assert profile.precision.eligible == ("mixed_float16", "mixed_bfloat16")
-    assert profile.precision.enabled == "mixed_float16"
-    assert profile.jit.level.value == "autoclustering"
-    assert profile.env["TF_XLA_FLAGS"].value == "--tf_xla_auto_jit=2"
+    assert profile.precision.enabled == "mixed_bfloat16"
+    assert profile.jit.level.value == "off"
     assert profile.env["TF_GPU_THREAD_MODE"].value == "gpu_private"
     assert "CUDA_VISIBLE_DEVICES" not in profile.env
-    assert profile.data_format.value == "channels_first"
+    assert profile.data_format.value == "channels_last"
     assert profile.allow_soft_placement is not None and profile.allow_soft_placement.value is True
     assert profile.threads.intra_op.value == 48 and profile.threads.inter_op.value == 2
 
@@ -229,7 +233,7 @@ def test_gpu_instances_get_local_cpus_and_their_own_gpus(knowledge: Knowledge) -
         assert profile.distribution.strategy.value == "OneDeviceStrategy"
 
 
-def test_pcie_gpus_use_hierarchical_copy(knowledge: Knowledge) -> None:
+def test_pcie_gpus_keep_nccl(knowledge: Knowledge) -> None:
     links = [
         ["X", "PIX", "SYS", "SYS"],
         ["PIX", "X", "SYS", "SYS"],
@@ -239,7 +243,7 @@ def test_pcie_gpus_use_hierarchical_copy(knowledge: Knowledge) -> None:
     gpus = make_gpus(4, cc="7.0", name="Tesla V100-PCIE-16GB", links=links)
     profile = plan(make_hardware(cores_per_socket=16, gpus=gpus), knowledge=knowledge)
     assert profile.distribution is not None
-    assert profile.distribution.cross_device_ops.value == "HierarchicalCopyAllReduce"
+    assert profile.distribution.cross_device_ops.value == "NcclAllReduce"
     assert profile.precision.eligible == ("mixed_float16",)
 
 

@@ -90,6 +90,8 @@ def payload_from_planned(planned: Any) -> dict[str, Any]:
         "precision_reason": profile.precision.reason,
         "cpus": list(profile.instance.cpus),
         "gpus": list(profile.instance.gpus),
+        # MiB per visible GPU for tf.config.set_logical_device_configuration, or None.
+        "gpu_memory_limit_mb": profile.gpu_memory.value if profile.gpu_memory else None,
         "notes": list(planned.notes),
     }
 

@@ -278,12 +278,41 @@ def render_tf_config(profile: Profile) -> str:
         f"    global_jit_level: {_JIT_LEVELS[level]}",
     ]
     lines += ["  }", "}"]
-    gpus = profile.instance.gpus
-    if gpus and len(profile.instances) > 1:
-        # Only a slice of the GPUs is this instance's; TF counts them as CUDA ordinals.
-        devices = ",".join(str(g) for g in gpus)
-        lines += ["gpu_options {", f"  visible_device_list: {_pbtxt_string(devices)}", "}"]
+    lines += _gpu_options(profile)
     return "\n".join(lines) + "\n"
+
+
+def _gpu_options(profile: Profile) -> list[str]:
+    """gpu_options: which devices (unless the environment already restricts them) and how much
+    memory, for instances that share a GPU (planner/gpu_memory.py)."""
+    mine = profile.instance
+    if not mine.gpus:
+        return []
+    options: list[str] = []
+    comments: list[str] = []
+    if len(profile.instances) > 1:
+        if "CUDA_VISIBLE_DEVICES" in profile.env:
+            # TensorFlow numbers the GPUs CUDA_VISIBLE_DEVICES leaves visible from 0, so the
+            # physical indices would name devices this process cannot see (TF
+            # gpu_options.visible_device_list: "in terms of the visible devices").
+            shown = profile.env["CUDA_VISIBLE_DEVICES"].value
+            comments.append(
+                f"# visible_device_list left out: CUDA_VISIBLE_DEVICES={shown} already "
+                "restricts this process, and TensorFlow renumbers those devices from 0"
+            )
+        elif all(device.isdigit() for device in mine.devices):
+            devices = ",".join(str(g) for g in mine.gpus)
+            options.append(f"  visible_device_list: {_pbtxt_string(devices)}")
+    limit = profile.gpu_memory.value if profile.gpu_memory is not None else None
+    if isinstance(limit, int) and not isinstance(limit, bool) and mine.gpu_memory_bytes:
+        fraction = limit * (1 << 20) / mine.gpu_memory_bytes
+        options.append(f"  per_process_gpu_memory_fraction: {fraction:.4f}")
+    growth = profile.env.get("TF_FORCE_GPU_ALLOW_GROWTH")
+    if growth is not None and str(growth.value).lower() == "true":
+        options.append("  allow_growth: true")
+    if not options:
+        return comments
+    return [*comments, "gpu_options {", *options, "}"]
 
 
 def render_tf_data_options(profile: Profile) -> str:

@@ -224,6 +224,28 @@ class ConfigureReport:
         self._apply_threads(tf, "intra_op", self.intra_op, INTRA_OP_ENV)
         self._apply_threads(tf, "inter_op", self.inter_op, INTER_OP_ENV)
         self._apply_jit(tf)
+        self._apply_gpu_memory(tf)
+
+    def _apply_gpu_memory(self, tf: Any) -> None:
+        """Cap each visible GPU at the planned MiB (instances sharing a GPU or MIG slice)."""
+        limit = self.payload.get("gpu_memory_limit_mb")
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+            return
+        config = tf.config
+        gpus = config.list_physical_devices("GPU")
+        if not gpus:
+            self.tensorflow["gpu_memory"] = f"not applied ({limit} MiB): TensorFlow sees no GPU"
+            return
+        try:
+            for gpu in gpus:
+                config.set_logical_device_configuration(
+                    gpu, [config.LogicalDeviceConfiguration(memory_limit=limit)]
+                )
+        except (RuntimeError, ValueError) as err:
+            self.problems.append(f"GPU memory limit {limit} MiB could not take effect: {err}")
+            self.tensorflow["gpu_memory"] = f"not applied: {err}"
+            return
+        self.tensorflow["gpu_memory"] = f"applied ({limit} MiB on {len(gpus)} GPU(s))"
 
     def _apply_to_tensorflow(self, tf: Any) -> None:
         self._apply_threads_and_jit(tf)

@@ -187,10 +187,20 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
     if profile.allow_soft_placement is not None:
         s = profile.allow_soft_placement
         row("allow_soft_placement", s.value, s.reason, s.source)
+    if profile.gpu_memory is not None:
+        g = profile.gpu_memory
+        row(
+            "gpu_memory",
+            "whole device" if g.value is None else f"{g.value} MiB",
+            g.reason,
+            g.source,
+        )
     from hwtune.models.cpulist import format_cpulist
 
     mine = profile.instance
     gpus = f"; GPUs {','.join(map(str, mine.gpus))}" if mine.gpus else ""
+    if mine.devices and any(not d.isdigit() for d in mine.devices):
+        gpus += f" ({', '.join(mine.devices)})"
     row(
         "instance",
         f"{mine.index} of {profile.intent.instances}",
@@ -232,6 +242,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     else:
         width = shutil.get_terminal_size().columns if env.stdout_isatty else None
         env.stdout.write(render_table(profile, width))
+    for warning in profile.warnings:
+        print(f"hwtune: warning: {warning}", file=env.stderr)
     if args.strict and hardware.issues:
         return ExitStatus.ISSUES
     return ExitStatus.SUCCESS

@@ -95,7 +95,10 @@ class InstanceSlice:
     index: int
     cpus: tuple[int, ...]
     numa_nodes: tuple[int, ...] = ()
-    gpus: tuple[int, ...] = ()
+    gpus: tuple[int, ...] = ()  # the physical GPUs (nvidia-smi indices) the slice runs on
+    # What CUDA_VISIBLE_DEVICES names for the slice: GPU indices, or a MIG device's UUID.
+    devices: tuple[str, ...] = ()
+    gpu_memory_bytes: int | None = None  # of one device (a MIG slice's own memory), if known
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,9 @@ class Profile:
     distribution: Distribution | None = None  # None without GPUs
     bazel: Bazel | None = None
     allow_soft_placement: Setting | None = None
+    # MiB of each visible GPU this process may use (None: the whole device); None without GPUs.
+    gpu_memory: Setting | None = None
     left_out: tuple[LeftOut, ...] = ()
+    warnings: tuple[str, ...] = ()  # what will go wrong on this machine as planned, and why
     fingerprint: str = ""  # of the hardware facts the plan depends on
     schema_version: int = PROFILE_SCHEMA_VERSION

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Intent, Setting
-from hwtune.planner.knowledge import version_tuple
+from hwtune.planner.knowledge import TfVersionEntry, version_tuple
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # tensorflow.org/xla "Auto-clustering": on GPU, TF_XLA_FLAGS=--tf_xla_auto_jit=2 (global_jit_level
@@ -44,8 +44,45 @@ CPU_XLA_REASONS: dict[str, tuple[str, str]] = {
 }
 
 
-def gpus_tensorflow_can_use(hw: Hardware) -> tuple[tuple[Gpu, ...], str]:
-    """The GPUs TensorFlow will run on, and why none when it will not."""
+# XLA on a GPU: `--tf_xla_auto_jit` is marked "Experimental." in tensorflow/compiler/jit/flags.h
+# (XlaAutoJitFlag), recompiles a cluster for every new input shape and holds compiled kernels
+# in memory, so it is planned only where measurements say it pays. Both are training
+# throughputs with mixed precision on V100s.
+GPU_XLA_REASONS: dict[str, tuple[str, str]] = {
+    "dense": (
+        "autoclustering",
+        "dense model on a GPU: XLA fuses the elementwise ops between the matmuls; in Google's "
+        "BERT MLPerf submission XLA gave ~7× the throughput and ~5× the batch size on 8 Volta "
+        "V100s (tensorflow.org/xla). Auto-jit is experimental (tensorflow/compiler/jit/flags.h) "
+        "and recompiles on new input shapes: pad or bucket variable lengths",
+    ),
+    "conv": (
+        "autoclustering",
+        "convolutional model on a GPU: mixed precision + XLA trained SE-ResNeXt101-32x4d "
+        "1.58× (1 V100) and 1.52× (8 V100s) as fast as mixed precision alone (NVIDIA "
+        "DeepLearningExamples, TensorFlow/Classification/ConvNets/se-resnext101-32x4d, DGX-1). "
+        "Auto-jit is experimental (tensorflow/compiler/jit/flags.h) and recompiles on new "
+        "input shapes",
+    ),
+    "unknown": (
+        "off",
+        "model kind unknown: on a GPU, XLA auto-clustering (--tf_xla_auto_jit=2) is marked "
+        "experimental (tensorflow/compiler/jit/flags.h), recompiles on every new input shape "
+        "and costs memory; left off — say --model dense or conv (measured gains), compile with "
+        "jit_compile=True, or let `hwtune tune` measure it",
+    ),
+}
+
+
+def gpus_tensorflow_can_use(
+    hw: Hardware, planned: TfVersionEntry | None = None
+) -> tuple[tuple[Gpu, ...], str]:
+    """The GPUs TensorFlow will run on, and why none when it will not.
+
+    A GPU below the version's minimum compute capability is ignored by TensorFlow itself
+    ("Ignoring visible gpu device ... The minimum required Cuda capability is ...",
+    tensorflow/core/common_runtime/gpu/gpu_device.cc), so the plan leaves it out too.
+    """
     if not hw.gpus:
         return (), "no NVIDIA GPU found"
     tf = hw.tensorflow
@@ -54,7 +91,23 @@ def gpus_tensorflow_can_use(hw: Hardware) -> tuple[tuple[Gpu, ...], str]:
             f"the installed TensorFlow ({tf.distribution} {tf.version}) is built without CUDA, "
             f"so it cannot use the {len(hw.gpus)} GPU{'s' if len(hw.gpus) > 1 else ''}"
         )
-    return hw.gpus, ""
+    if planned is None:
+        return hw.gpus, ""
+    minimum = version_tuple(planned.min_cuda_cc)[:2]
+    too_old = [
+        gpu
+        for gpu in hw.gpus
+        if len(cc := version_tuple(gpu.compute_capability or "")[:2]) == 2 and cc < minimum
+    ]
+    usable = tuple(gpu for gpu in hw.gpus if gpu not in too_old)
+    if usable:
+        return usable, ""
+    gpu = too_old[0]
+    return (), (
+        f"TensorFlow {planned.key} needs compute capability ≥ {planned.min_cuda_cc} and ignores "
+        f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}): "
+        "gpu_device.cc logs 'Ignoring visible gpu device' and runs on the CPU"
+    )
 
 
 def eligible_precisions(hw: Hardware, gpus: tuple[Gpu, ...]) -> tuple[tuple[str, ...], str]:
@@ -71,7 +124,10 @@ def eligible_precisions(hw: Hardware, gpus: tuple[Gpu, ...]) -> tuple[tuple[str,
         shown = ".".join(str(p) for p in lowest)
         if lowest >= (8, 0):
             return ("mixed_float16", "mixed_bfloat16"), (
-                f"lowest compute capability {shown} ≥ 8.0: float16 and bfloat16 tensor cores"
+                f"lowest compute capability {shown} ≥ 8.0: float16 and bfloat16 tensor cores "
+                "(float32 matmuls and convolutions already run as TF32 on them, on by default "
+                "since TF 2.4 per tf.config.experimental.enable_tensor_float_32_execution, and "
+                "left as TensorFlow sets it)"
             )
         if lowest >= (7, 0):
             return ("mixed_float16",), (
@@ -98,8 +154,17 @@ def enabled_precision(
             "use --precision auto)"
         )
     if on_gpu:
-        # The Keras guide recommends mixed_float16 on GPUs (model.fit applies loss scaling).
-        return "mixed_float16", "auto: mixed_float16, the Keras guide's policy for GPUs"
+        # Keras mixed precision guide: bfloat16 on compute capability ≥ 8.0 has float32's range,
+        # so it needs no loss scaling; float16 (7.x) needs it (model.fit applies it).
+        if "mixed_bfloat16" in eligible:
+            return "mixed_bfloat16", (
+                "auto: mixed_bfloat16 on compute capability ≥ 8.0: bfloat16 tensor cores with "
+                "float32's exponent range, so no loss scaling (Keras mixed precision guide)"
+            )
+        return "mixed_float16", (
+            "auto: mixed_float16 on compute capability 7.x (no bfloat16 tensor cores before "
+            "8.0); Keras' model.fit applies loss scaling (Keras mixed precision guide)"
+        )
     if not onednn_on:
         return None, (
             "auto: mixed_bfloat16 is eligible but TF_ENABLE_ONEDNN_OPTS=0: bf16 without oneDNN "
@@ -109,13 +174,8 @@ def enabled_precision(
 
 
 def jit_rule(on_gpu: bool, model: str = "unknown") -> Setting:
-    if on_gpu:
-        return Setting(
-            "autoclustering",
-            "GPU: XLA auto-clustering fuses ops into fewer kernels (tensorflow.org/xla: "
-            "TF_XLA_FLAGS=--tf_xla_auto_jit=2)",
-        )
-    level, reason = CPU_XLA_REASONS.get(model, CPU_XLA_REASONS["unknown"])
+    table = GPU_XLA_REASONS if on_gpu else CPU_XLA_REASONS
+    level, reason = table.get(model, table["unknown"])
     return Setting(level, reason)
 
 
@@ -127,12 +187,23 @@ def xla_flags(level: str, on_gpu: bool) -> str | None:
     return flags if on_gpu else f"{flags} {CPU_XLA_FLAG}"
 
 
-def data_format_rule(on_gpu: bool) -> Setting:
+def data_format_rule(on_gpu: bool, precision: str | None = None) -> Setting:
+    """channels_last on a GPU once float16/bfloat16 runs on tensor cores (the precision is only
+    enabled where the capability allows it: ≥ 7.0 for float16, ≥ 8.0 for bfloat16)."""
+    if on_gpu and precision in ("mixed_float16", "mixed_bfloat16"):
+        return Setting(
+            "channels_last",
+            f"GPU with {precision}: tensor cores run convolutions in NHWC and cuDNN transposes "
+            "NCHW (NVIDIA Deep Learning Performance Guide, 'Tensor Core Requirements'); "
+            "TensorFlow's layout optimizer keeps NHWC for half/bfloat16 convolutions on "
+            "Volta/Ampere too (grappler/optimizers/generic_layout_optimizer.cc)",
+        )
     if on_gpu:
         return Setting(
             "channels_first",
-            "GPU: cuDNN's native NCHW layout (TensorFlow performance guide: channels_first on "
-            "GPU; grappler's layout optimizer still transposes where tensor cores want NHWC)",
+            "GPU in float32: cuDNN's NCHW kernels; TensorFlow's layout optimizer turns NHWC "
+            "convolutions into NCHW on a GPU when they run in float32 "
+            "(grappler/optimizers/generic_layout_optimizer.cc), so NCHW saves the transposes",
         )
     return Setting(
         "channels_last",

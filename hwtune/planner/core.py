@@ -25,8 +25,8 @@ from hwtune.models.profile import (
     TfData,
     Threads,
 )
-from hwtune.planner import accel, data, knobs, multigpu, threads
-from hwtune.planner.bazel import plan_bazel
+from hwtune.planner import accel, cuda_compat, data, gpu_memory, knobs, multigpu, threads
+from hwtune.planner.bazel import plan_bazel, resolve_tf_version
 from hwtune.planner.instances import split
 from hwtune.planner.knowledge import Knowledge, default_knowledge
 
@@ -161,7 +161,8 @@ def plan(
     layers = _Layers(overrides, measured)
     hw = hardware
 
-    tf_gpus, no_gpu_reason = accel.gpus_tensorflow_can_use(hw)
+    planned_tf, _ = resolve_tf_version(hw, resolved, knowledge)
+    tf_gpus, no_gpu_reason = accel.gpus_tensorflow_can_use(hw, planned_tf)
     slices = split(hw, resolved.instances, tf_gpus)
     mine = slices[resolved.instance]
     on_gpu = bool(mine.gpus)
@@ -203,10 +204,17 @@ def plan(
     else:
         left_out.append(LeftOut("TF_XLA_FLAGS", f"left out: XLA stays off — {jit.reason}"))
     data_format = layers.pick(
-        "data_format", accel.data_format_rule(on_gpu), overrides.data_format, "data_format"
+        "data_format",
+        accel.data_format_rule(on_gpu, precision.enabled),
+        overrides.data_format,
+        "data_format",
     )
     gpu_env, omitted = multigpu.gpu_env(resolved, mine, no_gpu_reason)
     env.update(gpu_env)
+    left_out.extend(omitted)
+    cuda, _ = cuda_compat.tf_cuda(hw, planned_tf)
+    memory_env, omitted, gpu_mem = gpu_memory.plan_memory(hw, mine, cuda, no_gpu_reason)
+    env.update({name: layers.pick_env(name, rule) for name, rule in memory_env.items()})
     left_out.extend(omitted)
 
     # Measured variables the rules above did not decide (KMP_BLOCKTIME…), then the user's [env].
@@ -234,7 +242,7 @@ def plan(
         tf_data=_tf_data(data.tf_data(hw, resolved, mine), layers),
         instance=mine.to_model(),
         instances=tuple(s.to_model() for s in slices),
-        distribution=multigpu.distribution(mine.gpus),
+        distribution=multigpu.distribution(mine),
         bazel=bazel,
         allow_soft_placement=Setting(
             True,
@@ -243,8 +251,10 @@ def plan(
         )
         if on_gpu
         else None,
+        gpu_memory=gpu_mem,
         left_out=tuple(left_out),
         fingerprint=plan_fingerprint,
+        warnings=tuple(cuda_compat.compat_warnings(hw, hw.gpus, planned_tf, knowledge)),
     )
 
 

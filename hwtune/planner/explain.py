@@ -61,11 +61,16 @@ def _entries(profile: Profile) -> dict[str, str]:
         entries["allow_soft_placement"] = _setting(
             "allow_soft_placement", profile.allow_soft_placement
         )
+    if profile.gpu_memory is not None:
+        entries["gpu_memory"] = _setting("gpu_memory (MiB per GPU)", profile.gpu_memory)
+    if profile.warnings:
+        entries["warnings"] = "warnings:\n" + "\n".join(f"  {w}" for w in profile.warnings)
     mine = profile.instance
     entries["instance"] = (
         f"instance {mine.index} of {profile.intent.instances}: CPUs {format_cpulist(mine.cpus)}"
         + (f", NUMA {','.join(map(str, mine.numa_nodes))}" if mine.numa_nodes else "")
         + (f", GPUs {','.join(map(str, mine.gpus))}" if mine.gpus else "")
+        + (f" (devices {', '.join(mine.devices)})" if mine.devices else "")
         + f"\n  mode {profile.intent.mode}; instances never share a physical core"
     )
     if profile.bazel is not None:

@@ -4,8 +4,9 @@ Rules (issue 3): instances never share a physical core; slices follow NUMA nodes
 counts allow (cores are dealt in NUMA-node order, so N instances on N equal nodes get one node
 each); when GPUs exist, an instance takes the cores local to its GPUs first (the NUMA node
 or `cpu_affinity` nvidia-smi reports), as PyTorch's run_cpu and NVIDIA's guidance bind data
-loaders next to their GPU. Each slice also gets its share of the CPU budget: with a cgroup
-quota, `limits.effective_cpus` is split in proportion to the slice's CPUs.
+loaders next to their GPU. GPUs are dealt as units (planner/gpu_units.py): whole GPUs, or one
+MIG device per instance when a GPU is in MIG mode. Each slice also gets its share of the CPU
+budget: with a cgroup quota, `limits.effective_cpus` is split in proportion to the slice's CPUs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from hwtune.errors import PlanError
 from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Gpu, Hardware, LogicalCpu
 from hwtune.models.profile import InstanceSlice
+from hwtune.planner import gpu_units
+from hwtune.planner.gpu_units import GpuUnit
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,12 @@ class Slice:
     gpus: tuple[Gpu, ...]
     budget: int  # effective CPUs of this slice: what its thread pools may use at once
     budget_reason: str
+    units: tuple[GpuUnit, ...] = ()  # whole GPUs or one MIG device (planner/gpu_units.py)
+    sharers: int = 0  # how many instances share this slice's GPU or MIG device
+
+    @property
+    def mig(self) -> bool:
+        return any(unit.mig is not None for unit in self.units)
 
     @property
     def cpus(self) -> tuple[int, ...]:
@@ -57,6 +66,10 @@ class Slice:
             cpus=self.cpus,
             numa_nodes=self.numa_nodes,
             gpus=tuple(gpu.index for gpu in self.gpus),
+            devices=tuple(unit.name or unit.describe() for unit in self.units),
+            gpu_memory_bytes=min(
+                (unit.memory_bytes for unit in self.units if unit.memory_bytes), default=None
+            ),
         )
 
 
@@ -107,7 +120,8 @@ def _order(value: int | None) -> int:
 
 
 def split(hw: Hardware, instances: int, gpus: tuple[Gpu, ...]) -> tuple[Slice, ...]:
-    """Every instance's slice. Raises PlanError when instances outnumber the usable cores."""
+    """Every instance's slice. Raises PlanError when instances outnumber the usable cores, or
+    would have to share MIG slices nobody can name (planner/gpu_units.py)."""
     cpus = usable_cpus(hw)
     cores = physical_cores(hw, cpus)
     if instances > len(cores):
@@ -116,7 +130,10 @@ def split(hw: Hardware, instances: int, gpus: tuple[Gpu, ...]) -> tuple[Slice, .
             f"are usable (CPUs {format_cpulist(cpus)})",
             hint=f"use --instances {len(cores)} or fewer: instances never share a core",
         )
-    gpu_shares = _deal_gpus(gpus, instances)
+    ordered = tuple(sorted(gpus, key=lambda g: (_order(g.numa_node), g.index)))
+    found, _ = gpu_units.units(ordered, hw.gpu_driver)
+    unit_shares, sharers = gpu_units.deal(found, instances)
+    gpu_shares = [_parents(share) for share in unit_shares]
     sizes = [
         len(cores) // instances + (1 if i < len(cores) % instances else 0)
         for i in range(instances)
@@ -135,26 +152,26 @@ def split(hw: Hardware, instances: int, gpus: tuple[Gpu, ...]) -> tuple[Slice, .
         taken.update(chosen)
         mine = tuple(cores[i] for i in sorted(chosen))
         budget, reason = _budget(hw, mine, len(cpus), instances)
-        slices.append(Slice(index, mine, gpu_shares[index], budget, reason))
+        slices.append(
+            Slice(
+                index,
+                mine,
+                gpu_shares[index],
+                budget,
+                reason,
+                units=unit_shares[index],
+                sharers=sharers[index],
+            )
+        )
     return tuple(slices)
 
 
-def _deal_gpus(gpus: tuple[Gpu, ...], instances: int) -> list[tuple[Gpu, ...]]:
-    """GPUs in NUMA-node order, dealt in contiguous runs; with fewer GPUs than instances,
-    instances share them (i -> GPU i*G//N), since a GPU can serve several processes."""
-    ordered = sorted(gpus, key=lambda g: (_order(g.numa_node), g.index))
-    count = len(ordered)
-    if count == 0:
-        return [() for _ in range(instances)]
-    if count < instances:
-        return [(ordered[i * count // instances],) for i in range(instances)]
-    shares: list[tuple[Gpu, ...]] = []
-    start = 0
-    for i in range(instances):
-        size = count // instances + (1 if i < count % instances else 0)
-        shares.append(tuple(ordered[start : start + size]))
-        start += size
-    return shares
+def _parents(share: tuple[GpuUnit, ...]) -> tuple[Gpu, ...]:
+    """The physical GPUs under a share of units, once each, in order."""
+    seen: dict[int, Gpu] = {}
+    for unit in share:
+        seen.setdefault(unit.gpu.index, unit.gpu)
+    return tuple(seen.values())
 
 
 def _local_cpus(gpus: tuple[Gpu, ...]) -> tuple[set[int], set[int]] | None:

@@ -1,9 +1,13 @@
-"""Distribution strategy, cross-device reduction and GPU environment from the link matrix.
+"""Distribution strategy, cross-device reduction and the GPU environment of one instance.
 
-NCCL all-reduce is the fast path where every pair of GPUs is NVLinked; over PCIe and the CPU
-interconnect TensorFlow's own guidance is HierarchicalCopyAllReduce (tf.distribute
-MirroredStrategy docs: "NcclAllReduce ... HierarchicalCopyAllReduce ... for when NCCL is not
-ideal", as on PCIe-only multi-GPU boxes).
+NCCL all-reduce is TensorFlow's default for MirroredStrategy on GPUs and the plan keeps it on
+every topology: NCCL builds its rings and trees from the real links (NVLink, NVSwitch, PCIe,
+the CPU interconnect), including the DGX-1 hybrid cube mesh. HierarchicalCopyAllReduce "is a
+reduction created for Nvidia DGX-1 ... If you have different GPU inter-connections, it is
+likely that it would be slower than tf.distribute.ReductionToOneDevice"
+(tensorflow/python/distribute/cross_device_ops.py); the alternatives are for `hwtune tune` to
+measure, not for a rule to guess. A MIG device is one CUDA device per process, so an instance
+on a MIG slice runs OneDeviceStrategy and reduces nothing across slices.
 """
 
 from __future__ import annotations
@@ -15,6 +19,12 @@ from hwtune.models.profile import Distribution, Intent, LeftOut, Setting
 from hwtune.planner.instances import Slice
 
 GPU_ENV = ("TF_GPU_THREAD_MODE", "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES")
+NCCL_WHY = (
+    "NCCL all-reduce, TensorFlow's default for MirroredStrategy on GPUs: NCCL routes its rings "
+    "over whatever links exist; HierarchicalCopyAllReduce was made for the DGX-1 and "
+    "tensorflow/python/distribute/cross_device_ops.py calls it likely slower elsewhere "
+    "(`hwtune tune` can measure the alternatives)"
+)
 
 
 def link_kind(a: Gpu, b: Gpu) -> str | None:
@@ -36,10 +46,32 @@ def all_nvlinked(gpus: tuple[Gpu, ...]) -> bool:
     return all((link_kind(a, b) or "").startswith("NV") for a, b in combinations(gpus, 2))
 
 
-def distribution(gpus: tuple[Gpu, ...]) -> Distribution | None:
+def _links(gpus: tuple[Gpu, ...]) -> str:
+    pairs = list(combinations(gpus, 2))
+    kinds = sorted({link_kind(a, b) or "unknown" for a, b in pairs})
+    nvlinked = sum(1 for a, b in pairs if (link_kind(a, b) or "").startswith("NV"))
+    return f"{nvlinked} of {len(pairs)} GPU pairs NVLinked (links seen: {', '.join(kinds)})"
+
+
+def distribution(mine: Slice) -> Distribution | None:
+    gpus = mine.gpus
     if not gpus:
         return None
     indices = tuple(gpu.index for gpu in gpus)
+    if mine.mig:
+        unit = mine.units[0]
+        return Distribution(
+            strategy=Setting(
+                "OneDeviceStrategy",
+                f"{unit.describe()}: a CUDA process sees a single MIG device (NVIDIA MIG User "
+                "Guide, CUDA Device Enumeration), so no MirroredStrategy across slices",
+            ),
+            cross_device_ops=Setting(
+                "none", "one MIG device reduces nothing; NCCL does not span MIG slices"
+            ),
+            variable_placement=Setting("gpu", "variables live next to the only replica"),
+            gpus=indices,
+        )
     if len(gpus) == 1:
         return Distribution(
             strategy=Setting("OneDeviceStrategy", f"one GPU in this slice (GPU {indices[0]})"),
@@ -47,27 +79,11 @@ def distribution(gpus: tuple[Gpu, ...]) -> Distribution | None:
             variable_placement=Setting("gpu", "variables live next to the only replica"),
             gpus=indices,
         )
-    pairs = list(combinations(gpus, 2))
-    unlinked = [(a.index, b.index, link_kind(a, b)) for a, b in pairs]
-    unlinked = [p for p in unlinked if not (p[2] or "").startswith("NV")]
-    if not unlinked:
-        ops = Setting(
-            "NcclAllReduce",
-            f"all {len(pairs)} GPU pairs are NVLinked: NCCL all-reduces over NVLink",
-        )
-    else:
-        a, b, kind = unlinked[0]
-        ops = Setting(
-            "HierarchicalCopyAllReduce",
-            f"{len(unlinked)} of {len(pairs)} GPU pairs are not NVLinked (GPU {a}↔{b}: "
-            f"{kind or 'link unknown'}): hierarchical copy avoids NCCL rings over PCIe/SMP "
-            "(tf.distribute: for when NCCL is not ideal)",
-        )
     return Distribution(
         strategy=Setting(
             "MirroredStrategy", f"{len(gpus)} GPUs in this slice: synchronous data parallelism"
         ),
-        cross_device_ops=ops,
+        cross_device_ops=Setting("NcclAllReduce", f"{_links(gpus)}: {NCCL_WHY}"),
         variable_placement=Setting(
             "gpu",
             "MirroredStrategy keeps a copy of each variable on every GPU, updated in place after "
@@ -95,11 +111,28 @@ def gpu_env(
         ),
     }
     left: list[LeftOut] = []
-    indices = ",".join(str(gpu.index) for gpu in mine.gpus)
-    if intent.instances > 1:
-        env["CUDA_VISIBLE_DEVICES"] = Setting(
-            indices,
-            f"instance {mine.index} of {intent.instances} owns GPU {indices}, next to its CPUs",
+    names = [unit.name for unit in mine.units if unit.name]
+    if intent.instances > 1 and len(names) == len(mine.units):
+        shown = ",".join(names)
+        plural = "s" if len(names) > 1 else ""
+        what = mine.units[0].describe() if mine.mig else f"GPU{plural} {shown}"
+        reason = f"instance {mine.index} of {intent.instances} owns {what}, next to its CPUs"
+        if mine.mig:
+            reason += (
+                "; a MIG device is named by its UUID (NVIDIA MIG User Guide: MIG-<UUID> from "
+                "driver R470, MIG-GPU-<UUID>/<GI>/<CI> on R450/R460)"
+            )
+        if mine.sharers > 1:
+            reason += f", shared by {mine.sharers} instances"
+        env["CUDA_VISIBLE_DEVICES"] = Setting(shown, reason)
+    elif mine.mig:
+        left.append(
+            LeftOut(
+                "CUDA_VISIBLE_DEVICES",
+                "left out: one instance runs on the first MIG device CUDA enumerates (a process "
+                "sees one MIG device); a scheduler's own CUDA_VISIBLE_DEVICES is kept — use "
+                "--instances N to give each MIG slice its own process",
+            )
         )
     else:
         left.append(

@@ -1,0 +1,139 @@
+"""What a CUDA process can be given: a whole GPU, or one MIG device of a GPU in MIG mode.
+
+A GPU in MIG mode is a set of slices, and a CUDA process enumerates a single MIG device
+(NVIDIA MIG User Guide, "CUDA Device Enumeration": "a single CUDA process can only enumerate a
+single MIG device"), named in CUDA_VISIBLE_DEVICES by its UUID: `MIG-<UUID>` from driver R470
+on, `MIG-GPU-<GPU UUID>/<GPU instance>/<compute instance>` on R450/R460. So with any GPU in MIG
+mode every instance gets exactly one unit, never a MirroredStrategy across slices; and where a
+slice's UUID cannot be known, instances are not split over slices at all (they would all land
+on the first one CUDA enumerates).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hwtune.errors import PlanError
+from hwtune.models.hardware import Gpu, MigDevice
+from hwtune.planner.knowledge import version_tuple
+
+# Driver branches that name MIG devices MIG-GPU-<uuid>/<gi>/<ci> (MIG User Guide).
+_OLD_MIG_NAMING = (450, 460)
+# "1g.20gb", "3g.40gb", "1c.3g.20gb": the memory in GB ends the profile name (MIG User Guide,
+# "MIG Device Names": "its total memory in GB").
+_PROFILE_GB_RE = re.compile(r"\.(\d{1,4})gb$", re.ASCII)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUnit:
+    """One device a process can be pointed at: a whole GPU or one MIG device."""
+
+    gpu: Gpu
+    mig: MigDevice | None = None
+    name: str | None = None  # the CUDA_VISIBLE_DEVICES entry; None: a MIG UUID nobody knows
+    memory_bytes: int | None = None
+    memory_basis: str = ""
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.gpu.index, -1 if self.mig is None else self.mig.index)
+
+    def describe(self) -> str:
+        if self.mig is None:
+            return f"GPU {self.gpu.index}"
+        profile = f" {self.mig.profile}" if self.mig.profile else ""
+        return f"MIG device {self.mig.index}{profile} of GPU {self.gpu.index}"
+
+
+def mig_name(gpu: Gpu, mig: MigDevice, driver: str | None) -> str | None:
+    """The CUDA_VISIBLE_DEVICES name of a MIG device, or None when it cannot be known."""
+    if mig.uuid:
+        return mig.uuid
+    branch = version_tuple(driver or "")[:1]
+    if (
+        branch
+        and branch[0] in _OLD_MIG_NAMING
+        and gpu.uuid
+        and mig.gpu_instance_id is not None
+        and mig.compute_instance_id is not None
+    ):
+        return f"MIG-{gpu.uuid}/{mig.gpu_instance_id}/{mig.compute_instance_id}"
+    return None
+
+
+def _mig_memory(mig: MigDevice) -> tuple[int | None, str]:
+    if mig.memory_bytes:
+        return mig.memory_bytes, "the MIG device's own memory"
+    m = _PROFILE_GB_RE.search(mig.profile or "")
+    if m:
+        return int(m.group(1)) * 10**9, f"nominal, from the profile name {mig.profile}"
+    return None, "MIG device memory unknown"
+
+
+def units(gpus: tuple[Gpu, ...], driver: str | None) -> tuple[list[GpuUnit], list[str]]:
+    """The units of `gpus` in the given order, and notes on GPUs that offer none."""
+    found: list[GpuUnit] = []
+    notes: list[str] = []
+    for gpu in gpus:
+        if not gpu.mig_enabled:
+            memory = gpu.memory_bytes
+            basis = "the GPU's memory" if memory else "GPU memory unknown"
+            found.append(GpuUnit(gpu, None, str(gpu.index), memory, basis))
+            continue
+        if not gpu.mig_devices:
+            notes.append(
+                f"GPU {gpu.index} is in MIG mode without MIG devices: CUDA cannot run on it "
+                "until GPU and compute instances are created (nvidia-smi mig -cgi ... -C)"
+            )
+            continue
+        for mig in gpu.mig_devices:
+            memory, basis = _mig_memory(mig)
+            found.append(GpuUnit(gpu, mig, mig_name(gpu, mig, driver), memory, basis))
+    return found, notes
+
+
+def deal(found: list[GpuUnit], instances: int) -> tuple[list[tuple[GpuUnit, ...]], list[int]]:
+    """Each instance's units and how many instances share them.
+
+    Whole GPUs are dealt in contiguous runs (fewer GPUs than instances: instances share them,
+    i -> GPU i*G//N). With MIG, every instance gets one unit: instance i takes unit i, or unit
+    i*U//N when instances outnumber units.
+    """
+    count = len(found)
+    if count == 0:
+        return [() for _ in range(instances)], [0] * instances
+    shares: list[tuple[GpuUnit, ...]]
+    if any(unit.mig is not None for unit in found) or count < instances:
+        shares = [
+            (found[i if instances <= count else i * count // instances],) for i in range(instances)
+        ]
+        _refuse_unnamed(shares, instances)
+    else:
+        shares = []
+        start = 0
+        for i in range(instances):
+            size = count // instances + (1 if i < count % instances else 0)
+            shares.append(tuple(found[start : start + size]))
+            start += size
+    users: dict[tuple[int, int], int] = {}
+    for share in shares:
+        for unit in share:
+            users[unit.key] = users.get(unit.key, 0) + 1
+    sharers = [max((users[unit.key] for unit in share), default=0) for share in shares]
+    return shares, sharers
+
+
+def _refuse_unnamed(shares: list[tuple[GpuUnit, ...]], instances: int) -> None:
+    if instances < 2:
+        return
+    unnamed = [unit for share in shares for unit in share if unit.name is None]
+    if unnamed:
+        unit = unnamed[0]
+        raise PlanError(
+            f"{unit.describe()} has no known UUID (nvidia-smi -q -x does not print MIG UUIDs), "
+            f"so CUDA_VISIBLE_DEVICES cannot give each of the {instances} instances its own "
+            "slice; they would all run on the first MIG device CUDA enumerates",
+            hint="save `nvidia-smi -L` as nvidia-smi-L.txt next to the capture (`hwtune "
+            "snapshot` does), or plan on the machine itself (NVML names the slices)",
+        )

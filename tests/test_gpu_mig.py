@@ -1,0 +1,222 @@
+"""MIG slices, devices and GPU memory on real captures (issue 14, items 3, 8 and 9).
+
+`nvidia-smi -L` of an 8 × A100-SXM4-80GB node in MIG mode (4 × 1g.20gb per GPU, and a mixed
+4g.40gb/2g.20gb/1g.20gb layout) with that node's `topo -m`; `nvidia-smi -q -x` of an A100-80GB
+with four 1g.20gb devices (no UUIDs: -q -x does not print them); the T4 and p4d composites.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hwtune.errors import PlanError
+from hwtune.planner import plan
+from hwtune.probes import detect
+from hwtune.probes.issues import IssueLog
+from hwtune.probes.nvidia_smi_list import parse_smi_list
+from tests.apply_profiles import PYTHON
+from tests.conftest import run_cli
+from tests.gpu_roots import (
+    A100_MIG_XML,
+    A100_TOPO,
+    EPYC,
+    HASWELL,
+    MIG_LIST,
+    MIXED_MIG_LIST,
+    P4D_HOST,
+    T4_HOST,
+    hardware,
+)
+from tests.test_plan_invariants import KNOWLEDGE
+from tests.test_runtime import clean_env, needs_tf  # noqa: F401 - the fixture is used below
+
+MIB = 1 << 20
+
+
+def test_nvidia_smi_list_gives_every_mig_uuid_and_profile() -> None:
+    issues = IssueLog()
+    gpus = parse_smi_list(MIG_LIST.read_text(), "nvidia-smi-L.txt", issues)
+    assert list(issues) == []
+    assert [g.index for g in gpus] == list(range(8))
+    assert [m.profile for m in gpus[0].mig_devices] == ["1g.20gb"] * 4
+    assert gpus[0].mig_devices[1].uuid == "MIG-d0bccf56-229a-5d45-8240-5be37f8c109e"
+    assert gpus[7].uuid == "GPU-2545335d-3baa-188c-36b5-f645e39e1923"
+
+
+def test_a_list_from_another_machine_is_not_merged(tmp_path: Path) -> None:
+    hw = hardware(tmp_path, HASWELL, xml=A100_MIG_XML, listing=MIG_LIST)
+    assert all(m.uuid is None for m in hw.gpus[0].mig_devices)  # the XML's GPU keeps its own
+    assert any("another machine" in i.reason for i in hw.issues)
+
+
+def test_each_instance_gets_its_own_mig_slice_by_uuid(tmp_path: Path) -> None:
+    hw = hardware(tmp_path, EPYC, topo=A100_TOPO, listing=MIG_LIST)
+    expected = [m.uuid for m in hw.gpus[0].mig_devices]
+    seen = []
+    for k in range(4):
+        profile = plan(hw, knowledge=KNOWLEDGE, instances=4, instance=k)
+        seen.append(profile.env["CUDA_VISIBLE_DEVICES"].value)
+        assert profile.distribution is not None
+        assert profile.distribution.strategy.value == "OneDeviceStrategy"
+        assert profile.distribution.cross_device_ops.value == "none"
+        assert profile.instance.gpu_memory_bytes == 20 * 10**9  # 1g.20gb, not the 80 GB GPU
+        assert profile.gpu_memory is not None and "1g.20gb" in profile.gpu_memory.reason
+    assert seen == expected
+
+
+def test_one_instance_on_a_mig_node_is_one_slice_not_a_mirrored_strategy(tmp_path: Path) -> None:
+    profile = plan(hardware(tmp_path, EPYC, topo=A100_TOPO, listing=MIG_LIST), knowledge=KNOWLEDGE)
+    assert profile.distribution is not None
+    assert profile.distribution.strategy.value == "OneDeviceStrategy"
+    assert "CUDA_VISIBLE_DEVICES" not in profile.env
+
+
+def test_slices_without_known_uuids_are_not_split(tmp_path: Path) -> None:
+    hw = hardware(tmp_path, HASWELL, xml=A100_MIG_XML)
+    with pytest.raises(PlanError) as caught:
+        plan(hw, knowledge=KNOWLEDGE, instances=4)
+    assert "UUID" in caught.value.message and "nvidia-smi -L" in (caught.value.hint or "")
+    single = plan(hw, knowledge=KNOWLEDGE)  # one process is fine: it gets the first slice
+    assert single.instance.gpu_memory_bytes == 19968 * MIB  # the slice's own memory
+
+
+def test_instances_sharing_a_slice_get_growth_and_a_limit(tmp_path: Path) -> None:
+    hw = hardware(tmp_path, EPYC, topo=A100_TOPO, listing=MIXED_MIG_LIST)
+    # 3 MIG devices on GPU 0 plus 7 whole GPUs = 10 units for 12 instances: 0 and 1 share one.
+    first = plan(hw, knowledge=KNOWLEDGE, instances=12, instance=0)
+    second = plan(hw, knowledge=KNOWLEDGE, instances=12, instance=1)
+    device = first.env["CUDA_VISIBLE_DEVICES"].value
+    assert (
+        device
+        == second.env["CUDA_VISIBLE_DEVICES"].value
+        == (
+            "MIG-5efd26fe-37b7-5950-8ea2-a3720583947d"  # the 4g.40gb slice
+        )
+    )
+    assert first.env["TF_FORCE_GPU_ALLOW_GROWTH"].value == "true"
+    share = 40 * 10**9 // 2
+    assert first.gpu_memory is not None
+    assert first.gpu_memory.value == (share - 1536 * MIB) // MIB  # MinSystemMemory for CC 8.x
+    assert "driver's CUDA version is unknown" in next(
+        i.reason for i in first.left_out if i.name == "TF_GPU_ALLOCATOR"
+    )
+
+
+def test_two_instances_on_one_t4_share_it_with_a_limit_and_the_async_allocator() -> None:
+    profile = plan(detect(T4_HOST), knowledge=KNOWLEDGE, instances=2, instance=1)
+    assert profile.env["CUDA_VISIBLE_DEVICES"].value == "0"
+    assert profile.env["TF_FORCE_GPU_ALLOW_GROWTH"].value == "true"
+    assert profile.env["TF_GPU_ALLOCATOR"].value == "cuda_malloc_async"
+    assert "release threshold" in profile.env["TF_GPU_ALLOCATOR"].reason
+    assert profile.gpu_memory is not None
+    assert profile.gpu_memory.value == (15360 * MIB // 2 - 1050 * MIB) // MIB
+
+
+def _apply(tmp_path: Path, host: Path, *args: str) -> Path:
+    out = tmp_path / "out"
+    result = run_cli(["apply", "--root", str(host), "--output", str(out), *args])
+    assert result.exit_status == 0, result.stderr
+    return out
+
+
+def _parse_config_proto(text: str) -> dict[str, object]:
+    """Parse tf_config.pbtxt with TensorFlow's own protobuf classes, in a subprocess."""
+    code = textwrap.dedent(
+        """
+        import json, sys
+        from google.protobuf import text_format
+        from tensorflow.core.protobuf import config_pb2
+        proto = text_format.Parse(sys.stdin.read(), config_pb2.ConfigProto())
+        gpu = proto.gpu_options
+        print(json.dumps({"visible": gpu.visible_device_list, "growth": gpu.allow_growth,
+                          "fraction": gpu.per_process_gpu_memory_fraction}))
+        """
+    )
+    done = subprocess.run(
+        [PYTHON, "-c", code], input=text, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    parsed: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return parsed
+
+
+@needs_tf
+def test_env_and_config_proto_agree_on_devices(tmp_path: Path) -> None:
+    out = _apply(tmp_path, P4D_HOST, "--instances", "2", "--instance", "1")
+    assert 'CUDA_VISIBLE_DEVICES="4,5,6,7"' in (out / "hwtune.env").read_text()
+    pbtxt = (out / "tf_config.pbtxt").read_text()
+    assert _parse_config_proto(pbtxt)["visible"] == ""  # TensorFlow renumbers 4-7 as 0-3
+    assert "renumbers" in pbtxt
+
+
+@needs_tf
+def test_config_proto_caps_an_instance_sharing_a_gpu(tmp_path: Path) -> None:
+    out = _apply(tmp_path, T4_HOST, "--instances", "2", "--instance", "1")
+    parsed = _parse_config_proto((out / "tf_config.pbtxt").read_text())
+    limit = (15360 * MIB // 2 - 1050 * MIB) // MIB
+    assert parsed["growth"] is True
+    assert abs(float(str(parsed["fraction"])) - limit / 15360) < 1e-3
+
+
+CONFIGURE_LIMIT = textwrap.dedent(
+    """
+    import json
+    from hwtune.apply.runtime import ConfigureReport
+    report = ConfigureReport({"gpu_memory_limit_mb": 6630}, cached=True, cache_path="",
+                             strict=False)
+    report.apply_tensorflow()
+    print(json.dumps(report.tensorflow))
+    """
+)
+
+
+@needs_tf
+def test_configure_applies_the_limit_to_every_gpu_tensorflow_sees(
+    clean_env: dict[str, str],  # noqa: F811 - the fixture from test_runtime
+) -> None:
+    done = subprocess.run(
+        [PYTHON, "-c", CONFIGURE_LIMIT],
+        capture_output=True,
+        text=True,
+        env=clean_env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    # This machine's TensorFlow sees no GPU: configure() says so instead of pretending.
+    assert seen["gpu_memory"] == "not applied (6630 MiB): TensorFlow sees no GPU"
+
+
+def test_the_cached_payload_carries_the_limit() -> None:
+    from hwtune.apply.cache import payload_from_planned
+    from hwtune.pipeline.source import Planned
+
+    hw = detect(T4_HOST)
+    profile = plan(hw, knowledge=KNOWLEDGE, instances=2, instance=1)
+    assert profile.gpu_memory is not None
+    payload = payload_from_planned(Planned(hardware=hw, profile=profile))
+    assert payload["gpu_memory_limit_mb"] == profile.gpu_memory.value == 6630
+
+
+def test_the_live_fallback_asks_nvidia_smi_for_mig_uuids(tmp_path: Path) -> None:
+    import pynvml
+
+    from hwtune.probes.gpu import probe_gpus
+    from tests.test_gpu_nvml import FakeNvml
+    from tests.test_gpu_smi import fake_nvidia_smi
+
+    exe = fake_nvidia_smi(
+        tmp_path,
+        f'case "$1" in\n -q) cat "{A100_MIG_XML}";;\n -L) cat "{MIG_LIST}";;\n *) exit 2;;\nesac\n',
+    )
+    lib = FakeNvml([], {"nvmlInit": pynvml.NVML_ERROR_UNINITIALIZED})
+    issues = IssueLog()
+    report = probe_gpus(tmp_path, issues, live=True, nvml_library=lib, nvidia_smi=exe)
+    assert report.gpus[0].mig_enabled
+    # -L was run and read: its GPU 0 is another A100 than the XML's, so nothing is mixed up
+    assert any("another machine" in issue.reason for issue in issues)
