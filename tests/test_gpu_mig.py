@@ -212,7 +212,8 @@ def test_the_live_fallback_asks_nvidia_smi_for_mig_uuids(tmp_path: Path) -> None
 
     exe = fake_nvidia_smi(
         tmp_path,
-        f'case "$1" in\n -q) cat "{A100_MIG_XML}";;\n -L) cat "{MIG_LIST}";;\n *) exit 2;;\nesac\n',
+        f'case "$1" in\n -q) cat "{A100_MIG_XML}";;\n'
+        f' -L) cat "{MIG_LIST}";;\n *) exit 2;;\nesac\n',
     )
     lib = FakeNvml([], {"nvmlInit": pynvml.NVML_ERROR_UNINITIALIZED})
     issues = IssueLog()
@@ -220,3 +221,24 @@ def test_the_live_fallback_asks_nvidia_smi_for_mig_uuids(tmp_path: Path) -> None
     assert report.gpus[0].mig_enabled
     # -L was run and read: its GPU 0 is another A100 than the XML's, so nothing is mixed up
     assert any("another machine" in issue.reason for issue in issues)
+
+
+def test_exec_gives_each_instance_its_mig_slice(tmp_path: Path) -> None:
+    from hwtune.apply.launch import env_for_instance
+
+    hw = hardware(tmp_path, EPYC, topo=A100_TOPO, listing=MIG_LIST)
+    profile = plan(hw, knowledge=KNOWLEDGE, instances=4)
+    seen = [env_for_instance(profile, k, hardware=hw)["CUDA_VISIBLE_DEVICES"] for k in range(4)]
+    assert seen == [m.uuid for m in hw.gpus[0].mig_devices]  # not the parent GPU's UUID
+
+
+def test_r450_and_r460_drivers_name_mig_devices_by_gpu_uuid_and_instance_ids(
+    tmp_path: Path,
+) -> None:
+    """The naming rule on the captured MIG devices; the driver branch is the rule's input."""
+    from hwtune.planner.gpu_units import mig_name
+
+    gpu = hardware(tmp_path, HASWELL, xml=A100_MIG_XML).gpus[0]
+    first = gpu.mig_devices[0]  # GPU instance 3, compute instance 0; no UUID in -q -x
+    assert mig_name(gpu, first, "460.32.03") == f"MIG-{gpu.uuid}/3/0"
+    assert mig_name(gpu, first, "535.54.03") is None  # R470+: only the MIG-<UUID> form works

@@ -78,7 +78,13 @@ def env_for_instance(
     env["HWTUNE_INSTANCE"] = str(index)
     env["HWTUNE_INSTANCES"] = str(max(len(profile.instances), profile.intent.instances))
     mine = instance_slice(profile, index)
-    if any(s.gpus for s in profile.instances) or mine.gpus:
+    mig = [d for d in mine.devices if not d.isdigit()]
+    if mig:
+        # A MIG slice is named by its UUID only (NVIDIA MIG User Guide); one whose UUID is
+        # unknown is left to CUDA, which takes the first MIG device it enumerates.
+        if all(d.startswith("MIG-") for d in mig):
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(mig)
+    elif any(s.gpus for s in profile.instances) or mine.gpus:
         uuids = {g.index: g.uuid for g in hardware.gpus} if hardware is not None else {}
         if mine.gpus and all(uuids.get(g) for g in mine.gpus):
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(uuids[g]) for g in mine.gpus)

@@ -22,7 +22,11 @@ from hwtune.probes.issues import IssueLog
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
-GPU_SNAPSHOT_FILES = ("nvidia-smi-q.xml", "nvidia-smi-topo.txt")  # hwtune.probes.nvidia_smi
+GPU_SNAPSHOT_FILES = (  # hwtune.probes.nvidia_smi and nvidia_smi_list
+    "nvidia-smi-q.xml",
+    "nvidia-smi-topo.txt",
+    "nvidia-smi-L.txt",
+)
 TF_SNAPSHOT_FILE = "tensorflow.json"  # what the tensorflow probe reads under a non-live root
 # Distribution names TensorFlow ships under (tensorflow, tensorflow-cpu, tensorflow-intel,
 # intel-tensorflow, tf-nightly…); dist-info directories use the normalized name with '_'.

@@ -7,7 +7,7 @@ recorded too, so `detect()` never raises for anything the machine (or a snapshot
 
 Under the live root ("/") GPUs come from NVML and TensorFlow from the running interpreter's
 site-packages; under any other root they come from the files a snapshot holds
-(`nvidia-smi-q.xml`, `nvidia-smi-topo.txt`, `tensorflow.json`).
+(`nvidia-smi-q.xml`, `nvidia-smi-topo.txt`, `nvidia-smi-L.txt`, `tensorflow.json`).
 """
 
 from __future__ import annotations
