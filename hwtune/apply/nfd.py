@@ -139,6 +139,42 @@ def _gpu_labels(hw: Hardware) -> dict[str, object]:
     return out
 
 
+# int8 route key (int8_routes.json name) -> label; a route is labelled when the hardware has it,
+# whatever the TensorFlow in the labelling image (the DaemonSet's image has none).
+INT8_ROUTE_LABELS = {
+    "oneDNN int8 kernels": "int8-onednn",
+    "TFLite/LiteRT with XNNPACK": "int8-xnnpack",
+    "TF-TRT INT8": "int8-tensorrt",
+}
+_MARCH = re.compile(r"^--copt=-m(?:arch|cpu)=(.+)$")
+
+
+def plan_labels(profile: Profile) -> dict[str, object]:
+    """Labels that follow from the plan, i.e. from the hardware alone when no TensorFlow is
+    installed: what a source build targets, what precision and int8 paths are eligible, and
+    whether oneDNN is recommended."""
+    raw: dict[str, object] = {}
+    if profile.bazel is not None:
+        for option in profile.bazel.options:
+            found = _MARCH.match(option)
+            if found:
+                raw["tf-march"] = found.group(1)
+                break
+    for policy in profile.precision.eligible:  # mixed_float16 -> mixed-float16
+        raw[policy.replace("_", "-")] = True
+    if profile.precision.enabled:
+        raw["mixed-precision"] = profile.precision.enabled
+    if profile.int8 is not None and profile.int8.eligible:
+        raw["int8"] = True
+        for route in profile.int8.routes:
+            if route.route in INT8_ROUTE_LABELS:
+                raw[INT8_ROUTE_LABELS[route.route]] = True
+    onednn = profile.env.get("TF_ENABLE_ONEDNN_OPTS")
+    if onednn is not None:  # a recommendation either way, so "false" is labelled too
+        raw["onednn-recommended"] = onednn.value == "1"
+    return raw
+
+
 def labels(hw: Hardware, profile: Profile | None = None) -> dict[str, str]:
     """The labels for this machine, names without the prefix, values already sanitized.
 
@@ -173,8 +209,8 @@ def labels(hw: Hardware, profile: Profile | None = None) -> dict[str, str]:
         raw["tensorflow-runtime"] = tf.threading_runtime
         if tf.onednn_default is not None:
             raw["tensorflow-onednn"] = tf.onednn_default
-    if profile is not None and profile.precision.enabled:
-        raw["mixed-precision"] = profile.precision.enabled
+    if profile is not None:
+        raw.update(plan_labels(profile))
     result: dict[str, str] = {}
     for name, value in raw.items():
         text = label_value(value)

@@ -164,6 +164,13 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
         why_enabled or why_eligible,
         precision.source,
     )
+    if profile.int8 is not None:
+        routes = sorted({f"{r.route} ({r.feature})" for r in profile.int8.routes if r.usable})
+        row("int8.eligible", profile.int8.eligible, profile.int8.reason)
+        if routes:
+            row(
+                "int8.routes", "; ".join(routes), "eligible routes; `hwtune explain int8` says how"
+            )
     row(
         "data_format",
         profile.data_format.value,

@@ -71,6 +71,29 @@ class Precision:
 
 
 @dataclass(frozen=True, slots=True)
+class Int8Route:
+    """One way this machine runs int8 inference: a device, its feature, how TF users take it."""
+
+    device: str  # "cpu", or "gpu 0,1" (the GPUs sharing the feature)
+    feature: str  # "AVX512-VNNI", "INT8 Tensor Cores"
+    route: str  # "oneDNN int8 kernels", "TFLite/LiteRT with XNNPACK", "TF-TRT INT8"
+    how: str
+    usable: bool  # False where this TensorFlow or this plan stands in the way (see `note`)
+    note: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Int8:
+    """int8 inference eligibility: like mixed precision, eligible is reported, never switched on
+    (quantizing is a model change hwtune cannot make)."""
+
+    eligible: bool
+    routes: tuple[Int8Route, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class TfData:
     private_threadpool_size: Setting
     autotune_cpu_budget: Setting
@@ -126,6 +149,7 @@ class Profile:
     allow_soft_placement: Setting | None = None
     # MiB of each visible GPU this process may use (None: the whole device); None without GPUs.
     gpu_memory: Setting | None = None
+    int8: Int8 | None = None  # None only in profiles written before hwtune planned it
     left_out: tuple[LeftOut, ...] = ()
     warnings: tuple[str, ...] = ()  # what will go wrong on this machine as planned, and why
     fingerprint: str = ""  # of the hardware facts the plan depends on

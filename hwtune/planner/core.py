@@ -28,6 +28,7 @@ from hwtune.models.profile import (
 from hwtune.planner import accel, cuda_compat, data, gpu_memory, knobs, multigpu, threads
 from hwtune.planner.bazel import plan_bazel, resolve_tf_version
 from hwtune.planner.instances import split
+from hwtune.planner.int8 import plan_int8
 from hwtune.planner.knowledge import Knowledge, default_knowledge
 
 INTENT_FIELDS = ("mode", "instances", "instance", "precision", "tf_version", "model")
@@ -252,6 +253,7 @@ def plan(
         if on_gpu
         else None,
         gpu_memory=gpu_mem,
+        int8=plan_int8(hw, mine.gpus, onednn, knowledge),
         left_out=tuple(left_out),
         fingerprint=plan_fingerprint,
         warnings=tuple(cuda_compat.compat_warnings(hw, hw.gpus, planned_tf, knowledge)),

@@ -1,7 +1,7 @@
 """`explain(profile, name)`: why a setting has its value, or why hwtune left it out.
 
 Names: environment variables (TF_NUM_INTRAOP_THREADS, KMP_AFFINITY…, any case), dotted
-profile fields (threads.intra_op, jit.level, precision, data_format, tf_data.prefetch,
+profile fields (threads.intra_op, jit.level, precision, int8, data_format, tf_data.prefetch,
 distribution.strategy, instance, bazel.tf_version, bazel.options) and bazel options themselves
 (--copt=-march=znver4). An unknown name is a PlanError with a did-you-mean hint.
 """
@@ -44,6 +44,8 @@ def _entries(profile: Profile) -> dict[str, str]:
         f"enabled {precision.enabled or 'none'}\n  source: {precision.source}\n"
         f"  why: {precision.reason}"
     )
+    if profile.int8 is not None:
+        entries["int8"] = _int8_entry(profile)
     entries["data_format"] = _setting("data_format", profile.data_format)
     for f in dataclasses.fields(profile.tf_data):
         entries[f"tf_data.{f.name}"] = _setting(
@@ -76,6 +78,24 @@ def _entries(profile: Profile) -> dict[str, str]:
     if profile.bazel is not None:
         _bazel_entries(profile, entries)
     return entries
+
+
+def _int8_entry(profile: Profile) -> str:
+    assert profile.int8 is not None
+    int8 = profile.int8
+    lines = [
+        f"int8: {'eligible' if int8.eligible else 'not eligible'} (reported, never enabled)",
+        f"  why: {int8.reason}",
+    ]
+    for route in int8.routes:
+        lines += [
+            f"  {route.device}: {route.feature} -> {route.route}"
+            f" ({'usable' if route.usable else 'not usable as planned'})",
+            f"    note: {route.note}",
+            f"    how: {route.how}",
+            f"    source: {route.source}",
+        ]
+    return "\n".join(lines)
 
 
 def _bazel_entries(profile: Profile, entries: dict[str, str]) -> None:

@@ -68,6 +68,32 @@ class CudaEntry:
     new_sass: tuple[str, ...] = ()  # compute capabilities this toolkit first compiles SASS for
 
 
+@dataclass(frozen=True, slots=True)
+class Int8Feature:
+    """A hardware int8 feature and the routes that use it (int8.json)."""
+
+    key: str  # "avx512_vnni", "dp4a"
+    name: str  # what users call it: "AVX512-VNNI"
+    device: Literal["cpu", "gpu"]
+    routes: tuple[str, ...]  # keys of int8_routes.json
+    source: str
+    arch: str | None = None  # a CPU feature's architecture
+    flags_any: tuple[str, ...] = ()  # kernel CPU flags, any one of which shows the feature
+    min_cc: str | None = None  # a GPU feature's lowest compute capability
+
+
+@dataclass(frozen=True, slots=True)
+class Int8Route:
+    """How a TensorFlow user runs int8 on such a feature (int8_routes.json)."""
+
+    key: str  # "onednn", "xnnpack", "tensorrt"
+    name: str
+    how: str
+    source: str
+    needs_onednn: bool = False
+    tf_max: str | None = None  # the newest TF minor version whose wheels carry it
+
+
 @dataclass(frozen=True)
 class Knowledge:
     """Everything `plan()` needs besides the hardware, loaded once and passed in."""
@@ -76,6 +102,8 @@ class Knowledge:
     compilers: tuple[CompilerTarget, ...]
     templates: Mapping[str, str] = field(default_factory=dict)
     cuda: tuple[CudaEntry, ...] = ()
+    int8_features: tuple[Int8Feature, ...] = ()
+    int8_routes: tuple[Int8Route, ...] = ()
 
     @functools.cached_property
     def tf_by_version(self) -> dict[str, TfVersionEntry]:
@@ -168,6 +196,8 @@ def load_knowledge(extra_dirs: tuple[Path, ...] | None = None) -> Knowledge:
         compilers=load_table("compilers", CompilerTarget, extra_dirs),
         templates=load_templates(),
         cuda=load_table("cuda_versions", CudaEntry, extra_dirs),
+        int8_features=load_table("int8", Int8Feature, extra_dirs),
+        int8_routes=load_table("int8_routes", Int8Route, extra_dirs),
     )
 
 
