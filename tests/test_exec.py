@@ -25,7 +25,7 @@ from hwtune.apply.launch import (
 )
 from hwtune.errors import HwtuneError
 from hwtune.models.hardware import Gpu, Hardware
-from hwtune.pipeline.source import plan_for
+from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON, make_profile
 
 HWTUNE = [PYTHON, "-m", "hwtune"]
@@ -73,7 +73,7 @@ def test_two_instances_get_disjoint_cpus_and_only_planned_knobs(tmp_path: Path) 
     cpus = [set(seen[i]["cpus"]) for i in ("0", "1")]
     assert cpus[0] and cpus[1] and not cpus[0] & cpus[1], cpus
     for index in (0, 1):
-        planned = plan_for({"instances": 2, "instance": index}, env)
+        planned = profile_for(PlanRequest(env, instances=2, instance=index))
         assert set(seen[str(index)]["cpus"]) == set(planned.profile.instance.cpus)
         child_env = seen[str(index)]["env"]
         added = {k: v for k, v in child_env.items() if env.get(k) != v}
@@ -105,7 +105,7 @@ def test_slurm_rank_runs_its_own_slice(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
-    planned = plan_for({"instances": 2, "instance": 1}, _env(tmp_path))
+    planned = profile_for(PlanRequest(_env(tmp_path), instances=2, instance=1))
     assert seen["instance"] == "1" and seen["env"]["HWTUNE_INSTANCES"] == "2"
     assert set(seen["cpus"]) == set(planned.profile.instance.cpus)
     assert "local rank 1 of 2 (Slurm" in result.stderr

@@ -13,7 +13,7 @@ import pytest
 
 import hwtune
 from hwtune.apply.render import env_map, thread_counts
-from hwtune.pipeline.source import plan_for
+from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON
 
 try:
@@ -46,7 +46,7 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
 
 
 def test_configure_sets_planned_env_and_restores_it(clean_env: dict[str, str]) -> None:
-    planned = env_map(plan_for({}, clean_env).profile)
+    planned = env_map(profile_for(PlanRequest(clean_env)).profile)
     os.environ["TF_NUM_INTEROP_THREADS"] = "7"  # the user's own choice
     with hwtune.configure(tensorflow=False) as report:
         assert report.env_user == {
@@ -180,7 +180,7 @@ def test_tensorflow_gets_the_plan_when_configured_before_import(clean_env: dict[
     )
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.splitlines()[-1])
-    profile = plan_for({"precision": "auto"}, clean_env).profile
+    profile = profile_for(PlanRequest(clean_env, precision="auto")).profile
     intra, inter = thread_counts(profile)
     assert (seen["intra"], seen["inter"]) == (intra, inter)
     assert seen["compute_threads"] == inter  # the inter-op pool really has that size
@@ -230,7 +230,7 @@ def test_already_imported_tensorflow_warns_and_applies_what_it_can(
         assert f"{setting}=" in text and "already initialised" in text
     assert set(seen["where"]) == {"<string>"}  # warnings point at the caller, not hwtune
     assert seen["tensorflow"]["jit"].startswith("applied")
-    profile = plan_for({"precision": "auto"}, clean_env).profile
+    profile = profile_for(PlanRequest(clean_env, precision="auto")).profile
     if profile.precision.enabled:
         assert seen["policy"] == profile.precision.enabled
         assert seen["tensorflow"]["precision"].startswith("applied")
@@ -288,7 +288,7 @@ def test_eval_hwtune_env_in_bash_sizes_tensorflows_pools(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.splitlines()[-1])
-    profile = plan_for({}, clean_env).profile
+    profile = profile_for(PlanRequest(clean_env)).profile
     skip = ("PWD", "SHLVL", "_", "OLDPWD")
     added = {k: v for k, v in seen["env"].items() if clean_env.get(k) != v and k not in skip}
     assert added == env_map(profile)
@@ -408,7 +408,7 @@ def test_a_tuned_result_reaches_configure_and_invalidates_its_cache(
         return json.loads(out)  # type: ignore[no-any-return]
 
     assert run()[0] is False and run()[0] is True
-    profile = plan_for({}, environ).profile
+    profile = profile_for(PlanRequest(environ)).profile
     record = {
         "fingerprint": profile.fingerprint,
         "workload": "builtin:test",

@@ -31,11 +31,21 @@ def cache_dir(environ: Mapping[str, str]) -> str:
     return os.path.join(base, "hwtune")
 
 
-def cache_key(explicit: Mapping[str, Any], rank: tuple[int, int] | None) -> str:
+def cache_key(
+    explicit: Mapping[str, Any],
+    rank: tuple[int, int] | None,
+    *,
+    workload: str | None = None,
+    measured: bool = True,
+) -> str:
     """A file-name-safe key of the intent as asked (resolution happens when planning)."""
     parts = [f"{k}={explicit[k]}" for k in INTENT_KEYS if explicit.get(k) is not None]
     if rank is not None:
         parts.append(f"rank={rank[0]}of{rank[1]}")
+    if workload is not None:
+        parts.append(f"workload={workload}")
+    if not measured:
+        parts.append("no-measured")
     text = "_".join(parts) or "default"
     return "".join(c if c.isalnum() or c in "=_-." else "-" for c in text)
 
@@ -76,7 +86,7 @@ def store(path: str, current: dict[str, object], payload: dict[str, Any]) -> Non
 
 
 def payload_from_planned(planned: Any) -> dict[str, Any]:
-    """What a process start needs, from a `hwtune.pipeline.source.Planned` (cold path)."""
+    """What a process start needs, from a `hwtune.pipeline.request.Planned` (cold path)."""
     from hwtune.apply.render import env_entries, thread_counts
 
     profile = planned.profile
@@ -97,21 +107,29 @@ def payload_from_planned(planned: Any) -> dict[str, Any]:
 
 
 def lookup(
-    explicit: Mapping[str, Any], environ: Mapping[str, str], *, use_cache: bool = True
+    explicit: Mapping[str, Any],
+    environ: Mapping[str, str],
+    *,
+    workload: str | None = None,
+    measured: bool = True,
+    use_cache: bool = True,
 ) -> tuple[dict[str, Any], bool, str]:
     """(payload, came from the cache, cache file) for this intent on the live machine."""
     from hwtune.pipeline.ranks import local_rank
 
     rank = local_rank(environ)
-    key = cache_key(explicit, (rank.rank, rank.size) if rank else None)
+    key = cache_key(
+        explicit, (rank.rank, rank.size) if rank else None, workload=workload, measured=measured
+    )
     path = cache_path(environ, key)
     current = fingerprint(environ)
     if use_cache:
         payload = load(path, current)
         if payload is not None:
             return payload, True, path
-    from hwtune.pipeline.source import plan_for
+    from hwtune.pipeline.request import PlanRequest, profile_for
 
-    payload = payload_from_planned(plan_for(dict(explicit), environ))
+    request = PlanRequest(environ, workload=workload, measured=measured, **explicit)
+    payload = payload_from_planned(profile_for(request))
     store(path, current, payload)
     return payload, False, path

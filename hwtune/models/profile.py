@@ -111,6 +111,16 @@ class Bazel:
 
 
 @dataclass(frozen=True, slots=True)
+class Measurement:
+    """The `hwtune tune` result a profile took its "measured" settings from."""
+
+    workload: str  # "builtin:cnn", a `tune --name`, or the "cmd:…" key tune printed
+    created: str  # when it was measured (ISO 8601, UTC)
+    ratio: float  # its speed over the rule's choice
+    file: str  # where it is stored
+
+
+@dataclass(frozen=True, slots=True)
 class Profile:
     intent: Intent
     env: dict[str, Setting]  # variable name -> value, reason, source
@@ -129,4 +139,5 @@ class Profile:
     left_out: tuple[LeftOut, ...] = ()
     warnings: tuple[str, ...] = ()  # what will go wrong on this machine as planned, and why
     fingerprint: str = ""  # of the hardware facts the plan depends on
+    measurement: Measurement | None = None  # the tuned result applied, if any
     schema_version: int = PROFILE_SCHEMA_VERSION

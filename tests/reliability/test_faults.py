@@ -566,9 +566,11 @@ def test_configure_never_raises_into_the_program(
         env["PYTHONPATH"] = str(REPO_ROOT)
     broken = None
     if scenario.startswith("tuned"):
-        from hwtune.pipeline.source import plan_for
+        from hwtune.pipeline.request import PlanRequest, profile_for
 
-        fingerprint = plan_for({}, env).profile.fingerprint  # this machine's, as configure()'s
+        fingerprint = profile_for(
+            PlanRequest(env)
+        ).profile.fingerprint  # this machine's, as configure()'s
         broken = tuned_result_fault(tmp_path / "tuned", fingerprint, "not-utf8")
     done = subprocess.run(
         [sys.executable, "-c", CONFIGURE_SCRIPT, scenario],
