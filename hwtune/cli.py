@@ -9,6 +9,7 @@ subcommand lives in `hwtune/commands/<name>.py`; only the selected one is import
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -98,10 +99,12 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
     env = env or Environment()
     parser = build_parser(only=_selected_command(argv))
     try:
-        args, extra = parser.parse_known_args(argv)
-        if extra:
-            owner = getattr(args, "_parser", None) or parser
-            owner.error(f"unrecognized arguments: {' '.join(extra)}")
+        # argparse writes usage and errors to sys.std*: send them to this Environment's.
+        with contextlib.redirect_stdout(env.stdout), contextlib.redirect_stderr(env.stderr):
+            args, extra = parser.parse_known_args(argv)
+            if extra:
+                owner = getattr(args, "_parser", None) or parser
+                owner.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exit_:  # argparse exits 2 on bad usage, 0 on --help
         return int(exit_.code or 0)
     if getattr(args, "_command", None) is None:
