@@ -152,3 +152,32 @@ def test_plan_of_an_empty_root_warns_as_detect_does(tmp_path: Path) -> None:
     assert result.exit_status == 0
     assert "warning" in result.stderr and "no CPU source" in result.stderr
     assert f"hwtune detect --root {empty}" in result.stderr
+
+
+def test_tune_forget_removes_this_machines_results(tmp_path: Path) -> None:
+    from hwtune.pipeline.measured import save_result
+
+    environ = clean_environ(tmp_path)
+    fingerprint = json.loads(run_cli(["plan", "--json"], environ).stdout)["fingerprint"]
+    record = {"fingerprint": fingerprint, "ratio": 1.2, "settings": {"instances": 1}}
+    train = save_result({**record, "workload": "train"}, environ)
+    cnn = save_result({**record, "workload": "builtin:cnn"}, environ)
+    forgot = run_cli(["tune", "--forget", "train"], environ)
+    assert forgot.exit_status == 0 and f"forgot {train}" in forgot.stdout
+    assert not train.exists() and cnn.exists()
+    again = run_cli(["tune", "--forget", "train"], environ)
+    assert again.exit_status == 0 and "nothing measured for workload 'train'" in again.stdout
+    every = run_cli(["tune", "--forget"], environ)
+    assert f"forgot {cnn}" in every.stdout and not cnn.exists()
+
+
+def test_tune_workload_names_a_commands_result() -> None:
+    from hwtune.errors import ConfigError
+    from hwtune.tune.workloads import resolve
+
+    assert resolve("train", ["python", "train.py"]).key == "train"
+    assert resolve(None, ["python", "train.py"], name="train").key == "train"
+    with pytest.raises(ConfigError, match="either --workload builtin:NAME or a command"):
+        resolve("builtin:cnn", ["python", "train.py"])
+    with pytest.raises(ConfigError, match="expected builtin:NAME"):
+        resolve("train", [])

@@ -385,29 +385,30 @@ def test_post_import_hook_runs_after_the_module_and_goes_away(
             sys.meta_path.remove(hook)
 
 
-def test_a_tuned_result_reaches_configure_and_invalidates_its_cache(
+def test_a_tuned_result_reaches_configure_where_named_and_invalidates_its_cache(
     clean_env: dict[str, str], tmp_path: Path
 ) -> None:
     from hwtune.pipeline.measured import save_result
 
     environ = {**clean_env, "HWTUNE_TUNED_DIR": str(tmp_path / "tuned")}
-    probe = (
-        "import hwtune, json; r = hwtune.configure(tensorflow=False); "
-        "print(json.dumps([r.cached, r.env]))"
-    )
 
-    def run() -> list[object]:
+    def run(arguments: str = "", **extra: str) -> list[object]:
+        probe = (
+            f"import hwtune, json; r = hwtune.configure(tensorflow=False, {arguments}); "
+            "print(json.dumps([r.cached, r.env]))"
+        )
         out = subprocess.run(
             [PYTHON, "-c", probe],
             capture_output=True,
             text=True,
             timeout=120,
-            env=environ,
+            env={**environ, **extra},
             check=True,
         ).stdout
         return json.loads(out)  # type: ignore[no-any-return]
 
-    assert run()[0] is False and run()[0] is True
+    named = 'workload="builtin:test"'
+    assert run(named)[0] is False and run(named)[0] is True
     profile = profile_for(PlanRequest(environ)).profile
     record = {
         "fingerprint": profile.fingerprint,
@@ -417,8 +418,12 @@ def test_a_tuned_result_reaches_configure_and_invalidates_its_cache(
         "settings": {"env.HW_TUNED_KNOB": "42"},
     }
     save_result(record, environ)
-    cached, env = run()
+    cached, env = run(named)
     assert cached is False and env["HW_TUNED_KNOB"] == "42"  # type: ignore[index]
+    assert run(HWTUNE_WORKLOAD="builtin:test")[1]["HW_TUNED_KNOB"] == "42"  # type: ignore[index]
+    # Another job, or one that asks for rules only, is not changed by it.
+    assert "HW_TUNED_KNOB" not in run()[1]  # type: ignore[operator]
+    assert "HW_TUNED_KNOB" not in run(f"{named}, measured=False")[1]  # type: ignore[operator]
 
 
 # ------------------------------------------------------------------------- tuner trials

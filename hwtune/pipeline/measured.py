@@ -280,6 +280,8 @@ def find_result(
         return path
     if os.path.lexists(path):
         raise TuneError(f"{path}: {_what(path)}, not a tuned result", hint=_REDO)
+    if os.path.lexists(path.parent) and not path.parent.is_dir():
+        raise TuneError(f"{path.parent}: not a directory", hint=_REDO)
     return None
 
 
