@@ -47,10 +47,13 @@ _SYSTEMD_ESCAPED = re.compile(r'(["\\`$])')
 
 # Thread variables TensorFlow's C++ runtime reads when it creates its pools
 # (tensorflow/core/common_runtime/process_util.cc: NumInterOpThreadsFromEnvironment,
-# NumIntraOpThreadsFromEnvironment). Exported from profile.threads when the plan's env lacks
-# them, so `eval "$(hwtune env)"` and `hwtune exec` size the pools without any Python call.
+# NumIntraOpThreadsFromEnvironment). Derived from profile.threads (the counts are stored only
+# there), so `eval "$(hwtune env)"` and `hwtune exec` size the pools without any Python call.
 INTRA_OP_ENV = "TF_NUM_INTRAOP_THREADS"
 INTER_OP_ENV = "TF_NUM_INTEROP_THREADS"
+# An OpenMP build's pool (intel-tensorflow, --config=mkl) runs the oneDNN kernels and reads
+# this instead (Intel's TF BKMs: OMP_NUM_THREADS = the physical cores used = intra-op).
+OPENMP_ENV = "OMP_NUM_THREADS"
 
 # Files `apply_all` writes, in this order. hwtune.env is the EnvironmentFile= one, the name a
 # unit expects (`EnvironmentFile=/etc/hwtune/hwtune.env`); hwtune.sh is for `source`.
@@ -125,20 +128,36 @@ def thread_counts(profile: Profile) -> tuple[int | None, int | None]:
     )
 
 
+def thread_entries(profile: Profile) -> list[EnvEntry]:
+    """The variables the thread counts imply: TF's two, and OMP_NUM_THREADS in an OpenMP build."""
+    threads = profile.threads
+    intra, inter = thread_counts(profile)
+    entries: list[EnvEntry] = []
+    if intra is not None:
+        entries.append(
+            EnvEntry(INTRA_OP_ENV, str(intra), threads.intra_op.reason, threads.intra_op.source)
+        )
+    if inter is not None:
+        entries.append(
+            EnvEntry(INTER_OP_ENV, str(inter), threads.inter_op.reason, threads.inter_op.source)
+        )
+    if intra is not None and threads.openmp:
+        reason = (
+            f"{threads.openmp}: its OpenMP pool runs the oneDNN kernels, one thread per intra-op "
+            f"thread ({intra}; Intel: OMP_NUM_THREADS = physical cores used)"
+        )
+        entries.append(EnvEntry(OPENMP_ENV, str(intra), reason, threads.intra_op.source))
+    return entries
+
+
 def env_entries(profile: Profile) -> list[EnvEntry]:
-    """The profile's variables, sorted by name, plus the thread variables it implies."""
-    entries: dict[str, EnvEntry] = {}
+    """The profile's variables and those its thread counts imply, sorted by name. A variable
+    the user set in the profile's env (OMP_NUM_THREADS=4 with --set) is kept as set."""
+    entries = {entry.name: entry for entry in thread_entries(profile)}
     for name, setting in profile.env.items():
         text = setting_text(setting.value)
         if text is not None:
             entries[name] = EnvEntry(name, text, setting.reason, setting.source)
-    intra, inter = thread_counts(profile)
-    for name, count, setting in (
-        (INTRA_OP_ENV, intra, profile.threads.intra_op),
-        (INTER_OP_ENV, inter, profile.threads.inter_op),
-    ):
-        if count is not None and name not in profile.env:
-            entries[name] = EnvEntry(name, str(count), setting.reason, setting.source)
     return [entries[name] for name in sorted(entries)]
 
 

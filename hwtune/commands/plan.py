@@ -71,8 +71,10 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
         )
         rows.append((name, shown, reason if source == "rule" else f"[{source}] {reason}"))
 
-    for name, setting in profile.env.items():
-        row(name, setting.value, setting.reason, setting.source)
+    from hwtune.apply.render import env_entries
+
+    for entry in env_entries(profile):  # what `hwtune env` prints, thread variables included
+        row(entry.name, entry.value, entry.reason, entry.source)
     for key in ("intra_op", "inter_op"):
         setting = getattr(profile.threads, key)
         row(f"threads.{key}", setting.value, setting.reason, setting.source)

@@ -53,8 +53,15 @@ class Intent:
 
 @dataclass(frozen=True, slots=True)
 class Threads:
+    """TensorFlow's pool sizes, stored once: the env files' TF_NUM_INTRAOP_THREADS,
+    TF_NUM_INTEROP_THREADS (and OMP_NUM_THREADS where OpenMP is linked) are derived from them
+    when rendering (hwtune/apply/render.py `env_entries`)."""
+
     intra_op: Setting
     inter_op: Setting
+    # The OpenMP build whose pool follows intra_op through OMP_NUM_THREADS ("intel-tensorflow
+    # 2.14 links libiomp5.so"); None when TensorFlow links no OpenMP runtime.
+    openmp: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,13 @@ def _entries(profile: Profile) -> dict[str, str]:
     entries["threads.intra_op"] = _setting("threads.intra_op", profile.threads.intra_op)
     entries["threads.inter_op"] = _setting("threads.inter_op", profile.threads.inter_op)
     entries["threads"] = entries["threads.intra_op"] + "\n" + entries["threads.inter_op"]
+    # The variables rendering derives from the counts (hwtune/apply/render.py thread_entries).
+    derived = {"TF_NUM_INTRAOP_THREADS": "intra_op", "TF_NUM_INTEROP_THREADS": "inter_op"}
+    if profile.threads.openmp:
+        derived["OMP_NUM_THREADS"] = "intra_op"
+    for name, key in derived.items():
+        if name not in profile.env:
+            entries[name] = _setting(name, getattr(profile.threads, key))
     entries["jit.level"] = _setting("jit.level", profile.jit.level)
     precision = profile.precision
     entries["precision"] = (
