@@ -327,3 +327,36 @@ def test_missing_command_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert result.returncode == 1 and "cannot run '/nonexistent/cmd'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@needs_two_cores
+def test_a_measured_instance_count_is_for_exec_only(tmp_path: Path) -> None:
+    from hwtune.pipeline.measured import save_result
+
+    env = _env(tmp_path, HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
+    fingerprint = profile_for(PlanRequest(env)).profile.fingerprint
+    record = {"fingerprint": fingerprint, "workload": "serve", "ratio": 1.9}
+    save_result({**record, "settings": {"instances": 2, "threads.intra_op": 1}}, env)
+    ran = subprocess.run(
+        [*HWTUNE, "exec", "--workload", "serve", "--", PYTHON, "-c", REPORT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    seen = [json.loads(line[4:]) for line in ran.stdout.splitlines()]
+    assert sorted(s["instance"] for s in seen) == ["0", "1"]  # the copies the result measured
+    assert {s["env"]["TF_NUM_INTRAOP_THREADS"] for s in seen} == {"1"}
+    # Every other command plans one instance, without the threads measured for two.
+    planned = profile_for(PlanRequest(env, workload="serve")).profile
+    assert planned.intent.instances == 1 and planned.threads.intra_op.source == "rule"
+    # Without the workload named, exec runs one copy with the rules.
+    alone = subprocess.run(
+        [*HWTUNE, "exec", "--", PYTHON, "-c", REPORT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert json.loads(alone.stdout)["env"]["HWTUNE_INSTANCES"] == "1"
