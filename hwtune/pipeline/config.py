@@ -34,7 +34,7 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,24 +172,13 @@ def parse_config_text(text: str, where: str) -> Overrides:
             key = f"threads.{name}" if name in ("intra_op", "inter_op") else name
             _check_value(name, value, f"{where}: '{key}'")
             origins[name] = where
-    env: dict[str, str] = {}
-    for name, env_value in parsed.env.items():
-        key = f"{where}: '[env].{name}'"
-        _check_env_name(name, key)
-        _check_env_value(name, env_value, key)
-        field_name = THREAD_VARIABLES.get(name)
-        if field_name is None:
-            env[name] = env_value
-            origins[f"env.{name}"] = where
-        elif values[field_name] is not None:
-            raise ConfigError(
-                f"{key}: the thread count is also set as 'threads.{field_name}'",
-                hint="set it once",
-            )
-        else:
-            values[field_name] = parse_count(field_name, env_value, key)
-            origins[field_name] = f"{where}: [env].{name}"
-    return Overrides(env=env, origins=origins, **values)
+    table = _env_table(parsed.env.items(), lambda name: f"{where}: '[env].{name}'", where)
+    twice = [name for name in ("intra_op", "inter_op") if getattr(table, name) and values[name]]
+    if twice:
+        raise ConfigError(
+            f"{where}: 'threads.{twice[0]}' is also set in [env]", hint="set it once"
+        )
+    return Overrides(origins=origins, **values).merged(table)
 
 
 def overrides_from_environ(environ: Mapping[str, str]) -> Overrides:
@@ -216,24 +205,32 @@ def overrides_from_environ(environ: Mapping[str, str]) -> Overrides:
 def parse_sets(argv_sets: Sequence[str]) -> Overrides:
     """`--set NAME=VALUE` flags: environment variables of the profile; the thread variables
     set the thread counts (`THREAD_VARIABLES`)."""
-    env: dict[str, str] = {}
-    counts: dict[str, Any] = {}
-    origins: dict[str, str] = {}
-    for item in argv_sets:
-        name, sep, value = item.partition("=")
+    items = [item.partition("=") for item in argv_sets]
+    for item, (_, sep, _) in zip(argv_sets, items, strict=True):
         if not sep:
             raise ConfigError(
                 f"--set {item!r}: expected NAME=VALUE", hint="e.g. --set KMP_BLOCKTIME=0"
             )
-        _check_env_name(name, f"--set {item!r}")
-        _check_env_value(name, value, f"--set {name}=…")
-        field_name = THREAD_VARIABLES.get(name)
-        if field_name is None:
+    return _env_table([(name, value) for name, _, value in items], "--set {}".format, "--set")
+
+
+def _env_table(
+    items: Iterable[tuple[str, str]], where: Callable[[str], str], origin: str
+) -> Overrides:
+    """An `[env]` table or `--set` flags: variables, the thread variables as thread counts."""
+    env: dict[str, str] = {}
+    counts: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for name, value in items:
+        _check_env_name(name, where(name))
+        _check_env_value(name, value, where(name))
+        count_name = THREAD_VARIABLES.get(name)
+        if count_name is None:
             env[name] = value
-            origins[f"env.{name}"] = "--set"
+            origins[f"env.{name}"] = origin
         else:
-            counts[field_name] = parse_count(field_name, value, f"--set {name}")
-            origins[field_name] = f"--set {name}"
+            counts[count_name] = parse_count(count_name, value, where(name))
+            origins[count_name] = where(name)
     return Overrides(env=env, origins=origins, **counts)
 
 
