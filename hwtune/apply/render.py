@@ -130,24 +130,17 @@ def thread_counts(profile: Profile) -> tuple[int | None, int | None]:
 
 def thread_entries(profile: Profile) -> list[EnvEntry]:
     """The variables the thread counts imply: TF's two, and OMP_NUM_THREADS in an OpenMP build."""
-    threads = profile.threads
-    intra, inter = thread_counts(profile)
-    entries: list[EnvEntry] = []
-    if intra is not None:
-        entries.append(
-            EnvEntry(INTRA_OP_ENV, str(intra), threads.intra_op.reason, threads.intra_op.source)
-        )
-    if inter is not None:
-        entries.append(
-            EnvEntry(INTER_OP_ENV, str(inter), threads.inter_op.reason, threads.inter_op.source)
-        )
-    if intra is not None and threads.openmp:
-        reason = (
-            f"{threads.openmp}: its OpenMP pool runs the oneDNN kernels, one thread per intra-op "
-            f"thread ({intra}; Intel: OMP_NUM_THREADS = physical cores used)"
-        )
-        entries.append(EnvEntry(OPENMP_ENV, str(intra), reason, threads.intra_op.source))
-    return entries
+    intra, inter = profile.threads.intra_op, profile.threads.inter_op
+    openmp = profile.threads.openmp
+    omp_reason = f"{openmp}: its OpenMP pool runs the oneDNN kernels, one thread per intra-op "
+    omp_reason += "thread (Intel: OMP_NUM_THREADS = physical cores used)"
+    wanted = [(INTRA_OP_ENV, intra, intra.reason), (INTER_OP_ENV, inter, inter.reason)]
+    wanted += [(OPENMP_ENV, intra, omp_reason)] if openmp else []
+    return [
+        EnvEntry(name, str(count), reason, setting.source)
+        for name, setting, reason in wanted
+        if (count := _thread_count(setting, name)) is not None
+    ]
 
 
 def env_entries(profile: Profile) -> list[EnvEntry]:

@@ -30,7 +30,6 @@ from hwtune.models.overrides import Overrides
 from hwtune.models.profile import Measurement, Profile, Setting
 from hwtune.pipeline.ranks import LocalRank, already_pinned, local_rank
 
-INTENT_FLAGS = ("mode", "instances", "instance", "precision", "tf_version", "model")
 _THREAD_KEYS = (
     "threads.intra_op",
     "threads.inter_op",
@@ -60,7 +59,9 @@ class PlanRequest:
 
     def flags(self) -> dict[str, Any]:
         """The intent flags that were given."""
-        return {k: getattr(self, k) for k in INTENT_FLAGS if getattr(self, k) is not None}
+        from hwtune.planner.core import INTENT_FIELDS
+
+        return {k: getattr(self, k) for k in INTENT_FIELDS if getattr(self, k) is not None}
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,6 @@ class Planned:
     hardware: Hardware
     profile: Profile
     notes: tuple[str, ...] = ()  # how the intent was chosen (rank, pinning, measurements)
-    rank: LocalRank | None = None
     measured_instances: bool = False  # the instance count came from a measurement
 
 
@@ -148,7 +148,7 @@ def profile_for(request: PlanRequest) -> Planned:
     from hwtune.planner import fingerprint, plan
 
     hardware = load_hardware(request)
-    flags, notes, rank = resolve_share(request.flags(), request.environ, hardware)
+    flags, notes, _ = resolve_share(request.flags(), request.environ, hardware)
     overrides = user_overrides(request, flags)
     measured: dict[str, Setting] = {}
     measurement: Measurement | None = None
@@ -168,7 +168,7 @@ def profile_for(request: PlanRequest) -> Planned:
     if measurement is not None:
         profile = dataclasses.replace(profile, measurement=measurement)
     from_measurement = "instances" in measured and overrides.instances is None
-    return Planned(hardware, profile, tuple(notes), rank, from_measurement)
+    return Planned(hardware, profile, tuple(notes), from_measurement)
 
 
 def _measured(
@@ -196,18 +196,15 @@ def _measured(
         return {}, None, [f"tuned results of {workload!r} not used: {why}"]
     settings = measured_settings(record)
     notes: list[str] = []
-    measured_count = settings.get("instances")
-    if not for_exec:
-        settings.pop("instances", None)
-        planned_count = overrides.instances or 1
-        count = measured_count.value if measured_count is not None else 1
-        if count != planned_count and any(key in settings for key in _THREAD_KEYS):
-            for key in _THREAD_KEYS:
-                settings.pop(key, None)
-            notes.append(
-                f"measured thread counts of {workload!r} not used: measured for {count} "
-                f"instances, planning {planned_count}"
-            )
+    found = settings.get("instances") if for_exec else settings.pop("instances", None)
+    count = found.value if found is not None else 1
+    planned = overrides.instances or (count if for_exec else 1)
+    if count != planned and [settings.pop(key) for key in _THREAD_KEYS if key in settings]:
+        # Threads measured per copy of N copies do not fit a slice of another size.
+        notes.append(
+            f"measured thread counts of {workload!r} not used: measured for {count} "
+            f"instances, planning {planned}"
+        )
     measurement = Measurement(
         workload=workload,
         created=str(record.get("created") or "unknown"),
