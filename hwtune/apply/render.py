@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from hwtune.errors import ApplyError
@@ -389,8 +389,3 @@ def render_all(profile: Profile, hardware: Hardware) -> dict[str, str]:
     files[PROFILE_FILE] = render_json(dump(profile))
     files[HARDWARE_FILE] = render_json(dump(stable_hardware(hardware)))
     return files
-
-
-def environ_items(env: Mapping[str, str]) -> list[EnvEntry]:
-    """Plain name -> value pairs as entries (no reasons), sorted."""
-    return [EnvEntry(k, env[k]) for k in sorted(env)]

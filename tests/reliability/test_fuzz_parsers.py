@@ -493,7 +493,7 @@ def test_override_values(
 ) -> None:
     """--set NAME=VALUE, HWTUNE_* and flags: Overrides or ConfigError; then every env format
     either holds each value exactly or refuses it with ApplyError."""
-    from hwtune.apply.render import ENV_FORMATS, environ_items, render_env_entries
+    from hwtune.apply.render import ENV_FORMATS, EnvEntry, render_env_entries
     from hwtune.pipeline.config import overrides_from_environ, parse_sets, with_flags
 
     figures.count("inputs")
@@ -505,7 +505,7 @@ def test_override_values(
     if overrides is None:
         return
     figures.count("result")
-    entries = environ_items(overrides.env)
+    entries = [EnvEntry(name, overrides.env[name]) for name in sorted(overrides.env)]
     for fmt in ENV_FORMATS:
         text = attempt(
             figures,
