@@ -181,3 +181,15 @@ def test_tune_workload_names_a_commands_result() -> None:
         resolve("builtin:cnn", ["python", "train.py"])
     with pytest.raises(ConfigError, match="expected builtin:NAME"):
         resolve("train", [])
+
+
+def test_a_thread_count_set_twice_in_one_config_file_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "config" / "hwtune" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[threads]\nintra_op = 2\n[env]\nTF_NUM_INTRAOP_THREADS = "4"\n')
+    result = run_cli(["plan", "--root", str(P4D)], clean_environ(tmp_path))
+    assert result.exit_status == 1 and "'threads.intra_op' is also set in [env]" in result.stderr
+    config.write_text('workload = ""\n')
+    result = run_cli(["plan", "--root", str(P4D)], clean_environ(tmp_path))
+    assert result.exit_status == 1 and "'workload'" in result.stderr
+    assert run_cli(["plan", "--workload", ""], clean_environ(tmp_path)).exit_status == 2
