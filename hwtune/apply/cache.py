@@ -31,21 +31,11 @@ def cache_dir(environ: Mapping[str, str]) -> str:
     return os.path.join(base, "hwtune")
 
 
-def cache_key(
-    explicit: Mapping[str, Any],
-    rank: tuple[int, int] | None,
-    *,
-    workload: str | None = None,
-    measured: bool = True,
-) -> str:
-    """A file-name-safe key of the intent as asked (resolution happens when planning)."""
-    parts = [f"{k}={explicit[k]}" for k in INTENT_KEYS if explicit.get(k) is not None]
+def cache_key(explicit: Mapping[str, Any], rank: tuple[int, int] | None) -> str:
+    """A file-name-safe key of the request as asked (resolution happens when planning)."""
+    parts = [f"{k}={v}" for k, v in explicit.items() if v is not None]
     if rank is not None:
         parts.append(f"rank={rank[0]}of{rank[1]}")
-    if workload is not None:
-        parts.append(f"workload={workload}")
-    if not measured:
-        parts.append("no-measured")
     text = "_".join(parts) or "default"
     return "".join(c if c.isalnum() or c in "=_-." else "-" for c in text)
 
@@ -107,20 +97,14 @@ def payload_from_planned(planned: Any) -> dict[str, Any]:
 
 
 def lookup(
-    explicit: Mapping[str, Any],
-    environ: Mapping[str, str],
-    *,
-    workload: str | None = None,
-    measured: bool = True,
-    use_cache: bool = True,
+    explicit: Mapping[str, Any], environ: Mapping[str, str], *, use_cache: bool = True
 ) -> tuple[dict[str, Any], bool, str]:
-    """(payload, came from the cache, cache file) for this intent on the live machine."""
+    """(payload, came from the cache, cache file) on the live machine for a request:
+    `explicit` holds the `PlanRequest` fields asked for (mode, instances… workload, measured)."""
     from hwtune.pipeline.ranks import local_rank
 
     rank = local_rank(environ)
-    key = cache_key(
-        explicit, (rank.rank, rank.size) if rank else None, workload=workload, measured=measured
-    )
+    key = cache_key(explicit, (rank.rank, rank.size) if rank else None)
     path = cache_path(environ, key)
     current = fingerprint(environ)
     if use_cache:
@@ -129,7 +113,7 @@ def lookup(
             return payload, True, path
     from hwtune.pipeline.request import PlanRequest, profile_for
 
-    request = PlanRequest(environ, workload=workload, measured=measured, **explicit)
+    request = PlanRequest(environ, **{k: v for k, v in explicit.items() if v is not None})
     payload = payload_from_planned(profile_for(request))
     store(path, current, payload)
     return payload, False, path

@@ -463,15 +463,15 @@ def configure(
             ("instance", instance),
             ("precision", precision),
             ("model", model),
+            ("workload", workload),
+            ("measured", None if measured else False),
         )
         if value is not None
     }
     try:
         from hwtune.apply.cache import lookup
 
-        payload, cached, path = lookup(
-            explicit, os.environ, workload=workload, measured=measured, use_cache=use_cache
-        )
+        payload, cached, path = lookup(explicit, os.environ, use_cache=use_cache)
     except Exception as err:
         if strict:
             raise

@@ -35,13 +35,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if request.root == "/" and not request.sets and request.hardware_file is None:
         from hwtune.apply.cache import lookup
 
-        payload, _, _ = lookup(
-            request.flags(),
-            env.environ,
-            workload=request.workload,
-            measured=request.measured,
-            use_cache=not args.no_cache,
-        )
+        asked = {**request.flags(), "workload": request.workload}
+        asked["measured"] = None if request.measured else False
+        payload, _, _ = lookup(asked, env.environ, use_cache=not args.no_cache)
         entries = [EnvEntry(*map(str, item)) for item in payload["env"]]
         notes = [str(n) for n in payload.get("notes", [])]
     else:
