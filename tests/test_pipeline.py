@@ -193,3 +193,9 @@ def test_a_thread_count_set_twice_in_one_config_file_is_refused(tmp_path: Path) 
     result = run_cli(["plan", "--root", str(P4D)], clean_environ(tmp_path))
     assert result.exit_status == 1 and "'workload'" in result.stderr
     assert run_cli(["plan", "--workload", ""], clean_environ(tmp_path)).exit_status == 2
+
+
+def test_tune_instances_0_is_a_usage_error(tmp_path: Path) -> None:
+    result = run_cli(["tune", "--instances", "0", "--dry-run"], clean_environ(tmp_path))
+    assert result.exit_status == 2 and "usage: hwtune tune" in result.stderr
+    assert "below the minimum 1" in result.stderr

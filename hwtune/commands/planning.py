@@ -15,7 +15,7 @@ from hwtune.models.profile import MODEL_HELP, MODEL_KINDS
 from hwtune.pipeline.request import PlanRequest
 
 
-def _checked(name: str, convert: Callable[[str], Any]) -> Callable[[str], Any]:
+def checked_type(name: str, convert: Callable[[str], Any]) -> Callable[[str], Any]:
     """An argparse type: `convert`, then the config's check of `name` (ConfigError -> usage)."""
     from hwtune.errors import ConfigError
     from hwtune.models.overrides import Overrides
@@ -59,13 +59,13 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--instances",
-        type=_checked("instances", int),
+        type=checked_type("instances", int),
         metavar="N",
         help="N processes share this node (default: the launcher's ranks, else 1)",
     )
     group.add_argument(
         "--instance",
-        type=_checked("instance", int),
+        type=checked_type("instance", int),
         metavar="K",
         help="plan for instance K (0-based)",
     )
@@ -77,7 +77,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--model", choices=MODEL_KINDS, help=MODEL_HELP)
     group.add_argument(
         "--tf-version",
-        type=_checked("tf_version", str),
+        type=checked_type("tf_version", str),
         metavar="X.Y",
         help="plan a source build for this TensorFlow",
     )
@@ -86,14 +86,14 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         dest="sets",
-        type=_checked("set", str),
+        type=checked_type("set", str),
         metavar="NAME=VALUE",
         help="add or override an environment variable of the profile (repeatable); "
         "TF_NUM_INTRAOP_THREADS/TF_NUM_INTEROP_THREADS set the thread counts",
     )
     group.add_argument(
         "--workload",
-        type=_checked("workload", str),
+        type=checked_type("workload", str),
         metavar="NAME",
         help="apply what `hwtune tune` measured for this workload (builtin:NAME or a "
         "`tune --name`); default: HWTUNE_WORKLOAD or `workload` in config, else none",

@@ -62,9 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="default: the configured mode (config.toml, HWTUNE_MODE), else throughput",
     )
     parser.add_argument("--model", choices=MODEL_KINDS, help=MODEL_HELP)
+    from hwtune.commands.planning import checked_type
+
     parser.add_argument(
         "--instances",
-        type=int,
+        type=checked_type("instances", int),
         metavar="N",
         help="tune for N concurrent copies (default: searched in throughput mode)",
     )
