@@ -9,6 +9,7 @@ subcommand lives in `hwtune/commands/<name>.py`; only the selected one is import
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -79,7 +80,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
         _load(name).add_arguments(command_parser)
-        command_parser.set_defaults(_command=name)
+        # The subcommand's parser, so that an unknown flag shows its usage, not hwtune's.
+        command_parser.set_defaults(_command=name, _parser=command_parser)
     return parser
 
 
@@ -97,7 +99,12 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
     env = env or Environment()
     parser = build_parser(only=_selected_command(argv))
     try:
-        args = parser.parse_args(argv)
+        # argparse writes usage and errors to sys.std*: send them to this Environment's.
+        with contextlib.redirect_stdout(env.stdout), contextlib.redirect_stderr(env.stderr):
+            args, extra = parser.parse_known_args(argv)
+            if extra:
+                owner = getattr(args, "_parser", None) or parser
+                owner.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exit_:  # argparse exits 2 on bad usage, 0 on --help
         return int(exit_.code or 0)
     if getattr(args, "_command", None) is None:

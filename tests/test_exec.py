@@ -25,7 +25,7 @@ from hwtune.apply.launch import (
 )
 from hwtune.errors import HwtuneError
 from hwtune.models.hardware import Gpu, Hardware
-from hwtune.pipeline.source import plan_for
+from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON, make_profile
 
 HWTUNE = [PYTHON, "-m", "hwtune"]
@@ -73,7 +73,7 @@ def test_two_instances_get_disjoint_cpus_and_only_planned_knobs(tmp_path: Path) 
     cpus = [set(seen[i]["cpus"]) for i in ("0", "1")]
     assert cpus[0] and cpus[1] and not cpus[0] & cpus[1], cpus
     for index in (0, 1):
-        planned = plan_for({"instances": 2, "instance": index}, env)
+        planned = profile_for(PlanRequest(env, instances=2, instance=index))
         assert set(seen[str(index)]["cpus"]) == set(planned.profile.instance.cpus)
         child_env = seen[str(index)]["env"]
         added = {k: v for k, v in child_env.items() if env.get(k) != v}
@@ -105,7 +105,7 @@ def test_slurm_rank_runs_its_own_slice(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
-    planned = plan_for({"instances": 2, "instance": 1}, _env(tmp_path))
+    planned = profile_for(PlanRequest(_env(tmp_path), instances=2, instance=1))
     assert seen["instance"] == "1" and seen["env"]["HWTUNE_INSTANCES"] == "2"
     assert set(seen["cpus"]) == set(planned.profile.instance.cpus)
     assert "local rank 1 of 2 (Slurm" in result.stderr
@@ -327,3 +327,36 @@ def test_missing_command_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert result.returncode == 1 and "cannot run '/nonexistent/cmd'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@needs_two_cores
+def test_a_measured_instance_count_is_for_exec_only(tmp_path: Path) -> None:
+    from hwtune.pipeline.measured import save_result
+
+    env = _env(tmp_path, HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
+    fingerprint = profile_for(PlanRequest(env)).profile.fingerprint
+    record = {"fingerprint": fingerprint, "workload": "serve", "ratio": 1.9}
+    save_result({**record, "settings": {"instances": 2, "threads.intra_op": 1}}, env)
+    ran = subprocess.run(
+        [*HWTUNE, "exec", "--workload", "serve", "--", PYTHON, "-c", REPORT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    seen = [json.loads(line[4:]) for line in ran.stdout.splitlines()]
+    assert sorted(s["instance"] for s in seen) == ["0", "1"]  # the copies the result measured
+    assert {s["env"]["TF_NUM_INTRAOP_THREADS"] for s in seen} == {"1"}
+    # Every other command plans one instance, without the threads measured for two.
+    planned = profile_for(PlanRequest(env, workload="serve")).profile
+    assert planned.intent.instances == 1 and planned.threads.intra_op.source == "rule"
+    # Without the workload named, exec runs one copy with the rules.
+    alone = subprocess.run(
+        [*HWTUNE, "exec", "--", PYTHON, "-c", REPORT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert json.loads(alone.stdout)["env"]["HWTUNE_INSTANCES"] == "1"

@@ -194,7 +194,7 @@ def test_configure_applies_the_limit_to_every_gpu_tensorflow_sees(
 
 def test_the_cached_payload_carries_the_limit() -> None:
     from hwtune.apply.cache import payload_from_planned
-    from hwtune.pipeline.source import Planned
+    from hwtune.pipeline.request import Planned
 
     hw = detect(T4_HOST)
     profile = plan(hw, knowledge=KNOWLEDGE, instances=2, instance=1)

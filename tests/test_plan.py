@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from hwtune.apply.render import env_map
 from hwtune.errors import PlanError
 from hwtune.models.overrides import Overrides
 from hwtune.models.profile import Intent, Setting
@@ -29,8 +30,10 @@ def test_this_machine_shape_two_cores_stock_tf(knowledge: Knowledge) -> None:
     profile = plan(make_hardware(tensorflow=tf_info()), knowledge=knowledge)
     assert profile.threads.intra_op.value == 2
     assert profile.threads.inter_op.value == 1
-    assert profile.env["TF_NUM_INTRAOP_THREADS"].value == "2"
-    assert profile.env["TF_NUM_INTEROP_THREADS"].value == "1"
+    # The counts are stored once; rendering derives their variables.
+    assert not {"TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"} & set(profile.env)
+    assert env_map(profile)["TF_NUM_INTRAOP_THREADS"] == "2"
+    assert env_map(profile)["TF_NUM_INTEROP_THREADS"] == "1"
     assert profile.env["TF_ENABLE_ONEDNN_OPTS"].value == "1"
     assert not {"OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME", "KMP_SETTINGS"} & set(
         profile.env
@@ -156,7 +159,8 @@ def test_openmp_build_gets_kmp_knobs(knowledge: Knowledge) -> None:
         "2.15.0", runtime="openmp", distribution="intel-tensorflow", openmp_library="libiomp5.so"
     )
     profile = plan(make_hardware(cores_per_socket=8, tensorflow=tf), knowledge=knowledge)
-    assert profile.env["OMP_NUM_THREADS"].value == "8"
+    assert "OMP_NUM_THREADS" not in profile.env and env_map(profile)["OMP_NUM_THREADS"] == "8"
+    assert profile.threads.openmp == "intel-tensorflow 2.15.0 links libiomp5.so"
     assert profile.env["KMP_AFFINITY"].value == "granularity=fine,compact,1,0"
     assert profile.env["KMP_BLOCKTIME"].value == "1"
     assert profile.env["KMP_SETTINGS"].value == "1"
@@ -277,9 +281,9 @@ def test_measured_outranks_rules_and_user_outranks_measured(knowledge: Knowledge
     assert profile.threads.intra_op == Setting(
         12, "measured: 1.31× over the rule's choice", "measured"
     )
-    assert profile.env["TF_NUM_INTRAOP_THREADS"].value == "12"
+    assert env_map(profile)["TF_NUM_INTRAOP_THREADS"] == "12"
     assert profile.env["KMP_BLOCKTIME"] == Setting("0", "measured: 1.05×", "measured")
-    assert profile.env["OMP_NUM_THREADS"].value == "12"  # follows the measured intra-op count
+    assert env_map(profile)["OMP_NUM_THREADS"] == "12"  # follows the measured intra-op count
     eigen = plan(make_hardware(cores_per_socket=8), knowledge=knowledge, measured=measured)
     assert "KMP_BLOCKTIME" not in eigen.env  # a measurement does not resurrect a dead knob
     assert profile.env["TF_XLA_FLAGS"].value == "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
@@ -300,7 +304,8 @@ def test_user_env_thread_variable_syncs_threads(knowledge: Knowledge) -> None:
     overrides = Overrides(env={"TF_NUM_INTRAOP_THREADS": "1", "MY_VAR": "x"})
     profile = plan(make_hardware(), knowledge=knowledge, overrides=overrides)
     assert profile.threads.intra_op.value == 1 and profile.threads.intra_op.source == "user"
-    assert profile.env["TF_NUM_INTRAOP_THREADS"].value == "1"
+    assert env_map(profile)["TF_NUM_INTRAOP_THREADS"] == "1"
+    assert "TF_NUM_INTRAOP_THREADS" not in profile.env  # stored once, in threads
     assert profile.env["MY_VAR"] == Setting("x", "set by the user", "user")
 
 

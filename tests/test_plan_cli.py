@@ -46,12 +46,10 @@ def test_plan_json_contract(tmp_path: Path) -> None:
     assert result.exit_status == 0, result.stderr
     data = json.loads(result.stdout)
     assert set(data) >= JSON_KEYS
-    assert data["env"]["TF_NUM_INTRAOP_THREADS"] == {
-        "value": "2",
-        "reason": data["threads"]["intra_op"]["reason"],
-        "source": "rule",
-    }
-    assert set(data["threads"]) == {"intra_op", "inter_op"}
+    # The thread counts are stored once, in `threads`; `hwtune env` derives the variables.
+    assert "TF_NUM_INTRAOP_THREADS" not in data["env"]
+    assert data["threads"]["intra_op"]["value"] == 2
+    assert set(data["threads"]) == {"intra_op", "inter_op", "openmp"}
     assert (
         data["precision"]["eligible"] == ["mixed_bfloat16"]
         and data["precision"]["enabled"] is None
@@ -167,7 +165,7 @@ def test_plan_this_machine(tmp_path: Path) -> None:
     assert 1 <= data["threads"]["intra_op"]["value"] <= (os.cpu_count() or 1)
 
 
-def test_plan_uses_tuned_results_unless_told_not_to(tmp_path: Path) -> None:
+def test_tuned_results_apply_only_to_the_workload_named(tmp_path: Path) -> None:
     store = pytest.importorskip("hwtune.pipeline.measured")
     hw = save(make_hardware(cores_per_socket=8, smt=2), tmp_path)
     environ = clean_environ(tmp_path, HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
@@ -178,17 +176,58 @@ def test_plan_uses_tuned_results_unless_told_not_to(tmp_path: Path) -> None:
         "workload": "builtin:cnn",
         "mode": "throughput",
         "ratio": 1.31,
+        "created": "2026-01-02T03:04:05+00:00",
         "settings": {"threads.intra_op": 12, "instances": 1},
     }
     store.save_result(record, environ)
-    data = json.loads(run_cli(["plan", "--hardware", hw, "--json"], environ).stdout)
+    # A benchmark's result never changes a job that does not name it.
+    other = json.loads(run_cli(["plan", "--hardware", hw, "--json"], environ).stdout)
+    assert other["threads"]["intra_op"]["source"] == "rule" and other["measurement"] is None
+    named = ["plan", "--hardware", hw, "--json", "--workload", "builtin:cnn"]
+    data = json.loads(run_cli(named, environ).stdout)
     assert data["threads"]["intra_op"] == {
         "value": 12,
         "reason": "measured: 1.31× over the rule's choice",
         "source": "measured",
     }
-    rules = run_cli(["plan", "--hardware", hw, "--json", "--no-measured"], environ)
+    assert data["measurement"]["workload"] == "builtin:cnn"
+    assert data["measurement"]["created"] == record["created"]
+    by_variable = {**environ, "HWTUNE_WORKLOAD": "builtin:cnn"}
+    table = run_cli(["plan", "--hardware", hw], by_variable)
+    row = next(line for line in table.stdout.splitlines() if line.startswith("measured "))
+    assert "builtin:cnn" in row and record["created"] in row and "1.31×" in row
+    rules = run_cli([*named, "--no-measured"], environ)
     assert json.loads(rules.stdout)["threads"]["intra_op"]["source"] == "rule"
     (tmp_path / "tuned" / first["fingerprint"] / "builtin_cnn.json").write_text("{")
-    broken = run_cli(["plan", "--hardware", hw, "--json"], environ)
+    broken = run_cli(named, environ)
     assert broken.exit_status == 0 and "tuned results ignored" in broken.stderr
+
+
+def test_an_explicit_model_beats_a_measurement_of_another_kind(tmp_path: Path) -> None:
+    store = pytest.importorskip("hwtune.pipeline.measured")
+    hw = save(make_hardware(cores_per_socket=8, smt=2), tmp_path)
+    environ = clean_environ(tmp_path, HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
+    first = json.loads(run_cli(["plan", "--hardware", hw, "--json"], environ).stdout)
+    settings = {"threads.intra_op": 1, "jit.level": "off", "instances": 2}
+    record = {
+        "fingerprint": first["fingerprint"],
+        "workload": "train",
+        "mode": "throughput",
+        "model": "conv",
+        "ratio": 1.95,
+        "settings": settings,
+    }
+    store.save_result(record, environ)
+    base = ["plan", "--hardware", hw, "--json", "--workload", "train"]
+    dense = run_cli([*base, "--model", "dense"], environ)
+    data = json.loads(dense.stdout)
+    assert data["jit"]["level"]["source"] == "rule" and data["measurement"] is None
+    assert "measured with model conv" in dense.stderr
+    # Its instance count is for `exec`: plan keeps one instance and the measured threads,
+    # which were measured for two copies, stay out too.
+    conv = run_cli([*base, "--model", "conv"], environ)
+    data = json.loads(conv.stdout)
+    assert data["intent"]["instances"] == 1
+    assert data["threads"]["intra_op"]["source"] == "rule"
+    assert data["jit"]["level"]["source"] == "measured"
+    assert "measured for 2 instances, planning 1" in conv.stderr

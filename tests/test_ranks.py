@@ -13,7 +13,7 @@ from hwtune.apply.render import env_map
 from hwtune.errors import ConfigError
 from hwtune.models.hardware import CpuInfo, Hardware, Limits
 from hwtune.pipeline.ranks import already_pinned, expand_slurm_tasks, local_rank
-from hwtune.pipeline.source import plan_for, resolve_share
+from hwtune.pipeline.request import PlanRequest, profile_for, resolve_share
 
 
 @pytest.mark.parametrize(
@@ -125,9 +125,9 @@ def test_env_differs_per_rank_and_cache_keys_differ() -> None:
     base.pop("LOCAL_RANK", None)
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two CPUs")
-    whole = plan_for({}, base)
-    rank = plan_for(
-        {}, {**base, "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
+    whole = profile_for(PlanRequest(base))
+    rank = profile_for(
+        PlanRequest({**base, "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"})
     )
     assert rank.profile.intent.instances == 2 and rank.profile.intent.instance == 1
     assert set(rank.profile.instance.cpus) < set(whole.profile.instance.cpus)
@@ -150,7 +150,7 @@ def test_env_command_prints_each_ranks_slice(tmp_path: Path) -> None:
     ranked = run_cli(["env"], {**base, "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2"})
     assert ranked.exit_status == 0
     assert "# local rank 1 of 2 (Slurm: SLURM_LOCALID, SLURM_NTASKS_PER_NODE)" in ranked.stdout
-    mine = plan_for({"instances": 2, "instance": 1}, base).profile
+    mine = profile_for(PlanRequest(base, instances=2, instance=1)).profile
     assert (
         f"export TF_NUM_INTRAOP_THREADS='{env_map(mine)['TF_NUM_INTRAOP_THREADS']}'"
         in ranked.stdout

@@ -13,7 +13,7 @@ import pytest
 
 import hwtune
 from hwtune.apply.render import env_map, thread_counts
-from hwtune.pipeline.source import plan_for
+from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON
 
 try:
@@ -46,7 +46,7 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
 
 
 def test_configure_sets_planned_env_and_restores_it(clean_env: dict[str, str]) -> None:
-    planned = env_map(plan_for({}, clean_env).profile)
+    planned = env_map(profile_for(PlanRequest(clean_env)).profile)
     os.environ["TF_NUM_INTEROP_THREADS"] = "7"  # the user's own choice
     with hwtune.configure(tensorflow=False) as report:
         assert report.env_user == {
@@ -180,7 +180,7 @@ def test_tensorflow_gets_the_plan_when_configured_before_import(clean_env: dict[
     )
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.splitlines()[-1])
-    profile = plan_for({"precision": "auto"}, clean_env).profile
+    profile = profile_for(PlanRequest(clean_env, precision="auto")).profile
     intra, inter = thread_counts(profile)
     assert (seen["intra"], seen["inter"]) == (intra, inter)
     assert seen["compute_threads"] == inter  # the inter-op pool really has that size
@@ -230,7 +230,7 @@ def test_already_imported_tensorflow_warns_and_applies_what_it_can(
         assert f"{setting}=" in text and "already initialised" in text
     assert set(seen["where"]) == {"<string>"}  # warnings point at the caller, not hwtune
     assert seen["tensorflow"]["jit"].startswith("applied")
-    profile = plan_for({"precision": "auto"}, clean_env).profile
+    profile = profile_for(PlanRequest(clean_env, precision="auto")).profile
     if profile.precision.enabled:
         assert seen["policy"] == profile.precision.enabled
         assert seen["tensorflow"]["precision"].startswith("applied")
@@ -288,7 +288,7 @@ def test_eval_hwtune_env_in_bash_sizes_tensorflows_pools(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.splitlines()[-1])
-    profile = plan_for({}, clean_env).profile
+    profile = profile_for(PlanRequest(clean_env)).profile
     skip = ("PWD", "SHLVL", "_", "OLDPWD")
     added = {k: v for k, v in seen["env"].items() if clean_env.get(k) != v and k not in skip}
     assert added == env_map(profile)
@@ -385,30 +385,31 @@ def test_post_import_hook_runs_after_the_module_and_goes_away(
             sys.meta_path.remove(hook)
 
 
-def test_a_tuned_result_reaches_configure_and_invalidates_its_cache(
+def test_a_tuned_result_reaches_configure_where_named_and_invalidates_its_cache(
     clean_env: dict[str, str], tmp_path: Path
 ) -> None:
     from hwtune.pipeline.measured import save_result
 
     environ = {**clean_env, "HWTUNE_TUNED_DIR": str(tmp_path / "tuned")}
-    probe = (
-        "import hwtune, json; r = hwtune.configure(tensorflow=False); "
-        "print(json.dumps([r.cached, r.env]))"
-    )
 
-    def run() -> list[object]:
+    def run(arguments: str = "", **extra: str) -> list[object]:
+        probe = (
+            f"import hwtune, json; r = hwtune.configure(tensorflow=False, {arguments}); "
+            "print(json.dumps([r.cached, r.env]))"
+        )
         out = subprocess.run(
             [PYTHON, "-c", probe],
             capture_output=True,
             text=True,
             timeout=120,
-            env=environ,
+            env={**environ, **extra},
             check=True,
         ).stdout
         return json.loads(out)  # type: ignore[no-any-return]
 
-    assert run()[0] is False and run()[0] is True
-    profile = plan_for({}, environ).profile
+    named = 'workload="builtin:test"'
+    assert run(named)[0] is False and run(named)[0] is True
+    profile = profile_for(PlanRequest(environ)).profile
     record = {
         "fingerprint": profile.fingerprint,
         "workload": "builtin:test",
@@ -417,8 +418,12 @@ def test_a_tuned_result_reaches_configure_and_invalidates_its_cache(
         "settings": {"env.HW_TUNED_KNOB": "42"},
     }
     save_result(record, environ)
-    cached, env = run()
+    cached, env = run(named)
     assert cached is False and env["HW_TUNED_KNOB"] == "42"  # type: ignore[index]
+    assert run(HWTUNE_WORKLOAD="builtin:test")[1]["HW_TUNED_KNOB"] == "42"  # type: ignore[index]
+    # Another job, or one that asks for rules only, is not changed by it.
+    assert "HW_TUNED_KNOB" not in run()[1]  # type: ignore[operator]
+    assert "HW_TUNED_KNOB" not in run(f"{named}, measured=False")[1]  # type: ignore[operator]
 
 
 # ------------------------------------------------------------------------- tuner trials

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.pipeline.measured import load_measured
+from hwtune.pipeline.measured import find_result, measured_settings, read_result
 from hwtune.tune.config import TrialConfig, trial_env
 from hwtune.tune.search import Search, SearchSettings
 from hwtune.tune.space import SearchSpace
@@ -185,7 +185,8 @@ def test_cli_stores_the_result_and_plan_uses_it(synth: Path, tmp_path: Path) -> 
     assert stored.parent.parent == store and stored.is_file()
 
     environ = {"HWTUNE_TUNED_DIR": str(store)}
-    measured = load_measured(report["fingerprint"], "synth", environ=environ)
+    assert find_result(report["fingerprint"], "synth", environ=environ) == stored
+    measured = measured_settings(read_result(stored))
     assert measured["jit.level"].value == "autoclustering"
     if bf16:
         assert measured["precision.enabled"].value == "mixed_bfloat16"
@@ -194,10 +195,7 @@ def test_cli_stores_the_result_and_plan_uses_it(synth: Path, tmp_path: Path) -> 
     assert all(s.source == "measured" for s in measured.values())
     reason = f"measured: {report['ratio']:.2f}× over the rule's choice"
     assert measured["jit.level"].reason == reason
-    # With no workload named, the newest result for the fingerprint is used.
-    assert load_measured(report["fingerprint"], environ=environ) == measured
-    assert load_measured(report["fingerprint"], "other", environ=environ) == {}
-    assert load_measured(report["fingerprint"], "synth", mode="latency", environ=environ) == {}
+    assert find_result(report["fingerprint"], "other", environ=environ) is None
 
     profile = plan(hardware, measured=measured, precision="auto")
     assert profile.fingerprint == report["fingerprint"]
@@ -229,6 +227,6 @@ def test_cli_no_metric_everywhere_suggests_time_whole(synth: Path, tmp_path: Pat
 def test_cli_rejects_a_workload_and_a_command_together(synth: Path) -> None:
     result = run_cli(["tune", "--workload", "builtin:cnn", "--", sys.executable, str(synth)])
     assert result.exit_status == 1
-    assert "either --workload or a command" in result.stderr
+    assert "either --workload builtin:NAME or a command" in result.stderr
     result = run_cli(["tune", "--workload", "builtin:nope"])
     assert result.exit_status == 1 and "builtin:cnn, builtin:mlp" in result.stderr

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from hwtune.errors import TuneError
-from hwtune.pipeline.measured import find_result, load_measured, result_path, save_result
+from hwtune.pipeline.measured import (
+    find_result,
+    forget,
+    measured_settings,
+    read_result,
+    result_path,
+    save_result,
+)
 from hwtune.tune.config import TrialConfig, from_json, to_json, trial_env
 from hwtune.tune.progress import Progress, render_line
 from hwtune.tune.search import Search, SearchOutcome, SearchSettings
@@ -287,60 +294,46 @@ def test_store_round_trip_and_reason(tmp_path: Path) -> None:
     path = save_result(record(), environ)
     assert path == tmp_path / "abc123" / "builtin_cnn.json"
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".hwtune-tmp-")]
-    measured = load_measured("abc123", "builtin:cnn", environ=environ)
+    assert find_result("abc123", "builtin:cnn", environ=environ) == path
+    measured = measured_settings(read_result(path))
     assert measured["threads.intra_op"].value == 1
     assert measured["threads.intra_op"].reason == "measured: 1.31× over the rule's choice"
     assert measured["threads.intra_op"].source == "measured"
-    assert load_measured("other", "builtin:cnn", environ=environ) == {}
+    assert find_result("other", "builtin:cnn", environ=environ) is None
 
 
-def test_store_newest_result_wins_without_a_workload(tmp_path: Path) -> None:
+def test_forget_removes_one_workload_or_every_one(tmp_path: Path) -> None:
     environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}
-    old = save_result(record(workload="a", ratio=1.1), environ)
-    os.utime(old, (1, 1))
-    save_result(record(workload="b", ratio=1.2), environ)
-    assert find_result("abc123", environ=environ) == result_path("abc123", "b", environ)
-    reason = load_measured("abc123", environ=environ)["instances"].reason
-    assert reason == "measured: 1.20× over the rule's choice"
-
-
-def test_store_results_fit_the_model_kind_they_were_tuned_for(tmp_path: Path) -> None:
-    """XLA measured on a dense model says nothing about a convolutional one: without a
-    workload, the newest result that fits the asked model kind (or mode) is used."""
-    environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}
-    conv = save_result(record(workload="cnn", model="conv", ratio=1.1), environ)
-    os.utime(conv, (1, 1))
-    older = save_result(record(workload="legacy", ratio=1.05), environ)  # before --model
-    os.utime(older, (0, 0))
-    save_result(record(workload="mlp", model="dense", ratio=1.4), environ)
-
-    def ratio(**asked: str) -> str:
-        return load_measured("abc123", environ=environ, **asked)["instances"].reason
-
-    assert ratio() == ratio(model="unknown") == ratio(model="dense")
-    assert ratio(model="dense") == "measured: 1.40× over the rule's choice"
-    assert ratio(model="conv") == "measured: 1.10× over the rule's choice"
-    conv.unlink()
-    assert ratio(model="conv") == "measured: 1.05× over the rule's choice"  # tuned "unknown"
-    assert load_measured("abc123", environ=environ, mode="latency") == {}
+    a = save_result(record(workload="a"), environ)
+    b = save_result(record(workload="builtin:mlp"), environ)
+    other = save_result(record(fingerprint="other"), environ)
+    assert forget("abc123", "nope", environ=environ) == []
+    assert forget("abc123", "a", environ=environ) == [a] and not a.exists() and b.exists()
+    save_result(record(workload="a"), environ)
+    assert forget("abc123", environ=environ) == sorted([a, b])
+    assert other.exists() and forget("gone", environ=environ) == []
 
 
 def test_a_result_the_plan_cannot_use_is_ignored_with_the_file_named(tmp_path: Path) -> None:
-    from hwtune.pipeline.measured import apply_measured
+    from hwtune.pipeline.request import PlanRequest, profile_for
     from hwtune.planner import plan
     from tests.plan_builders import make_hardware
 
-    environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}
+    environ = {"HWTUNE_TUNED_DIR": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
     hardware = make_hardware()
     rules = plan(hardware)
     path = save_result(
         record(fingerprint=rules.fingerprint, settings={"instances": 1024}), environ
     )
-    profile, ignored = apply_measured(rules, lambda found: plan(hardware, measured=found), environ)
-    assert profile is rules and ignored and ignored.startswith(f"tuned results ignored: {path}: ")
+    request = PlanRequest(environ, hardware=hardware, workload="builtin:cnn", for_exec=True)
+    planned = profile_for(request)
+    assert planned.profile == rules
+    assert any(n.startswith(f"tuned results ignored: {path}: ") for n in planned.notes)
     save_result(record(fingerprint=rules.fingerprint), environ)
-    profile, ignored = apply_measured(rules, lambda found: plan(hardware, measured=found), environ)
-    assert ignored is None and profile.threads.intra_op.source == "measured"
+    planned = profile_for(request)
+    assert planned.profile.threads.intra_op.source == "measured"
+    assert planned.profile.measurement is not None
+    assert planned.profile.measurement.file == str(path)
 
 
 def test_store_default_location_follows_xdg_state_home(tmp_path: Path) -> None:
@@ -355,11 +348,11 @@ def test_a_corrupt_result_names_its_file_and_line(tmp_path: Path) -> None:
     path = save_result(record(), environ)
     path.write_text('{\n  "schema": 1,\n  "ratio": \n}\n')
     with pytest.raises(TuneError) as caught:
-        load_measured("abc123", "builtin:cnn", environ=environ)
+        read_result(path)
     assert str(path) in caught.value.message and "line 4" in caught.value.message
     path.write_text(json.dumps({"schema": 1, "ratio": math.pi}))
     with pytest.raises(TuneError, match="needs 'settings', 'ratio'"):
-        load_measured("abc123", "builtin:cnn", environ=environ)
+        read_result(path)
 
 
 def test_an_unwritable_store_is_a_tune_error(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from hwtune.apply.verify import (
     parse_status_affinity,
     render_table,
 )
-from hwtune.pipeline.source import plan_for
+from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON
 from tests.test_runtime import needs_tf
 
@@ -188,7 +188,7 @@ def test_verify_a_tensorflow_job_under_exec(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     job = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("{")))
-    profile = plan_for({}, env).profile
+    profile = profile_for(PlanRequest(env)).profile
     intra, inter = thread_counts(profile)
     assert job["set_by_configure"] == {} and job["user"] == []  # exec had set them all
     assert (job["intra"], job["inter"]) == (intra, inter)

@@ -32,8 +32,8 @@ def cache_dir(environ: Mapping[str, str]) -> str:
 
 
 def cache_key(explicit: Mapping[str, Any], rank: tuple[int, int] | None) -> str:
-    """A file-name-safe key of the intent as asked (resolution happens when planning)."""
-    parts = [f"{k}={explicit[k]}" for k in INTENT_KEYS if explicit.get(k) is not None]
+    """A file-name-safe key of the request as asked (resolution happens when planning)."""
+    parts = [f"{k}={v}" for k, v in explicit.items() if v is not None]
     if rank is not None:
         parts.append(f"rank={rank[0]}of{rank[1]}")
     text = "_".join(parts) or "default"
@@ -76,7 +76,7 @@ def store(path: str, current: dict[str, object], payload: dict[str, Any]) -> Non
 
 
 def payload_from_planned(planned: Any) -> dict[str, Any]:
-    """What a process start needs, from a `hwtune.pipeline.source.Planned` (cold path)."""
+    """What a process start needs, from a `hwtune.pipeline.request.Planned` (cold path)."""
     from hwtune.apply.render import env_entries, thread_counts
 
     profile = planned.profile
@@ -99,7 +99,8 @@ def payload_from_planned(planned: Any) -> dict[str, Any]:
 def lookup(
     explicit: Mapping[str, Any], environ: Mapping[str, str], *, use_cache: bool = True
 ) -> tuple[dict[str, Any], bool, str]:
-    """(payload, came from the cache, cache file) for this intent on the live machine."""
+    """(payload, came from the cache, cache file) on the live machine for a request:
+    `explicit` holds the `PlanRequest` fields asked for (mode, instances… workload, measured)."""
     from hwtune.pipeline.ranks import local_rank
 
     rank = local_rank(environ)
@@ -110,8 +111,9 @@ def lookup(
         payload = load(path, current)
         if payload is not None:
             return payload, True, path
-    from hwtune.pipeline.source import plan_for
+    from hwtune.pipeline.request import PlanRequest, profile_for
 
-    payload = payload_from_planned(plan_for(dict(explicit), environ))
+    request = PlanRequest(environ, **{k: v for k, v in explicit.items() if v is not None})
+    payload = payload_from_planned(profile_for(request))
     store(path, current, payload)
     return payload, False, path

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from hwtune.errors import ApplyError
@@ -47,10 +47,13 @@ _SYSTEMD_ESCAPED = re.compile(r'(["\\`$])')
 
 # Thread variables TensorFlow's C++ runtime reads when it creates its pools
 # (tensorflow/core/common_runtime/process_util.cc: NumInterOpThreadsFromEnvironment,
-# NumIntraOpThreadsFromEnvironment). Exported from profile.threads when the plan's env lacks
-# them, so `eval "$(hwtune env)"` and `hwtune exec` size the pools without any Python call.
+# NumIntraOpThreadsFromEnvironment). Derived from profile.threads (the counts are stored only
+# there), so `eval "$(hwtune env)"` and `hwtune exec` size the pools without any Python call.
 INTRA_OP_ENV = "TF_NUM_INTRAOP_THREADS"
 INTER_OP_ENV = "TF_NUM_INTEROP_THREADS"
+# An OpenMP build's pool (intel-tensorflow, --config=mkl) runs the oneDNN kernels and reads
+# this instead (Intel's TF BKMs: OMP_NUM_THREADS = the physical cores used = intra-op).
+OPENMP_ENV = "OMP_NUM_THREADS"
 
 # Files `apply_all` writes, in this order. hwtune.env is the EnvironmentFile= one, the name a
 # unit expects (`EnvironmentFile=/etc/hwtune/hwtune.env`); hwtune.sh is for `source`.
@@ -125,20 +128,29 @@ def thread_counts(profile: Profile) -> tuple[int | None, int | None]:
     )
 
 
+def thread_entries(profile: Profile) -> list[EnvEntry]:
+    """The variables the thread counts imply: TF's two, and OMP_NUM_THREADS in an OpenMP build."""
+    intra, inter = profile.threads.intra_op, profile.threads.inter_op
+    openmp = profile.threads.openmp
+    omp_reason = f"{openmp}: its OpenMP pool runs the oneDNN kernels, one thread per intra-op "
+    omp_reason += "thread (Intel: OMP_NUM_THREADS = physical cores used)"
+    wanted = [(INTRA_OP_ENV, intra, intra.reason), (INTER_OP_ENV, inter, inter.reason)]
+    wanted += [(OPENMP_ENV, intra, omp_reason)] if openmp else []
+    return [
+        EnvEntry(name, str(count), reason, setting.source)
+        for name, setting, reason in wanted
+        if (count := _thread_count(setting, name)) is not None
+    ]
+
+
 def env_entries(profile: Profile) -> list[EnvEntry]:
-    """The profile's variables, sorted by name, plus the thread variables it implies."""
-    entries: dict[str, EnvEntry] = {}
+    """The profile's variables and those its thread counts imply, sorted by name. A variable
+    the user set in the profile's env (OMP_NUM_THREADS=4 with --set) is kept as set."""
+    entries = {entry.name: entry for entry in thread_entries(profile)}
     for name, setting in profile.env.items():
         text = setting_text(setting.value)
         if text is not None:
             entries[name] = EnvEntry(name, text, setting.reason, setting.source)
-    intra, inter = thread_counts(profile)
-    for name, count, setting in (
-        (INTRA_OP_ENV, intra, profile.threads.intra_op),
-        (INTER_OP_ENV, inter, profile.threads.inter_op),
-    ):
-        if count is not None and name not in profile.env:
-            entries[name] = EnvEntry(name, str(count), setting.reason, setting.source)
     return [entries[name] for name in sorted(entries)]
 
 
@@ -377,8 +389,3 @@ def render_all(profile: Profile, hardware: Hardware) -> dict[str, str]:
     files[PROFILE_FILE] = render_json(dump(profile))
     files[HARDWARE_FILE] = render_json(dump(stable_hardware(hardware)))
     return files
-
-
-def environ_items(env: Mapping[str, str]) -> list[EnvEntry]:
-    """Plain name -> value pairs as entries (no reasons), sorted."""
-    return [EnvEntry(k, env[k]) for k in sorted(env)]

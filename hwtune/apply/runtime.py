@@ -420,6 +420,8 @@ def configure(
     instance: int | None = None,
     precision: str | None = None,
     model: str | None = None,
+    workload: str | None = None,
+    measured: bool = True,
     strict: bool = False,
     tensorflow: bool = True,
     use_cache: bool = True,
@@ -439,6 +441,9 @@ def configure(
         precision: "off", "eligible" or "auto" (mixed precision policy).
         model: "dense", "conv" or "unknown": what this program trains (on a CPU it decides
             XLA; pass `report.jit_compile` to Keras's `compile`).
+        workload: the `hwtune tune` workload whose measured result applies (default:
+            HWTUNE_WORKLOAD or `workload` in config, else none applies).
+        measured: False ignores measured results (rules and overrides only).
         strict: raise ConfigError instead of warning when something cannot take effect.
         tensorflow: apply tf.config settings (now, or when TensorFlow is imported).
         use_cache: use the cached profile when the machine is unchanged.
@@ -458,6 +463,8 @@ def configure(
             ("instance", instance),
             ("precision", precision),
             ("model", model),
+            ("workload", workload),
+            ("measured", None if measured else False),
         )
         if value is not None
     }

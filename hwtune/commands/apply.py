@@ -18,8 +18,8 @@ import argparse
 from pathlib import Path
 
 from hwtune.cli import Environment
+from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.errors import LockTimeout
-from hwtune.pipeline.source import add_intent_arguments, explicit_intent
 from hwtune.status import ExitStatus
 
 
@@ -48,16 +48,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds to wait for another apply (default 30)",
     )
-    add_intent_arguments(parser)
+    add_plan_arguments(parser)
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply.outputs import apply_all
     from hwtune.paths import default_output_dir
-    from hwtune.pipeline.source import plan_for
+    from hwtune.pipeline.request import profile_for
 
     output = Path(args.output) if args.output else default_output_dir(env.environ)
-    planned = plan_for(explicit_intent(args), env.environ, root=args.root, sets=args.sets)
+    planned = profile_for(request_from_args(args, env.environ))
     preview = args.dry_run or args.diff
     try:
         report = apply_all(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from hwtune.cli import Environment
-from hwtune.pipeline.source import add_intent_arguments, explicit_intent
+from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.status import ExitStatus
 
 
@@ -25,23 +25,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "dotenv: docker --env-file; json: an object",
     )
     parser.add_argument("--no-cache", action="store_true", help="detect and plan afresh")
-    add_intent_arguments(parser)
+    add_plan_arguments(parser)
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply.render import EnvEntry, env_entries, env_header, render_env_entries
 
-    explicit = explicit_intent(args)
-    if args.root == "/" and not args.sets:
+    request = request_from_args(args, env.environ)
+    if request.root == "/" and not request.sets and request.hardware_file is None:
         from hwtune.apply.cache import lookup
 
-        payload, _, _ = lookup(explicit, env.environ, use_cache=not args.no_cache)
+        asked = {**request.flags(), "workload": request.workload}
+        asked["measured"] = None if request.measured else False
+        payload, _, _ = lookup(asked, env.environ, use_cache=not args.no_cache)
         entries = [EnvEntry(*map(str, item)) for item in payload["env"]]
         notes = [str(n) for n in payload.get("notes", [])]
     else:
-        from hwtune.pipeline.source import plan_for
+        from hwtune.pipeline.request import profile_for
 
-        planned = plan_for(explicit, env.environ, root=args.root, sets=args.sets)
+        planned = profile_for(request)
         entries, notes = env_entries(planned.profile), list(planned.notes)
     text = render_env_entries(entries, args.format, header=[*env_header(args.format), *notes])
     env.stdout.write(text)

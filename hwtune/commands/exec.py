@@ -11,16 +11,17 @@ Exit status: the command's (worst) status; 1 when hwtune itself fails; 2 bad usa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from hwtune.cli import Environment
+from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.errors import HwtuneError
-from hwtune.pipeline.source import add_intent_arguments, explicit_intent
 from hwtune.status import ExitStatus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_intent_arguments(parser)
+    add_plan_arguments(parser)
     parser.add_argument(
         "--fail-fast", action="store_true", help="when one instance fails, terminate the others"
     )
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         instance_slice,
         merge_environment,
     )
-    from hwtune.pipeline.source import detect_hardware, plan_for
+    from hwtune.pipeline.request import load_hardware, profile_for
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -62,25 +63,26 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             file=env.stderr,
         )
         return ExitStatus.USAGE
-    explicit = explicit_intent(args)
-    hardware = detect_hardware(args.root)
-    first = plan_for(explicit, env.environ, sets=args.sets, hardware=hardware)
+    request = request_from_args(args, env.environ, for_exec=True)
+    hardware = load_hardware(request)
+    request = dataclasses.replace(request, hardware=hardware)
+    first = profile_for(request)
     for note in first.notes:
         print(f"hwtune exec: {note}", file=env.stderr)
     intent = first.profile.intent
-    # All N copies when --instances was given without --instance; else only this one's slice.
-    indices = (
-        list(range(intent.instances))
-        if "instances" in explicit and "instance" not in explicit
-        else [intent.instance]
+    # All N copies when --instances was given without --instance, or when the count is what
+    # `hwtune tune` measured; else only this one's slice.
+    every = request.instance is None and (
+        request.instances is not None or first.measured_instances
     )
+    indices = list(range(intent.instances)) if every else [intent.instance]
     specs = []
     for index in indices:
         planned = (
             first
             if index == intent.instance
-            else plan_for(
-                {**explicit, "instance": index}, env.environ, sets=args.sets, hardware=hardware
+            else profile_for(
+                dataclasses.replace(request, instances=intent.instances, instance=index)
             )
         )
         mine = instance_slice(planned.profile, index)

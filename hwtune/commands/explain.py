@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 
 from hwtune.cli import Environment
-from hwtune.commands.plan import add_plan_arguments, plan_from_args
+from hwtune.commands.plan import add_strict_argument, planned_for_people
+from hwtune.commands.planning import add_plan_arguments
 from hwtune.status import ExitStatus
 
 
@@ -22,12 +23,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "jit.level, precision, tf_data.prefetch) or a bazel option",
     )
     add_plan_arguments(parser)
+    add_strict_argument(parser)
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.planner import explain
 
-    hardware, profile = plan_from_args(args, env)
+    hardware, profile = planned_for_people("explain", args, env)
     env.stdout.write(explain(profile, args.setting) + "\n")
     if args.strict and hardware.issues:
         return ExitStatus.ISSUES

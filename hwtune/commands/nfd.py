@@ -62,9 +62,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     hardware = detect(root)
     profile = None
     try:
-        from hwtune.pipeline.source import plan_for
+        from hwtune.pipeline.request import PlanRequest, profile_for
 
-        profile = plan_for({}, env.environ, hardware=hardware).profile
+        profile = profile_for(PlanRequest(env.environ, hardware=hardware)).profile
     except HwtuneError as err:  # labels from the hardware alone are still worth writing
         print(f"hwtune nfd: note: no profile labels: {err.message}", file=env.stderr)
     now = datetime.now(timezone.utc)

@@ -1,12 +1,11 @@
 """`hwtune plan`: the TensorFlow profile for this machine, as a table or JSON.
 
 Exit status: 0; 1 on a bad config, an impossible intent (more instances than cores, an unknown
---tf-version) or an unreadable --root/--hardware; 2 on a bad command line; 3
+--tf-version) or an unreadable --root/--hardware; 2 on a bad command line or flag value; 3
 (`ExitStatus.ISSUES`) with --strict when a probe failed or was partial.
 
-Other commands that plan (apply, env, exec, explain…) reuse `add_plan_arguments` and
-`plan_from_args`, so `--mode`, `--instances`, `--set` and the config files mean the same
-everywhere.
+The planning flags are `hwtune.commands.planning`'s, shared by every command that plans, and
+the profile comes from `hwtune.pipeline.request.profile_for`, as theirs does.
 """
 
 from __future__ import annotations
@@ -14,55 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-from pathlib import Path
 
 from hwtune.cli import Environment
-from hwtune.errors import HwtuneError
+from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.models.hardware import Hardware
-from hwtune.models.profile import MODEL_HELP, MODEL_KINDS, Profile
+from hwtune.models.profile import Profile
 from hwtune.status import ExitStatus
 
 
-def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    """--root/--hardware, the intent flags, --set and --strict."""
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--root",
-        metavar="DIR",
-        default="/",
-        help="plan for the machine captured under DIR (a `hwtune snapshot`) instead of this one",
-    )
-    source.add_argument(
-        "--hardware",
-        metavar="FILE",
-        help="plan from a hardware model saved by `hwtune detect --json`",
-    )
-    parser.add_argument(
-        "--mode", choices=("throughput", "latency"), help="the goal (default throughput)"
-    )
-    parser.add_argument("--instances", type=int, metavar="N", help="N processes share this node")
-    parser.add_argument("--instance", type=int, metavar="K", help="plan for instance K (0-based)")
-    parser.add_argument(
-        "--precision",
-        choices=("off", "eligible", "auto"),
-        help="mixed precision: report eligibility only (default), enable the best, or off",
-    )
-    parser.add_argument("--model", choices=MODEL_KINDS, help=MODEL_HELP)
-    parser.add_argument(
-        "--tf-version", metavar="X.Y", help="plan a source build for this TensorFlow"
-    )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="add or override an environment variable of the profile (repeatable)",
-    )
-    parser.add_argument(
-        "--no-measured",
-        action="store_true",
-        help="ignore what `hwtune tune` measured on this machine: rules and overrides only",
-    )
+def add_strict_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strict",
         action="store_true",
@@ -72,67 +31,30 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_plan_arguments(parser)
+    add_strict_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the profile as JSON")
 
 
-def load_hardware(args: argparse.Namespace) -> Hardware:
-    if getattr(args, "hardware", None):
-        from hwtune.errors import ModelError
-        from hwtune.models.convert import load
+def planned_for_people(
+    command: str, args: argparse.Namespace, env: Environment
+) -> tuple[Hardware, Profile]:
+    """profile_for, with its notes and what detection missed said on stderr (plan, explain)."""
+    from hwtune.pipeline.request import profile_for
 
-        path = Path(args.hardware)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as err:
-            raise HwtuneError(f"--hardware {path}: cannot read: {err}") from err
-        except json.JSONDecodeError as err:
-            raise HwtuneError(
-                f"--hardware {path}: line {err.lineno}: invalid JSON: {err.msg}"
-            ) from err
-        try:
-            return load(Hardware, data, where=str(path))
-        except ModelError as err:
-            raise HwtuneError(err.message, hint=err.hint) from err
-    root = Path(args.root)
-    if not root.is_dir():
-        raise HwtuneError(
-            f"--root {args.root}: not a directory", hint="give / or a `hwtune snapshot` directory"
+    planned = profile_for(request_from_args(args, env.environ))
+    for note in planned.notes:
+        print(f"hwtune {command}: note: {note}", file=env.stderr)
+    issues = planned.hardware.issues
+    if issues:
+        first = issues[0]
+        where = f" [{first.path}]" if first.path else ""
+        again = f"hwtune detect --root {args.root}" if args.hardware is None else "hwtune detect"
+        print(
+            f"hwtune {command}: warning: detection saw {len(issues)} issue(s), planned with "
+            f"fallbacks; first: {first.probe}: {first.reason}{where} (`{again}` lists them)",
+            file=env.stderr,
         )
-    from hwtune.probes import detect
-
-    return detect(root)
-
-
-def plan_from_args(args: argparse.Namespace, env: Environment) -> tuple[Hardware, Profile]:
-    """Hardware from --root/--hardware, overrides from config + HWTUNE_* + flags, then plan()."""
-    from hwtune.pipeline.config import load_overrides, with_flags
-    from hwtune.planner import plan
-
-    overrides = load_overrides(env.environ, args.set)
-    overrides = with_flags(
-        overrides,
-        mode=args.mode,
-        instances=args.instances,
-        instance=args.instance,
-        precision=args.precision,
-        tf_version=args.tf_version,
-        model=args.model,
-    )
-    hardware = load_hardware(args)
-    profile = plan(hardware, overrides=overrides)
-    if getattr(args, "no_measured", False):
-        return hardware, profile
-    from hwtune.pipeline.measured import apply_measured
-
-    # Tuner results are keyed by the plan's hardware fingerprint, so plan once without them.
-    profile, ignored = apply_measured(
-        profile,
-        lambda measured: plan(hardware, overrides=overrides, measured=measured),
-        env.environ,
-    )
-    if ignored:
-        print(f"hwtune: warning: {ignored}", file=env.stderr)
-    return hardware, profile
+    return planned.hardware, planned.profile
 
 
 def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
@@ -149,8 +71,10 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
         )
         rows.append((name, shown, reason if source == "rule" else f"[{source}] {reason}"))
 
-    for name, setting in profile.env.items():
-        row(name, setting.value, setting.reason, setting.source)
+    from hwtune.apply.render import env_entries
+
+    for entry in env_entries(profile):  # what `hwtune env` prints, thread variables included
+        row(entry.name, entry.value, entry.reason, entry.source)
     for key in ("intra_op", "inter_op"):
         setting = getattr(profile.threads, key)
         row(f"threads.{key}", setting.value, setting.reason, setting.source)
@@ -222,6 +146,15 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
         )
         for option in profile.bazel.options:
             row("bazel", option, why.get(option, ""))
+    if profile.measurement is not None:
+        m = profile.measurement
+        row(
+            "measured",
+            m.workload,
+            f"`hwtune tune` result taken {m.created}: {m.ratio:.2f}× over the rule's choice "
+            f"({m.file})",
+            "measured",
+        )
     for item in profile.left_out:
         row(item.name, "(left out)", item.reason.removeprefix("left out: "))
     return rows
@@ -241,7 +174,7 @@ def render_table(profile: Profile, width: int | None = None) -> str:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    hardware, profile = plan_from_args(args, env)
+    hardware, profile = planned_for_people("plan", args, env)
     if args.json:
         from hwtune.models.convert import dump
 

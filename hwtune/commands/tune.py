@@ -1,7 +1,9 @@
 """`hwtune tune`: measure settings on a workload, starting from the plan, and keep the best.
 
     hwtune tune --workload builtin:cnn --allow-precision
-    hwtune tune --budget 900 -- python train.py --epochs 1     # prints hwtune-metric: …
+    hwtune tune --workload train -- python train.py --epochs 1  # prints hwtune-metric: …
+    hwtune plan --workload train        # a result applies only where its workload is named
+    hwtune tune --forget [NAME]         # remove this machine's result(s)
 
 Exit status: 0 when a result was found (and stored, unless --no-store); 1 when the plan's own
 configuration fails, the budget ends before any comparison, or the result cannot be stored
@@ -21,12 +23,21 @@ from hwtune.status import ExitStatus
 
 _BUILTIN_HELP = (
     "builtin:cnn (Keras CNN training), builtin:mlp (MLP training), builtin:matmul, "
-    "builtin:pipeline (tf.data); default builtin:cnn"
+    "builtin:pipeline (tf.data); default builtin:cnn. With -- CMD: the name to store the "
+    "result under (as --name)"
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workload", metavar="builtin:NAME", help=_BUILTIN_HELP)
+    parser.add_argument("--workload", metavar="builtin:NAME|NAME", help=_BUILTIN_HELP)
+    parser.add_argument(
+        "--forget",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="remove what was measured for workload NAME on this machine (every workload "
+        "without NAME), then exit",
+    )
     parser.add_argument(
         "--budget",
         type=float,
@@ -51,9 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="default: the configured mode (config.toml, HWTUNE_MODE), else throughput",
     )
     parser.add_argument("--model", choices=MODEL_KINDS, help=MODEL_HELP)
+    from hwtune.commands.planning import checked_type
+
     parser.add_argument(
         "--instances",
-        type=int,
+        type=checked_type("instances", int),
         metavar="N",
         help="tune for N concurrent copies (default: searched in throughput mode)",
     )
@@ -103,6 +116,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
+    if args.forget is not None:
+        return _forget(args.forget or None, env)
     if args.budget <= 0 or (args.trial_timeout is not None and args.trial_timeout <= 0):
         raise ConfigError("--budget and --trial-timeout must be positive")
     workload = resolve(
@@ -140,6 +155,20 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         from hwtune.tune.report import render_report
 
         env.stdout.write(render_report(report))
+    return ExitStatus.SUCCESS
+
+
+def _forget(workload: str | None, env: Environment) -> int:
+    from hwtune.pipeline.measured import forget
+    from hwtune.planner import fingerprint
+    from hwtune.probes import detect
+
+    removed = forget(fingerprint(detect()), workload, environ=env.environ)
+    for path in removed:
+        env.stdout.write(f"forgot {path}\n")
+    if not removed:
+        what = f"workload {workload!r}" if workload else "any workload"
+        env.stdout.write(f"nothing measured for {what} on this machine\n")
     return ExitStatus.SUCCESS
 
 

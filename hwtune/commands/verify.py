@@ -21,8 +21,8 @@ import subprocess
 import time
 
 from hwtune.cli import Environment
+from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.errors import HwtuneError
-from hwtune.pipeline.source import add_intent_arguments, explicit_intent
 from hwtune.status import ExitStatus
 
 _SAMPLE_S = 0.1
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="bind",
         help="the policy hwtune exec was told to use",
     )
-    add_intent_arguments(parser)
+    add_plan_arguments(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
 
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply.launch import instance_slice
     from hwtune.apply.render import env_map, thread_counts
     from hwtune.apply.verify import Expectation, Observation, compare, render_table
-    from hwtune.pipeline.source import plan_for
+    from hwtune.pipeline.request import profile_for
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if not isinstance(seen, Observation):
         raise HwtuneError("the process could not be observed (it exited or /proc is unreadable)")
     # The process's own rank/instance variables choose its slice, as they did when it started.
-    planned = plan_for(explicit_intent(args), seen.environ, root=args.root, sets=args.sets)
+    planned = profile_for(request_from_args(args, seen.environ))
     profile = planned.profile
     index = profile.intent.instance
     intra, inter = thread_counts(profile)

@@ -1,6 +1,6 @@
 """What changed, in one line: the hardware facts that moved and the settings that followed.
 
-    cpu quota 2.0→1.0: threads.intra_op 2→1, env.TF_NUM_INTRAOP_THREADS 2→1
+    cpu quota 2.0→1.0: threads.intra_op 2→1, tf_data.private_threadpool_size 2→1
 
 Pure functions of two `Hardware`s and two `Profile`s; the daemon logs the line and sends it as
 `STATUS=`. Only values are compared: a reason that was reworded is not a change.

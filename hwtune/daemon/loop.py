@@ -155,10 +155,10 @@ class Daemon:
     def _compute(self, accept_issues: bool) -> tuple[Hardware, Profile]:
         """detect → plan; raises HwtuneError for what must keep the last good profile.
 
-        Planning goes through `hwtune.pipeline.source.plan_for`, the path `hwtune apply` takes
+        Planning goes through `hwtune.pipeline.request.profile_for`, as `hwtune apply` does
         (config files, HWTUNE_* variables, measurements), so both write the same files."""
         from hwtune.pipeline.config import load_overrides
-        from hwtune.pipeline.source import plan_for
+        from hwtune.pipeline.request import PlanRequest, profile_for
         from hwtune.probes import detect
 
         load_overrides(self.environ)  # a bad config file fails here, before detecting
@@ -172,7 +172,7 @@ class Daemon:
             if failed:
                 more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
                 raise HwtuneError(_describe_issue(failed[0]) + more)
-        return hardware, plan_for({}, self.environ, hardware=hardware).profile
+        return hardware, profile_for(PlanRequest(self.environ, hardware=hardware)).profile
 
     def _new_issues(self, hardware: Hardware) -> list[ProbeIssue]:
         known = {_issue_key(i) for i in self.good.hardware.issues} if self.good else set()

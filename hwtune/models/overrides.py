@@ -30,6 +30,9 @@ class Overrides:
     inter_op: int | None = None
     jit: JitLevel | None = None
     data_format: DataFormat | None = None
+    # The measured workload whose tuned result applies ("builtin:cnn", a `tune --name`); None:
+    # no measured result applies (a measurement holds for the workload it was made on).
+    workload: str | None = None
     # "mode", "intra_op", "env.NAME" -> where the value came from, for reasons and explain
     origins: dict[str, str] = field(default_factory=dict)
 

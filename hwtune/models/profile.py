@@ -53,8 +53,15 @@ class Intent:
 
 @dataclass(frozen=True, slots=True)
 class Threads:
+    """TensorFlow's pool sizes, stored once: the env files' TF_NUM_INTRAOP_THREADS,
+    TF_NUM_INTEROP_THREADS (and OMP_NUM_THREADS where OpenMP is linked) are derived from them
+    when rendering (hwtune/apply/render.py `env_entries`)."""
+
     intra_op: Setting
     inter_op: Setting
+    # The OpenMP build whose pool follows intra_op through OMP_NUM_THREADS ("intel-tensorflow
+    # 2.14 links libiomp5.so"); None when TensorFlow links no OpenMP runtime.
+    openmp: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +141,16 @@ class Bazel:
 
 
 @dataclass(frozen=True, slots=True)
+class Measurement:
+    """The `hwtune tune` result a profile took its "measured" settings from."""
+
+    workload: str  # "builtin:cnn", a `tune --name`, or the "cmd:…" key tune printed
+    created: str  # when it was measured (ISO 8601, UTC)
+    ratio: float  # its speed over the rule's choice
+    file: str  # where it is stored
+
+
+@dataclass(frozen=True, slots=True)
 class Profile:
     intent: Intent
     env: dict[str, Setting]  # variable name -> value, reason, source
@@ -153,4 +170,5 @@ class Profile:
     left_out: tuple[LeftOut, ...] = ()
     warnings: tuple[str, ...] = ()  # what will go wrong on this machine as planned, and why
     fingerprint: str = ""  # of the hardware facts the plan depends on
+    measurement: Measurement | None = None  # the tuned result applied, if any
     schema_version: int = PROFILE_SCHEMA_VERSION

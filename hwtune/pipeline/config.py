@@ -9,6 +9,7 @@ A config file looks like this; every key is optional:
     precision = "auto"          # off | eligible | auto
     model = "dense"             # unknown | dense | conv: what you train (XLA on CPU)
     tf_version = "2.19"         # the TensorFlow a source build is planned for
+    workload = "train"          # the `hwtune tune --name` whose measured result applies
     jit = "off"                 # off | autoclustering | on
     data_format = "channels_last"
 
@@ -18,6 +19,9 @@ A config file looks like this; every key is optional:
 
     [env]                       # add or override a variable of the profile
     TF_CPP_MIN_LOG_LEVEL = "2"
+
+TF_NUM_INTRAOP_THREADS and TF_NUM_INTEROP_THREADS, in `[env]` or `--set`, are the thread counts:
+checked like `threads.intra_op` and stored there, so the env files and tf_config.pbtxt agree.
 
 Unknown keys and wrong types are a `ConfigError` naming the file, the key and a hint. The result
 is an `Overrides`, which `plan()` applies last: the user's word outranks rules and measurements.
@@ -30,12 +34,13 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hwtune.errors import ConfigError, ModelError
+from hwtune.models.cpulist import MAX_CPU
 from hwtune.models.overrides import DataFormat, JitLevel, Overrides
 from hwtune.models.profile import MODEL_KINDS, Mode, ModelKind, PrecisionIntent
 
@@ -62,6 +67,7 @@ class _ConfigFile:
     model: ModelKind | None = None
     jit: JitLevel | None = None
     data_format: DataFormat | None = None
+    workload: str | None = None
     threads: _ThreadsTable = field(default_factory=_ThreadsTable)
     env: dict[str, str] = field(default_factory=dict)
 
@@ -79,6 +85,12 @@ _ENV_FIELDS: dict[str, str] = {
     "HWTUNE_INTER_OP": "inter_op",
     "HWTUNE_JIT": "jit",
     "HWTUNE_DATA_FORMAT": "data_format",
+    "HWTUNE_WORKLOAD": "workload",
+}
+# The thread variables TensorFlow reads (process_util.cc), as the typed overrides they are.
+THREAD_VARIABLES: dict[str, str] = {
+    "TF_NUM_INTRAOP_THREADS": "intra_op",
+    "TF_NUM_INTEROP_THREADS": "inter_op",
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "mode": ("throughput", "latency"),
@@ -88,6 +100,9 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "data_format": ("channels_last", "channels_first"),
 }
 _MINIMUM = {"instances": 1, "instance": 0, "intra_op": 1, "inter_op": 1}
+# No pool or instance count beyond the CPU numbers Linux has (models/cpulist.py).
+_MAXIMUM = {name: MAX_CPU for name in _MINIMUM}
+_COUNT_DIGITS = len(str(MAX_CPU))
 
 
 def config_paths(environ: Mapping[str, str]) -> tuple[Path, ...]:
@@ -157,11 +172,13 @@ def parse_config_text(text: str, where: str) -> Overrides:
             key = f"threads.{name}" if name in ("intra_op", "inter_op") else name
             _check_value(name, value, f"{where}: '{key}'")
             origins[name] = where
-    for name, env_value in parsed.env.items():
-        _check_env_name(name, f"{where}: '[env].{name}'")
-        _check_env_value(name, env_value, f"{where}: '[env].{name}'")
-        origins[f"env.{name}"] = where
-    return Overrides(env=dict(parsed.env), origins=origins, **values)
+    table = _env_table(parsed.env.items(), lambda name: f"{where}: '[env].{name}'", where)
+    twice = [name for name in ("intra_op", "inter_op") if getattr(table, name) and values[name]]
+    if twice:
+        raise ConfigError(
+            f"{where}: 'threads.{twice[0]}' is also set in [env]", hint="set it once"
+        )
+    return Overrides(origins=origins, **values).merged(table)
 
 
 def overrides_from_environ(environ: Mapping[str, str]) -> Overrides:
@@ -178,14 +195,7 @@ def overrides_from_environ(environ: Mapping[str, str]) -> Overrides:
         raw = environ.get(var, "").strip()
         if not raw:
             continue
-        value: Any = raw
-        if name in _MINIMUM:
-            try:
-                value = int(raw)
-            except ValueError:
-                raise ConfigError(
-                    f"{var}={raw!r}: expected a whole number", hint=f"for example {var}=2"
-                ) from None
+        value: Any = parse_count(name, raw, var) if name in _MINIMUM else raw
         _check_value(name, value, var)
         values[name] = value
         origins[name] = var
@@ -193,18 +203,50 @@ def overrides_from_environ(environ: Mapping[str, str]) -> Overrides:
 
 
 def parse_sets(argv_sets: Sequence[str]) -> Overrides:
-    """`--set NAME=VALUE` flags: environment variables of the profile."""
-    env: dict[str, str] = {}
-    for item in argv_sets:
-        name, sep, value = item.partition("=")
+    """`--set NAME=VALUE` flags: environment variables of the profile; the thread variables
+    set the thread counts (`THREAD_VARIABLES`)."""
+    items = [item.partition("=") for item in argv_sets]
+    for item, (_, sep, _) in zip(argv_sets, items, strict=True):
         if not sep:
             raise ConfigError(
                 f"--set {item!r}: expected NAME=VALUE", hint="e.g. --set KMP_BLOCKTIME=0"
             )
-        _check_env_name(name, f"--set {item!r}")
-        _check_env_value(name, value, f"--set {name}=…")
-        env[name] = value
-    return Overrides(env=env, origins={f"env.{name}": "--set" for name in env})
+    return _env_table([(name, value) for name, _, value in items], "--set {}".format, "--set")
+
+
+def _env_table(
+    items: Iterable[tuple[str, str]], where: Callable[[str], str], origin: str
+) -> Overrides:
+    """An `[env]` table or `--set` flags: variables, the thread variables as thread counts."""
+    env: dict[str, str] = {}
+    counts: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for name, value in items:
+        _check_env_name(name, where(name))
+        _check_env_value(name, value, where(name))
+        count_name = THREAD_VARIABLES.get(name)
+        if count_name is None:
+            env[name] = value
+            origins[f"env.{name}"] = origin
+        else:
+            counts[count_name] = parse_count(count_name, value, where(name))
+            origins[count_name] = where(name)
+    return Overrides(env=env, origins=origins, **counts)
+
+
+def parse_count(name: str, text: str, where: str) -> int:
+    """A count (threads, instances) written as text; ConfigError naming `where` otherwise."""
+    raw = text.strip()
+    low, high = _MINIMUM[name], _MAXIMUM[name]
+    hint = f"e.g. {where}=2" if ":" not in where else "e.g. 2"
+    if not raw.isascii() or not raw.isdigit() or len(raw) > _COUNT_DIGITS:
+        # The length bound keeps int() off huge strings (it refuses over 4300 digits).
+        raise ConfigError(
+            f"{where}={text[:24]!r}: expected a whole number from {low} to {high}", hint=hint
+        )
+    value = int(raw)
+    _check_value(name, value, where)
+    return value
 
 
 def with_flags(overrides: Overrides, **flags: Any) -> Overrides:
@@ -226,7 +268,17 @@ def _check_value(name: str, value: Any, where: str) -> None:
             f"{where}: {value!r} is not one of {', '.join(_CHOICES[name])}", hint=hint
         )
     if name in _MINIMUM and value < _MINIMUM[name]:
-        raise ConfigError(f"{where}: {value} is below the minimum {_MINIMUM[name]}")
+        raise ConfigError(
+            f"{where}: {value} is below the minimum {_MINIMUM[name]}",
+            hint=f"a whole number from {_MINIMUM[name]} to {_MAXIMUM[name]}",
+        )
+    if name in _MAXIMUM and value > _MAXIMUM[name]:
+        raise ConfigError(
+            f"{where}: {value} is above the maximum {_MAXIMUM[name]} (Linux's CPU numbers)",
+            hint=f"a whole number from {_MINIMUM[name]} to {_MAXIMUM[name]}",
+        )
+    if name == "workload" and (not str(value).strip() or not str(value).isprintable()):
+        raise ConfigError(f"{where}: {value!r} is not a workload name", hint="e.g. builtin:cnn")
     if name == "tf_version" and not _TF_VERSION.match(str(value)):
         raise ConfigError(f"{where}: {value!r} is not a TensorFlow version", hint="e.g. 2.19")
 

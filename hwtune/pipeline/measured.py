@@ -7,17 +7,18 @@
 State rather than cache: a result costs minutes of measuring to make again (XDG Base Directory
 spec: "state data that should persist between application restarts"). Files are written
 atomically (temporary file, fsync, rename, fsync of the directory), so a reader sees the old
-result or the new one. `load_measured` turns a result into the `measured` mapping `plan()`
+result or the new one. `measured_settings` turns a result into the `measured` mapping `plan()`
 takes, each Setting with source "measured" and the reason "measured: 1.31× over the rule's
-choice".
+choice"; `hwtune.pipeline.request` decides when a result applies (the workload named, its mode
+and model kind).
 
 A result file is input like any other: it may be truncated, hand-edited, written by another
 version, or planted. Before anything reaches plan(), the whole file is checked: a regular
 file of at most MAX_RESULT_BYTES, UTF-8 JSON, schema 1, a positive finite ratio, and every
 setting one the planner takes, with a value it can use (`_setting_problem`). Anything else
 is a TuneError naming the file and what is wrong, and the whole result is ignored, never a
-part of it (a measurement holds for its combination of settings). `hwtune plan`, `apply`,
-`exec` and `configure()` turn that error into a warning or note and plan with the rules.
+part of it (a measurement holds for its combination of settings). Every planning command and
+`configure()` turn that error into a note and plan with the rules.
 """
 
 from __future__ import annotations
@@ -27,15 +28,15 @@ import math
 import os
 import re
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from hwtune.errors import ApplyError, HwtuneError, TuneError
+from hwtune.errors import ApplyError, TuneError
 from hwtune.fs.atomic import write_atomic
 from hwtune.models.cpulist import MAX_CPU
-from hwtune.models.profile import Profile, Setting
+from hwtune.models.profile import Setting
 
 RESULT_SCHEMA = 1
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -267,61 +268,48 @@ def _env_problem(name: str, value: object) -> str | None:
 
 
 def find_result(
-    fingerprint: str,
-    workload: str | None = None,
-    *,
-    environ: Mapping[str, str] | None = None,
+    fingerprint: str, workload: str, *, environ: Mapping[str, str] | None = None
 ) -> Path | None:
-    """The result file for this fingerprint and workload; with no workload, the newest.
+    """The result file of `workload` on this hardware; None when it was not tuned here.
 
-    None when nothing was tuned. Something else where a result belongs (a directory, a dangling
-    symlink, an unreadable directory) is a TuneError naming it, unless another, regular file is
-    there to use.
+    Something else where a result belongs (a directory, a dangling symlink) is a TuneError
+    naming it.
     """
-    found = candidates(fingerprint, workload, environ=environ)
-    return found[0] if found else None
+    path = result_path(fingerprint, workload, environ)
+    if path.is_file():
+        return path
+    if os.path.lexists(path):
+        raise TuneError(f"{path}: {_what(path)}, not a tuned result", hint=_REDO)
+    if os.path.lexists(path.parent) and not path.parent.is_dir():
+        raise TuneError(f"{path.parent}: not a directory", hint=_REDO)
+    return None
 
 
-def candidates(
-    fingerprint: str,
-    workload: str | None = None,
-    *,
-    environ: Mapping[str, str] | None = None,
+def forget(
+    fingerprint: str, workload: str | None = None, *, environ: Mapping[str, str] | None = None
 ) -> list[Path]:
-    """The result files for this fingerprint (and workload), newest first; find_result's
-    errors."""
-    if workload is not None:
-        path = result_path(fingerprint, workload, environ)
-        if path.is_file():
-            return [path]
-        if os.path.lexists(path):
-            raise TuneError(f"{path}: {_what(path)}, not a tuned result", hint=_REDO)
-        return []
+    """Remove the stored result of `workload` on this hardware (every workload's when None);
+    the files removed."""
     directory = tuned_dir(environ) / _SAFE.sub("_", fingerprint)
-    try:
-        entries = [p for p in directory.iterdir() if p.suffix == ".json"]
-    except FileNotFoundError:
-        if directory.is_symlink():
-            raise TuneError(f"{directory}: a dangling symlink, not a directory") from None
-        return []  # nothing tuned on this hardware
-    except OSError as err:
-        raise TuneError(
-            f"{directory}: cannot list the tuned results: {err.strerror or err}"
-        ) from err
-    regular: list[tuple[int, str, Path]] = []
-    for path in entries:
+    if workload is not None:
+        paths = [result_path(fingerprint, workload, environ)]
+    else:
         try:
-            info = path.stat()
-        except OSError:
-            continue  # dangling, or gone since the listing
-        if stat.S_ISREG(info.st_mode):
-            regular.append((info.st_mtime_ns, path.name, path))
-    if regular:
-        return [path for _, _, path in sorted(regular, reverse=True)]
-    if entries:
-        first = min(entries)
-        raise TuneError(f"{first}: {_what(first)}, not a tuned result", hint=_REDO)
-    return []
+            paths = sorted(p for p in directory.iterdir() if p.suffix == ".json")
+        except FileNotFoundError:
+            return []
+        except OSError as err:
+            raise TuneError(f"{directory}: cannot list: {err.strerror or err}") from err
+    removed: list[Path] = []
+    for path in paths:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise TuneError(f"cannot remove {path}: {err.strerror or err}") from err
+        removed.append(path)
+    return removed
 
 
 def _what(path: Path) -> str:
@@ -332,77 +320,3 @@ def _what(path: Path) -> str:
             return "a dangling symlink"
         return f"cannot be read ({err.strerror or err})"
     return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-
-
-def load_measured(
-    fingerprint: str,
-    workload: str | None = None,
-    *,
-    mode: str | None = None,
-    model: str | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> dict[str, Setting]:
-    """What `hwtune tune` measured best on this hardware, as plan()'s `measured` argument.
-
-    `workload` is a key ("builtin:cnn", a `--name`, or the "cmd:…" key tune printed); None
-    takes the most recently stored result for this fingerprint that fits `mode` and `model`.
-    A result fits a model kind when either side is "unknown" or they are the same: XLA, the
-    setting the kind decides, measured on a dense model says nothing about a convolutional
-    one. Empty when nothing fitting was tuned. A corrupt, truncated, wrong-typed, oversized or
-    unreadable file raises TuneError naming it and what is wrong (never another exception):
-    callers ignore the result with a warning.
-    """
-    found = find_measured(fingerprint, workload, mode=mode, model=model, environ=environ)
-    return found[1] if found else {}
-
-
-def find_measured(
-    fingerprint: str,
-    workload: str | None = None,
-    *,
-    mode: str | None = None,
-    model: str | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> tuple[Path, dict[str, Setting]] | None:
-    """`load_measured`, with the file the settings came from; None when nothing fits."""
-    for path in candidates(fingerprint, workload, environ=environ):
-        record = read_result(path)
-        if _fits(record, fingerprint, mode, model):
-            return path, measured_settings(record)
-    return None
-
-
-def apply_measured(
-    profile: Profile,
-    replan: Callable[[dict[str, Setting]], Profile],
-    environ: Mapping[str, str] | None = None,
-) -> tuple[Profile, str | None]:
-    """`profile` planned again with what `hwtune tune` stored for its hardware, mode and
-    model, and None; or, when the stored result cannot be used, `profile` as it is and why
-    ("tuned results ignored: FILE: …"), for the caller to warn with. A damaged result, or one
-    this machine cannot hold (an instance count beyond its cores), never stops a plan."""
-    intent = profile.intent
-    try:
-        found = find_measured(
-            profile.fingerprint, mode=intent.mode, model=intent.model, environ=environ
-        )
-    except HwtuneError as err:
-        return profile, f"tuned results ignored: {err}"
-    if found is None:
-        return profile, None
-    path, measured = found
-    try:
-        return replan(measured), None
-    except HwtuneError as err:  # PlanError: e.g. more instances than this machine has cores
-        return profile, f"tuned results ignored: {path}: {err}"
-
-
-def _fits(
-    record: Mapping[str, Any], fingerprint: str, mode: str | None, model: str | None
-) -> bool:
-    if record.get("fingerprint") != fingerprint:
-        return False
-    if mode is not None and record.get("mode") not in (None, mode):
-        return False
-    tuned_for = record.get("model") or "unknown"  # results from before --model: unknown
-    return model in (None, "unknown") or tuned_for in ("unknown", model)

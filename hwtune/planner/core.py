@@ -146,7 +146,7 @@ def plan(
 
     Example:
         >>> profile = plan(hw, mode="latency", instances=2, instance=1)
-        >>> profile.env["TF_NUM_INTRAOP_THREADS"].value
+        >>> profile.threads.intra_op.value
 
     Raises PlanError for an impossible intent (more instances than physical cores, an unknown
     --tf-version). `knowledge` defaults to the shipped tables, loaded once.
@@ -187,13 +187,10 @@ def plan(
     onednn = layers.pick_env(
         "TF_ENABLE_ONEDNN_OPTS", knobs.onednn(hw, int(intra.value or 1), bf16_on_cpu)
     )
-    env: dict[str, Setting] = {
-        "TF_NUM_INTRAOP_THREADS": Setting(str(intra.value), intra.reason, intra.source),
-        "TF_NUM_INTEROP_THREADS": Setting(str(inter.value), inter.reason, inter.source),
-        "TF_ENABLE_ONEDNN_OPTS": onednn,
-    }
+    # The thread counts live in `threads` only; rendering derives their variables.
+    env: dict[str, Setting] = {"TF_ENABLE_ONEDNN_OPTS": onednn}
     left_out: list[LeftOut] = []
-    openmp, omitted = knobs.openmp_env(hw, resolved, intra)
+    openmp, omitted, openmp_build = knobs.openmp_env(hw, resolved)
     env.update(openmp)
     left_out.extend(omitted)
 
@@ -236,7 +233,7 @@ def plan(
     return Profile(
         intent=resolved,
         env=env,
-        threads=Threads(intra_op=intra, inter_op=inter),
+        threads=Threads(intra_op=intra, inter_op=inter, openmp=openmp_build),
         jit=Jit(level=jit),
         precision=precision,
         data_format=data_format,

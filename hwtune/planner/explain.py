@@ -2,7 +2,8 @@
 
 Names: environment variables (TF_NUM_INTRAOP_THREADS, KMP_AFFINITY…, any case), dotted
 profile fields (threads.intra_op, jit.level, precision, int8, data_format, tf_data.prefetch,
-distribution.strategy, instance, bazel.tf_version, bazel.options) and bazel options themselves
+distribution.strategy, instance, bazel.tf_version, bazel.options), groups (threads, tf_data,
+distribution, bazel) and bazel options themselves
 (--copt=-march=znver4). An unknown name is a PlanError with a did-you-mean hint.
 """
 
@@ -37,6 +38,14 @@ def _entries(profile: Profile) -> dict[str, str]:
         entries[name] = _setting(name, setting)
     entries["threads.intra_op"] = _setting("threads.intra_op", profile.threads.intra_op)
     entries["threads.inter_op"] = _setting("threads.inter_op", profile.threads.inter_op)
+    entries["threads"] = entries["threads.intra_op"] + "\n" + entries["threads.inter_op"]
+    # The variables rendering derives from the counts (hwtune/apply/render.py thread_entries).
+    derived = {"TF_NUM_INTRAOP_THREADS": "intra_op", "TF_NUM_INTEROP_THREADS": "inter_op"}
+    if profile.threads.openmp:
+        derived["OMP_NUM_THREADS"] = "intra_op"
+    for name, key in derived.items():
+        if name not in profile.env:
+            entries[name] = _setting(name, getattr(profile.threads, key))
     entries["jit.level"] = _setting("jit.level", profile.jit.level)
     precision = profile.precision
     entries["precision"] = (
@@ -51,6 +60,9 @@ def _entries(profile: Profile) -> dict[str, str]:
         entries[f"tf_data.{f.name}"] = _setting(
             f"tf_data.{f.name}", getattr(profile.tf_data, f.name)
         )
+    entries["tf_data"] = "\n".join(
+        entries[f"tf_data.{f.name}"] for f in dataclasses.fields(profile.tf_data)
+    )
     if profile.distribution is not None:
         dist = profile.distribution
         for key in ("strategy", "cross_device_ops", "variable_placement"):

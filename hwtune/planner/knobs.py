@@ -65,9 +65,10 @@ def onednn(hw: Hardware, intra: int, bf16_on_cpu: bool) -> Setting:
 
 
 def openmp_env(
-    hw: Hardware, intent: Intent, intra: Setting
-) -> tuple[dict[str, Setting], list[LeftOut]]:
-    """OMP_*/KMP_* where the installed TensorFlow links an OpenMP runtime, else left_out."""
+    hw: Hardware, intent: Intent
+) -> tuple[dict[str, Setting], list[LeftOut], str | None]:
+    """OMP_*/KMP_* where the installed TensorFlow links an OpenMP runtime, else left_out; and
+    that build, whose OMP_NUM_THREADS follows intra-op (`Threads.openmp`, rendered with it)."""
     tf = hw.tensorflow
     if tf is None or tf.threading_runtime != "openmp":
         basis = ""
@@ -78,17 +79,10 @@ def openmp_env(
         left = [
             LeftOut(name, EIGEN_REASON.format(what=_what(name)) + basis) for name in OPENMP_KNOBS
         ]
-        return {}, left
+        return {}, left, None
     library = tf.openmp_library or "an OpenMP runtime"
     build = f"{tf.distribution} {tf.version} links {library}"
-    env = {
-        "OMP_NUM_THREADS": Setting(
-            str(intra.value),
-            f"{build}: its OpenMP pool runs the oneDNN kernels, one thread per intra-op thread "
-            f"({intra.value}; Intel: OMP_NUM_THREADS = physical cores used)",
-            intra.source,
-        )
-    }
+    env: dict[str, Setting] = {}
     if "gomp" in library:
         # GNU OpenMP ignores KMP_*; its equivalents are the standard OMP_PROC_BIND/OMP_PLACES.
         env["OMP_PROC_BIND"] = Setting(
@@ -102,7 +96,8 @@ def openmp_env(
             "do not share a core's SMT siblings (OpenMP 4.0 spec)",
         )
         why = f"left out: {build}, and GNU OpenMP ignores KMP_* (it reads OMP_*/GOMP_*)"
-        return env, [LeftOut(name, why) for name in OPENMP_KNOBS if name.startswith("KMP_")]
+        left = [LeftOut(name, why) for name in OPENMP_KNOBS if name.startswith("KMP_")]
+        return env, left, build
     values = KMP_VALUES[intent.mode]
     env["KMP_AFFINITY"] = Setting(
         values["KMP_AFFINITY"],
@@ -119,7 +114,7 @@ def openmp_env(
         f"{build}: print the OpenMP runtime's settings at start-up, so a run shows they took "
         "effect (Intel Model Zoo BKMs set it)",
     )
-    return env, []
+    return env, [], build
 
 
 def _what(name: str) -> str:

@@ -42,10 +42,6 @@ def link_kind(a: Gpu, b: Gpu) -> str | None:
     return None
 
 
-def all_nvlinked(gpus: tuple[Gpu, ...]) -> bool:
-    return all((link_kind(a, b) or "").startswith("NV") for a, b in combinations(gpus, 2))
-
-
 def _links(gpus: tuple[Gpu, ...]) -> str:
     pairs = list(combinations(gpus, 2))
     kinds = sorted({link_kind(a, b) or "unknown" for a, b in pairs})

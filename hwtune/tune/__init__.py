@@ -5,7 +5,6 @@
     stats.py     pooled noise, "clear of the noise" comparisons (t-interval, TOST)
     space.py     the settings searched, built around the plan
     search.py    hill climbing from the plan, each step a race with successive halving
-    store.py     results per hardware fingerprint and workload; `load_measured` for plan()
     tuner.py     plan -> space -> search -> store (`tune`)
     workloads.py built-in workloads and user commands; builtin/ holds the built-in scripts
     progress.py, report.py   the terminal side

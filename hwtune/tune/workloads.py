@@ -89,9 +89,15 @@ def resolve(
     time_whole: bool = False,
     seconds: float = BUILTIN_SECONDS,
 ) -> Workload:
-    """`--workload builtin:NAME` or `-- CMD ARGS…` (exactly one; the CNN when neither)."""
+    """`--workload builtin:NAME` or `-- CMD ARGS…` (the CNN when neither); with a command,
+    `--workload NAME` names it as `--name` does."""
     if spec and command:
-        raise ConfigError("give either --workload or a command after --, not both")
+        if spec.startswith(BUILTIN_PREFIX) or (name and name != spec):
+            raise ConfigError(
+                "give either --workload builtin:NAME or a command after --, not both",
+                hint="to name your command's result: --workload NAME -- CMD",
+            )
+        name = spec
     if command:
         return user_command(command, name=name, metric=metric, time_whole=time_whole)
     spec = spec or BUILTIN_PREFIX + "cnn"

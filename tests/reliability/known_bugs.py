@@ -23,7 +23,7 @@ FIXED_BUGS: dict[str, str] = {
     "tuned-instances-beyond-cores": (
         "a tuned result whose `instances` this machine cannot hold (1024 on 2 cores) made "
         "plan() raise PlanError, and `hwtune plan`/`apply`/`exec` failed instead of ignoring "
-        "the result with a warning; now store.apply_measured plans with the rules and names "
+        "the result with a warning; now the pipeline plans with the rules and names "
         "the file (hwtune/pipeline/measured.py; "
         "test_faults.py::test_tuned_instances_beyond_this_machine)"
     ),

@@ -538,7 +538,10 @@ CONFIGURE_CASES: dict[str, tuple[dict[str, str], str]] = {
     "cache file corrupt": ({"XDG_CACHE_HOME": "{tmp}/cache"}, "configured"),
     "broken tensorflow": ({"PYTHONPATH": "{tmp}/site"}, "configured"),
     # planned with the rules, a note naming the file (tuned_result_fault writes it)
-    "tuned result not UTF-8": ({"HWTUNE_TUNED_DIR": "{tmp}/tuned"}, "configured"),
+    "tuned result not UTF-8": (
+        {"HWTUNE_TUNED_DIR": "{tmp}/tuned", "HWTUNE_WORKLOAD": "builtin:cnn"},
+        "configured",
+    ),
 }
 
 
@@ -566,9 +569,11 @@ def test_configure_never_raises_into_the_program(
         env["PYTHONPATH"] = str(REPO_ROOT)
     broken = None
     if scenario.startswith("tuned"):
-        from hwtune.pipeline.source import plan_for
+        from hwtune.pipeline.request import PlanRequest, profile_for
 
-        fingerprint = plan_for({}, env).profile.fingerprint  # this machine's, as configure()'s
+        fingerprint = profile_for(
+            PlanRequest(env)
+        ).profile.fingerprint  # this machine's, as configure()'s
         broken = tuned_result_fault(tmp_path / "tuned", fingerprint, "not-utf8")
     done = subprocess.run(
         [sys.executable, "-c", CONFIGURE_SCRIPT, scenario],
@@ -659,6 +664,8 @@ def test_tuned_result_faults(
     root = ["--root", str(machine_snapshot)]
     fingerprint = json.loads(run_cli(["plan", *root, "--json"], environ).stdout)["fingerprint"]
     named = tuned_result_fault(tmp_path / "tuned", fingerprint, fault)
+    # A result applies where its workload is named: the broken one, or the good one beside it.
+    environ["HWTUNE_WORKLOAD"] = "builtin:mlp" if named is None else "builtin:cnn"
     planned = run_cli(["plan", *root, "--json"], environ)
     assert planned.exit_status == 0, planned.stderr
     source = json.loads(planned.stdout)["threads"]["intra_op"]["source"]
@@ -679,7 +686,8 @@ def test_tuned_instances_beyond_this_machine(
     machine_snapshot: Path, tmp_path: Path, figures: Figures
 ) -> None:
     """A well-formed result whose instance count this machine cannot hold (hand-edited or
-    damaged: the store cannot know the machine's cores) is ignored like any bad result."""
+    damaged: the store cannot know the machine's cores) never stops a plan: the count is for
+    `exec`, which ignores the whole result and names the file."""
     from tests.conftest import run_cli
 
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "XDG_"))}
@@ -691,7 +699,14 @@ def test_tuned_instances_beyond_this_machine(
     target = tmp_path / "tuned" / fingerprint / "builtin_cnn.json"
     target.parent.mkdir(parents=True)
     target.write_text(json.dumps(tuned_record(fingerprint, instances=1024)))
-    planned = run_cli(["plan", *root, "--json"], environ)
+    planned = run_cli(["plan", *root, "--json", "--workload", "builtin:cnn"], environ)
     assert planned.exit_status == 0, planned.stderr
-    assert "tuned results ignored" in planned.stderr and str(target) in planned.stderr
+    assert json.loads(planned.stdout)["intent"]["instances"] == 1
+    from hwtune.pipeline.request import PlanRequest, profile_for
+
+    request = PlanRequest(
+        environ, root=str(machine_snapshot), workload="builtin:cnn", for_exec=True
+    )
+    notes = profile_for(request).notes
+    assert any("tuned results ignored" in n and str(target) in n for n in notes), notes
     figures.count("planned with the rules, warning names the file")

@@ -493,7 +493,7 @@ def test_override_values(
 ) -> None:
     """--set NAME=VALUE, HWTUNE_* and flags: Overrides or ConfigError; then every env format
     either holds each value exactly or refuses it with ApplyError."""
-    from hwtune.apply.render import ENV_FORMATS, environ_items, render_env_entries
+    from hwtune.apply.render import ENV_FORMATS, EnvEntry, render_env_entries
     from hwtune.pipeline.config import overrides_from_environ, parse_sets, with_flags
 
     figures.count("inputs")
@@ -505,7 +505,7 @@ def test_override_values(
     if overrides is None:
         return
     figures.count("result")
-    entries = environ_items(overrides.env)
+    entries = [EnvEntry(name, overrides.env[name]) for name in sorted(overrides.env)]
     for fmt in ENV_FORMATS:
         text = attempt(
             figures,
@@ -890,7 +890,8 @@ def test_tuned_result_file(
     into a warning and plan with the rules); never another exception."""
     from hwtune.apply.render import render_all
     from hwtune.errors import TuneError
-    from hwtune.pipeline.measured import apply_measured, load_measured
+    from hwtune.pipeline.measured import measured_settings, read_result
+    from hwtune.pipeline.request import PlanRequest, profile_for
     from hwtune.planner import plan
 
     fingerprint = plan(planned_hardware).fingerprint
@@ -921,9 +922,9 @@ def test_tuned_result_file(
     figures.count("inputs")
     path = tmp_path / "tuned" / fingerprint / "builtin_cnn.json"
     write(path, raw)
-    environ = {"HWTUNE_TUNED_DIR": str(tmp_path / "tuned")}
+    environ = {"HWTUNE_TUNED_DIR": str(tmp_path / "tuned"), "XDG_CONFIG_HOME": str(tmp_path)}
     try:
-        measured = load_measured(fingerprint, mode="throughput", environ=environ)
+        measured = measured_settings(read_result(path))
     except TuneError as err:
         assert str(path) in err.message, err.message
         figures.count("typed error (TuneError)")
@@ -932,11 +933,12 @@ def test_tuned_result_file(
     # As `plan`, `apply`, `exec` and configure() use it: the rule profile when the result
     # cannot be used (a TuneError, or a PlanError such as more instances than cores).
     rules = plan(planned_hardware)
-    profile, ignored = apply_measured(
-        rules, lambda found: plan(planned_hardware, measured=found), environ
-    )
+    request = PlanRequest(environ, hardware=planned_hardware, workload="builtin:cnn")
+    planned = profile_for(request)
+    profile = planned.profile
+    ignored = "; ".join(n for n in planned.notes if n.startswith("tuned results ignored"))
     if ignored:
-        assert str(path) in ignored and profile is rules, ignored
+        assert str(path) in ignored and profile == rules, ignored
         figures.count("planned with the rules, a warning naming the file")
     else:
         figures.count("planned with the measured settings" if measured else "planned")

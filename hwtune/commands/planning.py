@@ -1,0 +1,126 @@
+"""The planning arguments every command that plans takes (plan, explain, apply, env, exec,
+verify), and the `PlanRequest` they make: the same flags mean the same everywhere.
+
+A bad value (`--instances 0`, `--set TF_NUM_INTRAOP_THREADS=abc`, `--tf-version two`) is a
+usage error: the subcommand's own usage and exit 2, checked by the same rules as the config.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from hwtune.models.profile import MODEL_HELP, MODEL_KINDS
+from hwtune.pipeline.request import PlanRequest
+
+
+def checked_type(name: str, convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type: `convert`, then the config's check of `name` (ConfigError -> usage)."""
+    from hwtune.errors import ConfigError
+    from hwtune.models.overrides import Overrides
+    from hwtune.pipeline.config import parse_count, parse_sets, with_flags
+
+    def check(text: str) -> Any:
+        try:
+            if name == "set":
+                parse_sets([text])
+                return text
+            if name in ("instances", "instance"):
+                return parse_count(name, text, f"--{name}")
+            value = convert(text)
+            with_flags(Overrides(), **{name: value})
+            return value
+        except ConfigError as err:
+            hint = f" ({err.hint})" if err.hint else ""
+            raise argparse.ArgumentTypeError(f"{err.message}{hint}") from None
+
+    check.__name__ = name  # argparse names the type in some messages
+    return check
+
+
+def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    """--root/--hardware, the intent flags, --set, --workload and --no-measured."""
+    group = parser.add_argument_group("planning")
+    source = group.add_mutually_exclusive_group()
+    source.add_argument(
+        "--root",
+        metavar="DIR",
+        default="/",
+        help="plan for the machine captured under DIR (a `hwtune snapshot`) instead of this one",
+    )
+    source.add_argument(
+        "--hardware",
+        metavar="FILE",
+        help="plan from a hardware model saved by `hwtune detect --json`",
+    )
+    group.add_argument(
+        "--mode", choices=("throughput", "latency"), help="the goal (default throughput)"
+    )
+    group.add_argument(
+        "--instances",
+        type=checked_type("instances", int),
+        metavar="N",
+        help="N processes share this node (default: the launcher's ranks, else 1)",
+    )
+    group.add_argument(
+        "--instance",
+        type=checked_type("instance", int),
+        metavar="K",
+        help="plan for instance K (0-based)",
+    )
+    group.add_argument(
+        "--precision",
+        choices=("off", "eligible", "auto"),
+        help="mixed precision: report eligibility only (default), enable the best, or off",
+    )
+    group.add_argument("--model", choices=MODEL_KINDS, help=MODEL_HELP)
+    group.add_argument(
+        "--tf-version",
+        type=checked_type("tf_version", str),
+        metavar="X.Y",
+        help="plan a source build for this TensorFlow",
+    )
+    group.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="sets",
+        type=checked_type("set", str),
+        metavar="NAME=VALUE",
+        help="add or override an environment variable of the profile (repeatable); "
+        "TF_NUM_INTRAOP_THREADS/TF_NUM_INTEROP_THREADS set the thread counts",
+    )
+    group.add_argument(
+        "--workload",
+        type=checked_type("workload", str),
+        metavar="NAME",
+        help="apply what `hwtune tune` measured for this workload (builtin:NAME or a "
+        "`tune --name`); default: HWTUNE_WORKLOAD or `workload` in config, else none",
+    )
+    group.add_argument(
+        "--no-measured",
+        action="store_true",
+        help="ignore what `hwtune tune` measured: rules and overrides only",
+    )
+
+
+def request_from_args(
+    args: argparse.Namespace, environ: Mapping[str, str], *, for_exec: bool = False
+) -> PlanRequest:
+    """The PlanRequest of a command line parsed with `add_plan_arguments`."""
+    return PlanRequest(
+        environ=environ,
+        root=args.root,
+        hardware_file=args.hardware,
+        mode=args.mode,
+        instances=args.instances,
+        instance=args.instance,
+        precision=args.precision,
+        tf_version=args.tf_version,
+        model=args.model,
+        sets=tuple(args.sets),
+        workload=args.workload,
+        measured=not args.no_measured,
+        for_exec=for_exec,
+    )

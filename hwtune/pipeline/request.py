@@ -1,0 +1,214 @@
+"""The one way from inputs to a Profile: every command, the daemon and `configure()` call
+`profile_for`.
+
+    hardware   --hardware FILE, else detect(--root)
+    overrides  config files < HWTUNE_* < flags and --set        (hwtune.pipeline.config)
+    share      this process's slice from the launcher's rank variables, unless flags gave it
+    measured   the tuned result of the workload the user names, loaded by the hardware
+               fingerprint before planning (hwtune.pipeline.measured)
+    plan       once: hwtune.planner.plan(hardware, overrides, measured)
+
+A measurement holds for what was measured: the named workload (`--workload`, `HWTUNE_WORKLOAD`,
+`workload = ` in config, `configure(workload=)`), its mode, and its model kind when the user
+names one. Its instance count applies to `exec` only (the command that starts the copies);
+elsewhere its thread counts apply only when they were measured for as many instances as are
+planned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hwtune.errors import HwtuneError
+from hwtune.models.hardware import Hardware
+from hwtune.models.overrides import Overrides
+from hwtune.models.profile import Measurement, Profile, Setting
+from hwtune.pipeline.ranks import LocalRank, already_pinned, local_rank
+
+_THREAD_KEYS = (
+    "threads.intra_op",
+    "threads.inter_op",
+    "env.TF_NUM_INTRAOP_THREADS",
+    "env.TF_NUM_INTEROP_THREADS",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    """Everything a plan depends on besides the machine's files. None: not asked for."""
+
+    environ: Mapping[str, str]
+    root: str = "/"
+    hardware_file: str | None = None
+    hardware: Hardware | None = None  # already detected (the daemon, exec's copies)
+    mode: str | None = None
+    instances: int | None = None
+    instance: int | None = None
+    precision: str | None = None
+    tf_version: str | None = None
+    model: str | None = None
+    sets: tuple[str, ...] = ()
+    workload: str | None = None
+    measured: bool = True  # False: rules and overrides only (--no-measured)
+    for_exec: bool = False  # a measured instance count applies (exec starts the copies)
+
+    def flags(self) -> dict[str, Any]:
+        """The intent flags that were given."""
+        from hwtune.planner.core import INTENT_FIELDS
+
+        return {k: getattr(self, k) for k in INTENT_FIELDS if getattr(self, k) is not None}
+
+
+@dataclass(frozen=True)
+class Planned:
+    hardware: Hardware
+    profile: Profile
+    notes: tuple[str, ...] = ()  # how the intent was chosen (rank, pinning, measurements)
+    measured_instances: bool = False  # the instance count came from a measurement
+
+
+def load_hardware(request: PlanRequest) -> Hardware:
+    """The request's hardware: given, read from --hardware FILE, or detected under --root."""
+    if request.hardware is not None:
+        return request.hardware
+    if request.hardware_file:
+        return _read_hardware(Path(request.hardware_file))
+    root = Path(request.root)
+    if not root.is_dir():
+        raise HwtuneError(
+            f"--root {request.root}: not a directory",
+            hint="give / or a `hwtune snapshot` directory",
+        )
+    from hwtune.probes import detect
+
+    return detect(root)
+
+
+def _read_hardware(path: Path) -> Hardware:
+    from hwtune.errors import ModelError
+    from hwtune.models.convert import load
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise HwtuneError(f"--hardware {path}: cannot read: {err}") from err
+    except json.JSONDecodeError as err:
+        raise HwtuneError(
+            f"--hardware {path}: line {err.lineno}: invalid JSON: {err.msg}"
+        ) from err
+    try:
+        return load(Hardware, data, where=str(path))
+    except ModelError as err:
+        raise HwtuneError(err.message, hint=err.hint) from err
+
+
+def resolve_share(
+    flags: Mapping[str, Any], environ: Mapping[str, str], hardware: Hardware
+) -> tuple[dict[str, Any], list[str], LocalRank | None]:
+    """Add instances/instance from the launcher's local rank unless flags gave them."""
+    flags = dict(flags)
+    if "instances" in flags or "instance" in flags:
+        return flags, [], None
+    rank = local_rank(environ)
+    if rank is None:
+        return flags, [], None
+    limits = hardware.limits
+    allowed = limits.cpuset_cpus if limits.cpuset_cpus is not None else hardware.cpu.online_cpus
+    if already_pinned(limits.affinity_cpus, allowed):
+        from hwtune.models.cpulist import format_cpulist
+
+        flags.update(instances=1, instance=0)
+        note = (
+            f"{rank.describe()}; the launcher already bound it to CPUs "
+            f"{format_cpulist(limits.affinity_cpus)}, so one instance is planned on those"
+        )
+    else:
+        flags.update(instances=rank.size, instance=rank.rank)
+        note = f"{rank.describe()}: planning slice {rank.rank} of {rank.size}"
+    return flags, [note], rank
+
+
+def user_overrides(request: PlanRequest, flags: Mapping[str, Any]) -> Overrides:
+    """Config files < HWTUNE_* < --set < flags (and the workload the request names)."""
+    from hwtune.pipeline.config import load_overrides, with_flags
+
+    overrides = with_flags(load_overrides(request.environ, request.sets), **flags)
+    if request.workload is not None:
+        overrides = with_flags(overrides, workload=request.workload)
+    return overrides
+
+
+def profile_for(request: PlanRequest) -> Planned:
+    """Detect (or read) the hardware and plan once with everything the request names."""
+    from hwtune.planner import fingerprint, plan
+
+    hardware = load_hardware(request)
+    flags, notes, _ = resolve_share(request.flags(), request.environ, hardware)
+    overrides = user_overrides(request, flags)
+    measured: dict[str, Setting] = {}
+    measurement: Measurement | None = None
+    if request.measured and overrides.workload:
+        measured, measurement, why = _measured(
+            fingerprint(hardware), overrides, request.for_exec, request.environ
+        )
+        notes.extend(why)
+    try:
+        profile = plan(hardware, overrides=overrides, measured=measured)
+    except HwtuneError as err:
+        if not measured or measurement is None:
+            raise
+        # e.g. a measured instance count beyond this machine's cores: the rules still plan.
+        notes.append(f"tuned results ignored: {measurement.file}: {err}")
+        profile, measured, measurement = plan(hardware, overrides=overrides), {}, None
+    if measurement is not None:
+        profile = dataclasses.replace(profile, measurement=measurement)
+    from_measurement = "instances" in measured and overrides.instances is None
+    return Planned(hardware, profile, tuple(notes), from_measurement)
+
+
+def _measured(
+    hardware_fingerprint: str, overrides: Overrides, for_exec: bool, environ: Mapping[str, str]
+) -> tuple[dict[str, Setting], Measurement | None, list[str]]:
+    """The named workload's measured settings that fit this plan, the measurement, and notes
+    on what did not fit."""
+    from hwtune.pipeline.measured import find_result, measured_settings, read_result
+
+    workload = str(overrides.workload)
+    try:
+        path = find_result(hardware_fingerprint, workload, environ=environ)
+        record = read_result(path) if path is not None else None
+    except HwtuneError as err:
+        return {}, None, [f"tuned results ignored: {err}"]
+    if path is None or record is None:
+        return {}, None, [f"workload {workload!r}: nothing measured on this hardware yet"]
+    mode = overrides.mode or "throughput"
+    tuned_model = record.get("model") or "unknown"
+    if record.get("mode") not in (None, mode):
+        why = f"measured in {record.get('mode')} mode, planning {mode}"
+        return {}, None, [f"tuned results of {workload!r} not used: {why}"]
+    if overrides.model not in (None, tuned_model):
+        why = f"measured with model {tuned_model}, and {overrides.model} was asked for"
+        return {}, None, [f"tuned results of {workload!r} not used: {why}"]
+    settings = measured_settings(record)
+    notes: list[str] = []
+    found = settings.get("instances") if for_exec else settings.pop("instances", None)
+    count = found.value if found is not None else 1
+    planned = overrides.instances or (count if for_exec else 1)
+    if count != planned and [settings.pop(key) for key in _THREAD_KEYS if key in settings]:
+        # Threads measured per copy of N copies do not fit a slice of another size.
+        notes.append(
+            f"measured thread counts of {workload!r} not used: measured for {count} "
+            f"instances, planning {planned}"
+        )
+    measurement = Measurement(
+        workload=workload,
+        created=str(record.get("created") or "unknown"),
+        ratio=float(record["ratio"]),
+        file=str(path),
+    )
+    return settings, measurement, notes
