@@ -3,6 +3,8 @@
 Sources, best first:
 1. sysfs `root/sys/devices/system/node/nodeN/{cpulist, meminfo, distance}` (kernel
    Documentation/ABI/stable/sysfs-devices-node); memory-only nodes (CXL, HBM) appear here only;
+   a node without `cpulist` is read from `cpumap` or the CPU links (probes/sysfs_nodes.py), and
+   a node no source describes keeps `cpus_known=False` and an issue, so nothing pins to it;
 2. the node of each CPU as `probe_cpu` found it (lscpu "NUMA nodeN CPU(s)" lines or `-p` rows);
 3. a single node holding every online CPU, only when the CPU list is known to be complete and the
    machine has one socket (a multi-socket machine almost always has a node per socket or more),
@@ -18,7 +20,7 @@ from pathlib import Path
 from hwtune.models.hardware import CpuInfo, NumaNode
 from hwtune.probes.cpuinfo import read_text
 from hwtune.probes.issues import IssueLog
-from hwtune.probes.sysfs_cpu import NODE_DIR, read_node_cpulists
+from hwtune.probes.sysfs_nodes import NODE_DIR, read_node_cpus
 
 PROBE = "numa"
 # At most 20 digits (a u64): int() refuses over 4300 with a bare ValueError. ASCII digits
@@ -42,12 +44,22 @@ def parse_distance(text: str) -> tuple[int, ...] | None:
 
 def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ...]:
     """The NUMA nodes under `root`, or () when they cannot be told (with an issue saying why)."""
-    found = read_node_cpulists(root)
+    found = read_node_cpus(root)
     if found is not None:
-        nodes, problems = found
-        for problem in problems:
+        for problem in found.problems:
             issues.add(PROBE, problem.reason, path=problem.path)
-        return tuple(_sysfs_node(root, issues, node, cpus) for node, cpus in sorted(nodes.items()))
+        unknown = [node for node, cpus in found.cpus.items() if cpus is None]
+        if unknown:
+            names = ", ".join(f"node{node}" for node in unknown)
+            issues.add(
+                PROBE,
+                f"{names}: no cpulist, cpumap or CPU links: the node's CPUs are unknown "
+                "and nothing is pinned to it",
+                path=NODE_DIR,
+            )
+        return tuple(
+            _sysfs_node(root, issues, node, cpus) for node, cpus in sorted(found.cpus.items())
+        )
     by_node: dict[int, list[int]] = {}
     for logical in cpu.topology:
         if logical.node is not None:
@@ -75,7 +87,7 @@ def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ..
     return ()
 
 
-def _sysfs_node(root: Path, issues: IssueLog, node: int, cpus: tuple[int, ...]) -> NumaNode:
+def _sysfs_node(root: Path, issues: IssueLog, node: int, cpus: tuple[int, ...] | None) -> NumaNode:
     base = f"{NODE_DIR}/node{node}"
     memory = None
     meminfo = read_text(root, f"{base}/meminfo", issues, PROBE)
@@ -91,4 +103,10 @@ def _sysfs_node(root: Path, issues: IssueLog, node: int, cpus: tuple[int, ...]) 
             bad = text.strip()[:40]
             issues.add(PROBE, f"not a list of numbers: {bad!r}", path=f"{base}/distance")
         distances = parsed or ()
-    return NumaNode(id=node, cpus=cpus, memory_bytes=memory, distances=distances)
+    return NumaNode(
+        id=node,
+        cpus=cpus or (),
+        memory_bytes=memory,
+        distances=distances,
+        cpus_known=cpus is not None,
+    )
