@@ -86,6 +86,13 @@ def probe_cpu(root: Path, issues: IssueLog) -> CpuInfo:
     info = _identity(arch, cpuinfo, lscpu)
     topo = _topology(root, arch, cpuinfo, lscpu, sysfs, issues)
     info = _with_microarch(info, cpuinfo, lscpu, issues)
+    if cpuinfo is None and lscpu is not None and "Flags" not in lscpu.fields:
+        # Without flags nothing proves what the CPU can execute: the model may tune, not target.
+        issues.add(
+            PROBE, "no Flags line and no /proc/cpuinfo: the CPU's flags are unknown", "lscpu.txt"
+        )
+        basis = f"{info.microarch_basis}; " if info.microarch_basis else ""
+        info = replace(info, microarch_basis=f"{basis}flags unknown (lscpu.txt has no Flags line)")
     kinds = _core_kinds(info, topo, sysfs, lscpu, issues)
     hybrid = len(set(kinds.values())) > 1
     numbered = _numbered(topo)
