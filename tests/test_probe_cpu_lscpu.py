@@ -159,3 +159,20 @@ def test_no_flags_line_says_flags_are_unknown(tmp_path: Path) -> None:
     assert cpu.flags == () and (cpu.physical_cores, cpu.threads_per_core) == (8, 2)
     assert any("no Flags line" in i and "flags are unknown" in i for i in issues)
     assert "flags unknown" in (cpu.microarch_basis or "")
+
+
+def test_lscpu_e_alone_on_a_phone_does_not_fold_core_types(tmp_path: Path) -> None:
+    # `lscpu -e` on the A510/A710/A715/X3 phone: logical Core ids restart for each core type
+    # (as in its `-p` section), but each CPU has its own L1d, so no two are threads of a core.
+    rows = [(0, 0, 2016), (1, 1, 2016), (2, 2, 2016), (3, 0, 2803), (4, 1, 2803)]
+    rows += [(5, 0, 2803), (6, 1, 2803), (7, 0, 3187)]
+    text = "CPU NODE SOCKET CORE L1d:L1i:L2:L3 ONLINE    MAXMHZ   MINMHZ\n" + "".join(
+        f"{cpu:3d}    -      0 {core:4d} {cpu}:{cpu}:{cpu}:0          yes {mhz}.2000 307.2000\n"
+        for cpu, core, mhz in rows
+    )
+    cpu, _, issues = probe_text(tmp_path, text)
+    assert (cpu.logical_cpus, cpu.physical_cores, cpu.sockets) == (8, 8, 1)
+    assert (cpu.threads_per_core, cpu.smt_enabled) == (1, False)
+    kinds = {c.cpu: c.kind for c in cpu.topology}
+    assert (kinds[0], kinds[7]) == ("efficiency", "performance")
+    assert not [i for i in issues if "row" in i]

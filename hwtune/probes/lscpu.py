@@ -41,7 +41,7 @@ MAX_DIGITS = 18
 
 
 class LscpuRow(NamedTuple):
-    """One `lscpu -p` row; None where the column is absent or empty (offline CPUs)."""
+    """One `lscpu -p` or `-e` row; None where the column is absent, empty or "-" (offline)."""
 
     cpu: int
     core: int | None = None
@@ -49,6 +49,13 @@ class LscpuRow(NamedTuple):
     node: int | None = None
     max_mhz: float | None = None
     online: bool | None = None
+    l1d: int | None = None  # the L1d cache id: SMT siblings share theirs
+
+    def core_key(self) -> tuple[int | None, int | None, int | None]:
+        """What tells this CPU's core apart. lscpu's logical Core ids restart for each core
+        type (util-linux's A510/A710/A715/X3 dump repeats Core 0 on CPUs 0, 3, 5, 7); CPUs with
+        their own L1d are never threads of one core, so the L1d id is part of the key."""
+        return (self.socket, self.core, self.l1d)
 
 
 class LscpuFacts(NamedTuple):
@@ -188,6 +195,7 @@ def _rows(
 
     core, socket, node = at("core"), at("socket"), at("node")
     maxmhz, online = at("maxmhz"), at("online")
+    l1d, caches = at("l1d"), max(at("l1d:l1i:l2:l3"), at("l1d:l1i:l2"))
     rows = []
     for number, cells in raw_rows:
         cpu = _cell_int(cells, 0)
@@ -210,9 +218,17 @@ def _rows(
                 node=_cell_int(cells, node),
                 max_mhz=mhz,
                 online={"Y": True, "YES": True, "N": False, "NO": False}.get(state),
+                l1d=_cell_int(cells, l1d) if l1d >= 0 else _first_id(cells, caches),
             )
         )
     return rows
+
+
+def _first_id(cells: list[str], column: int) -> int | None:
+    """The L1d id of an `lscpu -e` cache cell ("12:12:6:0")."""
+    if column < 0 or column >= len(cells):
+        return None
+    return _cell_int([cells[column].partition(":")[0]], 0)
 
 
 def _facts(
@@ -300,9 +316,7 @@ def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog) -> Topology | None:
         return _typed_topology(lscpu, topo, issues)
     if rows and {r.cpu for r in rows} >= set(topo.online):
         topo.basis = "lscpu rows (-p/-e): sockets from the Socket column"
-        return topo.count(
-            {r.cpu: (r.socket, (r.socket, r.core)) for r in rows if r.cpu in topo.online}
-        )
+        return topo.count({r.cpu: (r.socket, r.core_key()) for r in rows if r.cpu in topo.online})
     topo.basis = "lscpu summary: Socket(s) x Core(s) per socket"
     threads = lscpu.number("Thread(s) per core")
     per_socket = lscpu.number("Core(s) per socket") or lscpu.number("Core(s) per cluster")
@@ -355,9 +369,9 @@ def _typed_topology(lscpu: LscpuFacts, topo: Topology, issues: IssueLog) -> Topo
     topo.basis = f"lscpu summary: {len(lscpu.types)} core types ({names}) on one socket"
     online = set(topo.online)
     for rows in lscpu.sections:
-        groups = {(r.socket, r.core) for r in rows if r.cpu in online}
+        groups = {r.core_key() for r in rows if r.cpu in online}
         if cores and len(groups) == cores and {r.cpu for r in rows} >= online:
-            topo.count({r.cpu: (0, (r.socket, r.core)) for r in rows if r.cpu in online})
+            topo.count({r.cpu: (0, r.core_key()) for r in rows if r.cpu in online})
             topo.basis += "; cores grouped by a -p/-e section"
             break
     topo.sockets, topo.cores = 1, cores
