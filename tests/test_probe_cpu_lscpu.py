@@ -176,3 +176,24 @@ def test_lscpu_e_alone_on_a_phone_does_not_fold_core_types(tmp_path: Path) -> No
     kinds = {c.cpu: c.kind for c in cpu.topology}
     assert (kinds[0], kinds[7]) == ("efficiency", "performance")
     assert not [i for i in issues if "row" in i]
+
+
+def test_old_and_s390_socket_lines(tmp_path: Path) -> None:
+    # util-linux's ia64-pg0 expected output (old lscpu) and s390-lpar's book layout.
+    old = "CPU(s):                16\nThread(s) per core:    1\nCore(s) per socket:    2\n"
+    cpu, _, _ = probe_text(tmp_path, old + "CPU socket(s):         8\n")
+    assert (cpu.sockets, cpu.physical_cores, cpu.threads_per_core) == (8, 16, 1)
+    s390 = (
+        "CPU(s):                48\nOn-line CPU(s) list:   0-47\nThread(s) per core:    2\n"
+        "Core(s) per socket:    4\nSocket(s) per book:    3\nBook(s):               2\n"
+    )
+    cpu, _, _ = probe_text(tmp_path, s390)
+    assert (cpu.sockets, cpu.physical_cores, cpu.threads_per_core) == (6, 24, 2)
+    # lscpu-s390-lpar: 24 virtual sockets of 4 cores for 20 CPUs is no count of this machine.
+    lpar = (
+        "CPU(s):                20\nOn-line CPU(s) list:   1-5,8-19\nThread(s) per core:    1\n"
+        "Core(s) per socket:    4\nSocket(s) per book:    6\nBook(s):               4\n"
+    )
+    cpu, _, issues = probe_text(tmp_path, lpar)
+    assert (cpu.sockets, cpu.physical_cores, cpu.logical_cpus) == (None, None, 20)
+    assert any("exceed the 20 CPUs" in i for i in issues)

@@ -320,10 +320,20 @@ def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog) -> Topology | None:
     topo.basis = "lscpu summary: Socket(s) x Core(s) per socket"
     threads = lscpu.number("Thread(s) per core")
     per_socket = lscpu.number("Core(s) per socket") or lscpu.number("Core(s) per cluster")
-    sockets = lscpu.number("Socket(s)") or _s390_sockets(lscpu)
+    # util-linux < 2.19 printed "CPU socket(s)" (its ia64-pg0 expected output).
+    sockets = lscpu.number("Socket(s)") or lscpu.number("CPU socket(s)") or _s390_sockets(lscpu)
     units = sockets or lscpu.number("Cluster(s)")
     topo.sockets = sockets
     topo.cores = per_socket * units if per_socket and units else None
+    if topo.logical and (topo.cores or 0) > topo.logical:
+        # s390 and some hypervisors print a virtual layout larger than the machine.
+        issues.add(
+            PROBE,
+            f"{sockets or units} socket(s) of {per_socket} cores exceed the {topo.logical} CPUs: "
+            "sockets and cores unknown",
+            path="lscpu.txt",
+        )
+        topo.sockets = topo.cores = None
     topo.smt = threads > 1 if threads else None
     if threads and topo.cores and threads * topo.cores == len(topo.online):
         topo.threads_per_core = threads
