@@ -2,13 +2,17 @@
 
 Identity (vendor, model, flags) comes from /proc/cpuinfo, else from lscpu. Topology comes from the
 best source present, in this order:
-1. sysfs `cpuN/topology` (the kernel's own grouping of SMT siblings into cores and packages);
-2. `lscpu -p` rows (CPU, Core, Socket, Node), else lscpu's summary lines;
+1. sysfs `cpuN/topology` (the kernel's own grouping of SMT siblings into cores and packages;
+   the package masks where package ids are -1; Arm/RISC-V cluster ids joined into sockets,
+   probes/clusters.py);
+2. `lscpu -p`/`-e` rows (CPU, Core, Socket, Node), else lscpu's summary lines (summed over
+   the "Model name" blocks of a part with several core types);
 3. /proc/cpuinfo `physical id` / `core id`, trusted only when the file is self-consistent;
-4. per-package figures (cpuinfo `siblings` / `cpu cores`, the core design in the
+4. per-package figures (cpuinfo `siblings` / `cpu cores`, a single-threaded core design in the
    microarchitecture table) for threads per core alone.
-Each time a source is missing or partial an issue says so. Counts are never extrapolated from a
-fragment: a cpuinfo holding processor 143 alone gives null counts, not 1.
+Each time a source is missing or partial an issue says so; `topology_basis` names the source
+that decided. Counts are never extrapolated from a fragment: a cpuinfo holding processor 143
+alone gives null counts, not 1.
 """
 
 from __future__ import annotations
