@@ -197,3 +197,26 @@ def test_old_and_s390_socket_lines(tmp_path: Path) -> None:
     cpu, _, issues = probe_text(tmp_path, lpar)
     assert (cpu.sockets, cpu.physical_cores, cpu.logical_cpus) == (None, None, 20)
     assert any("exceed the 20 CPUs" in i for i in issues)
+
+
+def test_older_lscpu_on_a_phone_kernel_joins_cluster_sockets(tmp_path: Path) -> None:
+    # util-linux < 2.37 had no per-type blocks: on a kernel that numbers clusters as packages
+    # its -p rows carry Socket 0,0,0,1,1,1,1,2 (the A510/A710/A715/X3 dump's `-p -y` ids),
+    # while the L3 column shows one L3 for all eight CPUs.
+    rows = "".join(
+        f"{cpu},{cpu},{socket},,,{cpu},{cpu},{cpu},0\n"
+        for cpu, socket in enumerate([0, 0, 0, 1, 1, 1, 1, 2])
+    )
+    text = (
+        "Architecture:        aarch64\nCPU(s):              8\nOn-line CPU(s) list: 0-7\n"
+        "Thread(s) per core:  1\nCore(s) per socket:  3\nSocket(s):           3\n"
+        "Vendor ID:           ARM\nModel name:          Cortex-A510\n\n"
+        "# CPU,Core,Socket,Node,,L1d,L1i,L2,L3\n" + rows
+    )
+    cpu, numa, _ = probe_text(tmp_path, text)
+    assert (cpu.physical_cores, cpu.sockets, cpu.threads_per_core) == (8, 1, 1)
+    assert "clusters of one SoC" in (cpu.topology_basis or "")
+    assert [n.cpus for n in numa] == [tuple(range(8))]
+    # The same rows on x86 are three sockets: only arm64 and riscv64 kernels number clusters.
+    cpu, _, _ = probe_text(tmp_path, text.replace("aarch64", "x86_64").replace("ARM", "Intel"))
+    assert cpu.sockets == 3

@@ -14,15 +14,18 @@ CPU's package id to its cluster's index in `cpu-map`; phone and laptop kernels (
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
 
 from hwtune.models.cpulist import format_cpulist
 
+Core = TypeVar("Core", bound=Hashable)
+
 
 def merge_clusters(
-    places: Mapping[int, tuple[int | None, int]],
+    places: Mapping[int, tuple[int | None, Core]],
     spans: Sequence[Sequence[int]],
     types: Mapping[int, Hashable],
-) -> tuple[dict[int, tuple[int | None, int]], str]:
+) -> tuple[dict[int, tuple[int | None, Core]], str]:
     """`places` with cluster "packages" joined into sockets, and a note saying why ("" if none)."""
     packages: dict[int, set[int]] = {}
     package_of: dict[int, int] = {}
@@ -62,7 +65,7 @@ def merge_clusters(
     if len(joined) == len(packages):
         return dict(places), ""
     number = {group: index for index, group in enumerate(sorted(joined))}
-    merged: dict[int, tuple[int | None, int]] = {
+    merged: dict[int, tuple[int | None, Core]] = {
         cpu: (number[root(package_of[cpu])], core) for cpu, (_, core) in places.items()
     }
     note = (

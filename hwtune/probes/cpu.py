@@ -213,10 +213,9 @@ def _topology(
         parts = {
             r.processor: r.arm_part for r in records if r.processor is not None and r.arm_part
         }
-        soc = arch in ("aarch64", "riscv64")
-        topo = sysfs_topology(sysfs, issues, soc=soc, parts=parts)
+        topo = sysfs_topology(sysfs, issues, soc=arch in ("aarch64", "riscv64"), parts=parts)
     if topo is None and lscpu is not None:
-        topo = lscpu_topology(lscpu, issues)
+        topo = lscpu_topology(lscpu, issues, soc=arch in ("aarch64", "riscv64"))
     if topo is None and cpuinfo is not None:
         topo = cpuinfo_topology(cpuinfo, issues)
     topo = topo or Topology()

@@ -17,19 +17,24 @@ from __future__ import annotations
 
 import json
 import re
-from typing import NamedTuple
 
 from hwtune.models.cpulist import MAX_CPU, CpuListError, parse_cpulist
 from hwtune.models.digits import is_ascii_digits
+from hwtune.probes.clusters import merge_clusters
 from hwtune.probes.cpuinfo import PROBE, ParseProblem, Topology
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.lscpu_counts import rows_cache_spans, s390_sockets, typed_topology
 from hwtune.probes.lscpu_forms import (
-    LscpuCache,
+    MAX_DIGITS,
+    LscpuFacts,
+    LscpuRow,
     caches_from_fields,
     extended_cells,
     extended_header,
     strip_transcript,
 )
+
+__all__ = ["LscpuFacts", "LscpuRow", "lscpu_topology", "parse_lscpu"]
 
 _KEY = re.compile(r"^(\s*)([^:]+?):(\s*)(.*)$")
 # Digit counts are bounded: int() refuses strings over 4300 digits with a bare ValueError, and
@@ -37,43 +42,6 @@ _KEY = re.compile(r"^(\s*)([^:]+?):(\s*)(.*)$")
 # matches Arabic-Indic and other Unicode digits, which lscpu never prints
 # (hwtune/models/digits.py).
 _NUMA_KEY = re.compile(r"^NUMA node(\d{1,9}) CPU\(s\)$", re.ASCII)
-MAX_DIGITS = 18
-
-
-class LscpuRow(NamedTuple):
-    """One `lscpu -p` or `-e` row; None where the column is absent, empty or "-" (offline)."""
-
-    cpu: int
-    core: int | None = None
-    socket: int | None = None
-    node: int | None = None
-    max_mhz: float | None = None
-    online: bool | None = None
-    l1d: int | None = None  # the L1d cache id: SMT siblings share theirs
-
-    def core_key(self) -> tuple[int | None, int | None, int | None]:
-        """What tells this CPU's core apart. lscpu's logical Core ids restart for each core
-        type (util-linux's A510/A710/A715/X3 dump repeats Core 0 on CPUs 0, 3, 5, 7); CPUs with
-        their own L1d are never threads of one core, so the L1d id is part of the key."""
-        return (self.socket, self.core, self.l1d)
-
-
-class LscpuFacts(NamedTuple):
-    fields: dict[str, str]  # summary key (no colon) -> value
-    flags: tuple[str, ...]
-    numa: dict[int, tuple[int, ...]]
-    rows: tuple[LscpuRow, ...]  # from the first -p section with CPU and Core columns
-    max_mhz: dict[int, float]  # from any -p section with MAXMHZ
-    caches: tuple[LscpuCache, ...]
-    problems: tuple[ParseProblem, ...]
-    # One dict per "Model name" block: lscpu prints one per core type (Arm big.LITTLE).
-    types: tuple[dict[str, str], ...] = ()
-    sections: tuple[tuple[LscpuRow, ...], ...] = ()  # every -p/-e section with a Core column
-
-    def number(self, key: str) -> int | None:
-        """An integer summary value; None when absent or not a number ("-")."""
-        value = self.fields.get(key, "").strip()
-        return int(value) if is_ascii_digits(value) and len(value) <= MAX_DIGITS else None
 
 
 def parse_lscpu(text: str) -> LscpuFacts:
@@ -196,6 +164,7 @@ def _rows(
     core, socket, node = at("core"), at("socket"), at("node")
     maxmhz, online = at("maxmhz"), at("online")
     l1d, caches = at("l1d"), max(at("l1d:l1i:l2:l3"), at("l1d:l1i:l2"))
+    llc = max(at("l3"), at("l2"))  # the L3 column follows the L2 one
     rows = []
     for number, cells in raw_rows:
         cpu = _cell_int(cells, 0)
@@ -218,17 +187,18 @@ def _rows(
                 node=_cell_int(cells, node),
                 max_mhz=mhz,
                 online={"Y": True, "YES": True, "N": False, "NO": False}.get(state),
-                l1d=_cell_int(cells, l1d) if l1d >= 0 else _first_id(cells, caches),
+                l1d=_cell_int(cells, l1d) if l1d >= 0 else _cache_id(cells, caches, 0),
+                llc=_cell_int(cells, llc) if llc >= 0 else _cache_id(cells, caches, -1),
             )
         )
     return rows
 
 
-def _first_id(cells: list[str], column: int) -> int | None:
-    """The L1d id of an `lscpu -e` cache cell ("12:12:6:0")."""
+def _cache_id(cells: list[str], column: int, which: int) -> int | None:
+    """One id of an `lscpu -e` cache cell ("12:12:6:0"): 0 the L1d, -1 the last level."""
     if column < 0 or column >= len(cells):
         return None
-    return _cell_int([cells[column].partition(":")[0]], 0)
+    return _cell_int([cells[column].split(":")[which]], 0)
 
 
 def _facts(
@@ -287,8 +257,9 @@ def _parse_json(text: str) -> LscpuFacts:
     return _facts(fields, {}, [], [])
 
 
-def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog) -> Topology | None:
-    """Topology from `lscpu -p` rows when they cover every online CPU, else from the summary.
+def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog, *, soc: bool = False) -> Topology | None:
+    """Topology from `lscpu -p`/`-e` rows when they cover every online CPU, else the summary;
+    `soc` (arm64, riscv64): socket ids that are clusters are joined (probes/clusters.py).
 
     The summary's Socket(s) x Core(s) per socket is the core count lscpu itself computed; its
     Thread(s) per core is kept only when it multiplies out to the online CPUs (on hybrid parts it
@@ -313,15 +284,21 @@ def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog) -> Topology | None:
         return None
     topo = Topology(logical or len(online), online or tuple(range(logical or 0)))
     if lscpu.types:
-        return _typed_topology(lscpu, topo, issues)
+        return typed_topology(lscpu, topo, issues)
     if rows and {r.cpu for r in rows} >= set(topo.online):
         topo.basis = "lscpu rows (-p/-e): sockets from the Socket column"
-        return topo.count({r.cpu: (r.socket, r.core_key()) for r in rows if r.cpu in topo.online})
+        topo.count({r.cpu: (r.socket, r.core_key()) for r in rows if r.cpu in topo.online})
+        if soc:  # an older lscpu on a pre-6.3 SoC kernel prints each cluster as a socket
+            places, note = merge_clusters(topo.places, rows_cache_spans(lscpu), lscpu.max_mhz)
+            if note:
+                topo.count(places)
+                topo.basis += f"; {note}"
+        return topo
     topo.basis = "lscpu summary: Socket(s) x Core(s) per socket"
     threads = lscpu.number("Thread(s) per core")
     per_socket = lscpu.number("Core(s) per socket") or lscpu.number("Core(s) per cluster")
     # util-linux < 2.19 printed "CPU socket(s)" (its ia64-pg0 expected output).
-    sockets = lscpu.number("Socket(s)") or lscpu.number("CPU socket(s)") or _s390_sockets(lscpu)
+    sockets = lscpu.number("Socket(s)") or lscpu.number("CPU socket(s)") or s390_sockets(lscpu)
     units = sockets or lscpu.number("Cluster(s)")
     topo.sockets = sockets
     topo.cores = per_socket * units if per_socket and units else None
@@ -342,59 +319,6 @@ def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog) -> Topology | None:
             PROBE,
             f"{threads} thread(s) per core but {len(topo.online)} online CPUs on "
             f"{topo.cores} cores: threads per core are not uniform",
-            path="lscpu.txt",
-        )
-    return topo
-
-
-def _s390_sockets(lscpu: LscpuFacts) -> int | None:
-    """s390 prints "Socket(s) per book" and "Book(s)", or "Book(s) per drawer" and "Drawer(s)"."""
-    per_book = lscpu.number("Socket(s) per book")
-    per_drawer, drawers = lscpu.number("Book(s) per drawer"), lscpu.number("Drawer(s)")
-    books = per_drawer * drawers if per_drawer and drawers else lscpu.number("Book(s)")
-    return per_book * books if per_book and books else None
-
-
-def _block_number(block: dict[str, str], *keys: str) -> int | None:
-    for key in keys:
-        value = block.get(key, "").strip()
-        if is_ascii_digits(value) and len(value) <= MAX_DIGITS:
-            return int(value)
-    return None
-
-
-def _typed_topology(lscpu: LscpuFacts, topo: Topology, issues: IssueLog) -> Topology:
-    """Several "Model name" blocks: lscpu counted each core type apart (lscpu-cputype.c), so
-    the cores are their sum. No multi-socket machine mixes core types, so they share a socket;
-    lscpu's logical Core ids restart in each type, so a row section is used for the per-CPU
-    grouping only when its (Socket, Core) pairs count exactly the summed cores."""
-    cores: int | None = 0
-    threads = set()
-    for block in lscpu.types:
-        per = _block_number(block, "Core(s) per socket", "Core(s) per cluster")
-        units = _block_number(block, "Socket(s)", "Cluster(s)")
-        threads.add(_block_number(block, "Thread(s) per core"))
-        cores = cores + per * units if cores is not None and per and units else None
-    names = ", ".join(block.get("Model name", "?") for block in lscpu.types)
-    topo.basis = f"lscpu summary: {len(lscpu.types)} core types ({names}) on one socket"
-    online = set(topo.online)
-    for rows in lscpu.sections:
-        groups = {r.core_key() for r in rows if r.cpu in online}
-        if cores and len(groups) == cores and {r.cpu for r in rows} >= online:
-            topo.count({r.cpu: (0, r.core_key()) for r in rows if r.cpu in online})
-            topo.basis += "; cores grouped by a -p/-e section"
-            break
-    topo.sockets, topo.cores = 1, cores
-    thread = next(iter(threads)) if len(threads) == 1 else None
-    if thread and cores and thread * cores == len(topo.online):
-        topo.threads_per_core, topo.smt = thread, thread > 1
-    elif not topo.places:
-        topo.threads_per_core = None
-        issues.add(
-            PROBE,
-            f"{len(lscpu.types)} core types whose threads per core "
-            f"({', '.join(str(t) for t in sorted(threads, key=str))}) do not multiply out to "
-            f"{len(topo.online)} online CPUs: threads per core unknown",
             path="lscpu.txt",
         )
     return topo

@@ -1,4 +1,5 @@
-"""The shapes saved `lscpu` output comes in besides the plain summary, and its cache lines.
+"""The shapes saved `lscpu` output comes in besides the plain summary, what parsing it gives
+(`LscpuFacts`, `LscpuRow`), and its cache lines.
 
 - Shell transcripts: prompts ("user@host:~$ lscpu -e", "[root@h ~]# lscpu", "$ lscpu") and the
   output of other commands are blanked, keeping line numbers, so only what lscpu printed (or a
@@ -13,6 +14,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from hwtune.models.digits import is_ascii_digits
+from hwtune.probes.cpuinfo import ParseProblem
+
 # A prompt someone's shell printed: "(venv) user@host:~/dir$ ", "[root@host ~]# ", "host% ", or
 # a bare "$ ". A bare "# " also starts lscpu's own `-p` comments, so it counts only before a
 # command that names lscpu or a usual companion.
@@ -26,6 +30,7 @@ _SIZE = re.compile(
     r"^(\d{1,18}(?:\.\d{1,18})?)\s*([KMGT]?)(i?B)?\s*(?:\((\d{1,18}) instances?\))?$",
     re.ASCII,
 )
+MAX_DIGITS = 18  # no count or id lscpu prints comes near; int() refuses over 4300 digits
 _E_COLUMNS = {
     "CPU", "BOOK", "DRAWER", "NODE", "SOCKET", "CLUSTER", "CORE", "L1d:L1i:L2:L3", "L1d:L1i:L2",
     "POLARIZATION", "ADDRESS", "CONFIGURED", "ONLINE", "MHZ", "SCALMHZ%", "MAXMHZ", "MINMHZ",
@@ -108,3 +113,40 @@ def caches_from_fields(fields: dict[str, str]) -> tuple[LscpuCache, ...]:
             per = total  # util-linux < 2.34 printed one instance: "32K"
         caches.append(LscpuCache(name=name, size_bytes=per, instances=instances))
     return tuple(caches)
+
+
+class LscpuRow(NamedTuple):
+    """One `lscpu -p` or `-e` row; None where the column is absent, empty or "-" (offline)."""
+
+    cpu: int
+    core: int | None = None
+    socket: int | None = None
+    node: int | None = None
+    max_mhz: float | None = None
+    online: bool | None = None
+    l1d: int | None = None  # the L1d cache id: SMT siblings share theirs
+    llc: int | None = None  # the id of the last cache column (L3, else L2)
+
+    def core_key(self) -> tuple[int | None, int | None, int | None]:
+        """What tells this CPU's core apart. lscpu's logical Core ids restart for each core
+        type (util-linux's A510/A710/A715/X3 dump repeats Core 0 on CPUs 0, 3, 5, 7); CPUs with
+        their own L1d are never threads of one core, so the L1d id is part of the key."""
+        return (self.socket, self.core, self.l1d)
+
+
+class LscpuFacts(NamedTuple):
+    fields: dict[str, str]  # summary key (no colon) -> value
+    flags: tuple[str, ...]
+    numa: dict[int, tuple[int, ...]]
+    rows: tuple[LscpuRow, ...]  # from the first -p section with CPU and Core columns
+    max_mhz: dict[int, float]  # from any -p section with MAXMHZ
+    caches: tuple[LscpuCache, ...]
+    problems: tuple[ParseProblem, ...]
+    # One dict per "Model name" block: lscpu prints one per core type (Arm big.LITTLE).
+    types: tuple[dict[str, str], ...] = ()
+    sections: tuple[tuple[LscpuRow, ...], ...] = ()  # every -p/-e section with a Core column
+
+    def number(self, key: str) -> int | None:
+        """An integer summary value; None when absent or not a number ("-")."""
+        value = self.fields.get(key, "").strip()
+        return int(value) if is_ascii_digits(value) and len(value) <= MAX_DIGITS else None
