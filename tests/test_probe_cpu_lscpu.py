@@ -220,3 +220,26 @@ def test_older_lscpu_on_a_phone_kernel_joins_cluster_sockets(tmp_path: Path) -> 
     # The same rows on x86 are three sockets: only arm64 and riscv64 kernels number clusters.
     cpu, _, _ = probe_text(tmp_path, text.replace("aarch64", "x86_64").replace("ARM", "Intel"))
     assert cpu.sockets == 3
+
+
+def test_power7_lpar_keeps_its_memory_only_node(tmp_path: Path) -> None:
+    cpu, numa, issues = capture(tmp_path, "utillinux-ppc64-POWER7-64cpu.lscpu")
+    assert (cpu.logical_cpus, cpu.physical_cores, cpu.sockets, cpu.threads_per_core) == (
+        64,
+        16,
+        16,
+        4,
+    )
+    # "NUMA node1 CPU(s):" is empty: a node with memory and no CPUs, as lscpu counts 2 nodes.
+    assert [(n.id, len(n.cpus), n.cpus_known) for n in numa] == [(0, 64, True), (1, 0, True)]
+    assert not [i for i in issues if i.startswith("numa")]
+
+
+def test_numa_count_without_lists_gives_nodes_of_unknown_cpus(tmp_path: Path) -> None:
+    text = (
+        "CPU(s):              16\nOn-line CPU(s) list: 0-15\nThread(s) per core:  2\n"
+        "Core(s) per socket:  8\nSocket(s):           1\nNUMA node(s):        2\n"
+    )
+    _, numa, issues = probe_text(tmp_path, text)
+    assert [(n.id, n.cpus, n.cpus_known) for n in numa] == [(0, (), False), (1, (), False)]
+    assert any("says 2 NUMA nodes but lists none of their CPUs" in i for i in issues)
