@@ -243,3 +243,10 @@ def test_numa_count_without_lists_gives_nodes_of_unknown_cpus(tmp_path: Path) ->
     _, numa, issues = probe_text(tmp_path, text)
     assert [(n.id, n.cpus, n.cpus_known) for n in numa] == [(0, (), False), (1, (), False)]
     assert any("says 2 NUMA nodes but lists none of their CPUs" in i for i in issues)
+
+
+def test_summary_after_a_parsable_section_is_read() -> None:
+    # `lscpu -p` pasted first, the summary after it (two commands' output in one file).
+    text = "# CPU,Core,Socket,Node\n0,0,0,0\n1,1,0,0\n\nCPU(s):              2\nSocket(s):    1\n"
+    facts = parse_lscpu(text)
+    assert facts.problems == () and facts.number("CPU(s)") == 2 and len(facts.rows) == 2

@@ -84,13 +84,11 @@ def parse_lscpu(text: str) -> LscpuFacts:
             else:
                 sections[-1][1].append((index + 1, cells))
             continue
-        if mode == "p":
-            if sections and is_ascii_digits(stripped[0]):
-                sections[-1][1].append((index + 1, stripped.split(",")))
-            else:
-                problems.append(
-                    ParseProblem(index + 1, f"not an 'lscpu -p' row: {stripped[:60]!r}")
-                )
+        if mode == "p" and sections and is_ascii_digits(stripped[0]):
+            sections[-1][1].append((index + 1, stripped.split(",")))
+            continue
+        if mode == "p" and not _KEY.match(line):
+            problems.append(ParseProblem(index + 1, f"not an 'lscpu -p' row: {stripped[:60]!r}"))
             continue
         mode = ""
         summary.add(index, line, problems)
