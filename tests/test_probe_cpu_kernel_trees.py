@@ -211,6 +211,14 @@ def test_package_cpus_list_when_physical_package_id_is_absent(tmp_path: Path) ->
     cpu, _, _ = probe(tmp_path)
     assert (cpu.physical_cores, cpu.sockets) == (8, 2)
     assert cpu.topology_basis == "sysfs: sockets from package_cpus_list"
+    for n in range(8):  # and with no package information at all: unknown, and said
+        for name in ("package_cpus_list", "core_siblings", "core_siblings_list"):
+            (tmp_path / f"{CPU}/cpu{n}/topology/{name}").unlink()
+    cpu, _, issues = probe(tmp_path)
+    assert (cpu.physical_cores, cpu.sockets) == (8, None)
+    assert any(
+        "no package mask (package_cpus, core_siblings): sockets unknown" in i for i in issues
+    )
 
 
 # --- clusters are not sockets ----------------------------------------------------------------

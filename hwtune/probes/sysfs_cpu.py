@@ -241,6 +241,13 @@ def sysfs_topology(
             path=f"{where}/online",
         )
     places = {cpu: sysfs.places[cpu] for cpu in online if cpu in sysfs.places}
+    if not sysfs.package_source:
+        issues.add(
+            PROBE,
+            "physical_package_id is -1 or absent and there is no package mask "
+            "(package_cpus, core_siblings): sockets unknown",
+            path=where,
+        )
     basis = f"sysfs: sockets from {sysfs.package_source or 'nothing (no package ids or masks)'}"
     if soc:
         types: Mapping[int, Hashable] = sysfs.capacity or sysfs.max_khz or parts or {}
