@@ -3,6 +3,7 @@ missing Flags lines (captures in tests/data/cpu, sources in its SOURCES.md)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -250,3 +251,28 @@ def test_summary_after_a_parsable_section_is_read() -> None:
     text = "# CPU,Core,Socket,Node\n0,0,0,0\n1,1,0,0\n\nCPU(s):              2\nSocket(s):    1\n"
     facts = parse_lscpu(text)
     assert facts.problems == () and facts.number("CPU(s)") == 2 and len(facts.rows) == 2
+
+
+def test_lscpu_json_with_two_core_types(tmp_path: Path) -> None:
+    def block(name: str, cores: int) -> dict[str, object]:
+        children = [
+            {"field": "Thread(s) per core:", "data": "1"},
+            {"field": "Core(s) per socket:", "data": str(cores)},
+            {"field": "Socket(s):", "data": "1"},
+        ]
+        return {"field": "Model name:", "data": name, "children": children}
+
+    data = {
+        "lscpu": [
+            {"field": "Architecture:", "data": "aarch64"},
+            {"field": "CPU(s):", "data": "8"},
+            {"field": "On-line CPU(s) list:", "data": "0-7"},
+            {
+                "field": "Vendor ID:",
+                "data": "ARM",
+                "children": [block("Cortex-A55", 4), block("Cortex-A76", 4)],
+            },
+        ]
+    }
+    cpu, _, _ = probe_text(tmp_path, json.dumps(data))
+    assert (cpu.physical_cores, cpu.sockets, cpu.threads_per_core) == (8, 1, 1)

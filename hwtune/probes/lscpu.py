@@ -240,19 +240,25 @@ def _parse_json(text: str) -> LscpuFacts:
     except json.JSONDecodeError as err:
         return _facts({}, {}, [], [ParseProblem(err.lineno, f"invalid JSON: {err.msg}")])
     fields: dict[str, str] = {}
+    types: list[dict[str, str]] = []  # one per "Model name", as in the text form
 
     def walk(items: object) -> None:
         if not isinstance(items, list):
             return
         for item in items:
             if isinstance(item, dict) and isinstance(item.get("field"), str):
-                fields[item["field"].strip().rstrip(":")] = str(item.get("data") or "")
+                key, value = item["field"].strip().rstrip(":"), str(item.get("data") or "")
+                if key == "Model name":
+                    types.append({})
+                if types:
+                    types[-1][key] = value
+                fields[key] = value
                 walk(item.get("children"))
 
     walk(data.get("lscpu") if isinstance(data, dict) else None)
     if not fields:
         return _facts({}, {}, [], [ParseProblem(1, "no 'lscpu' list of fields in the JSON")])
-    return _facts(fields, {}, [], [])
+    return _facts(fields, {}, [], [], types)
 
 
 def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog, *, soc: bool = False) -> Topology | None:
