@@ -331,3 +331,15 @@ def test_thunderx2_single_record_does_not_prove_smt4(tmp_path: Path) -> None:
     cpu, _, _ = probe(tmp_path)
     assert cpu.microarch == "thunderx2t99"
     assert cpu.threads_per_core is None and cpu.smt_enabled is None
+
+
+def test_node_without_sources_holds_no_cpu_when_every_cpu_is_elsewhere(tmp_path: Path) -> None:
+    numa_machine(tmp_path, {0: [0, 1, 2, 3]})
+    write(tmp_path, f"{NODE}/node0/cpulist", "0-3")
+    write(tmp_path, f"{NODE}/node1/meminfo", "Node 1 MemTotal:       1048576 kB")
+    _, numa, issues = probe(tmp_path)
+    assert [(n.id, n.cpus, n.cpus_known) for n in numa] == [
+        (0, (0, 1, 2, 3), True),
+        (1, (), True),
+    ]
+    assert not [i for i in issues if i.startswith("numa")]

@@ -6,8 +6,8 @@ Documentation/ABI/stable/sysfs-devices-node), each node from the first source it
 4. the `cpuM/nodeN` links the same code creates beside each CPU (one directory listing per CPU,
    so only read when a node has none of the above).
 A node none of these describe has unknown CPUs (None), never an empty list: a planner pinning to
-it would pin to nothing. A node with no links is taken as CPU-less only when the links place every
-CPU elsewhere.
+it would pin to nothing. A node none of them describe is taken as CPU-less only when every CPU
+directory is placed on another node.
 """
 
 from __future__ import annotations
@@ -65,12 +65,12 @@ def _from_cpu_links(
             linked.setdefault(node, []).append(cpu)
     placed = {cpu for members in cpus.values() for cpu in members or ()}
     placed.update(cpu for members in linked.values() for cpu in members)
-    complete = bool(linked) and placed >= set(every)
+    # A CPU belongs to exactly one node: once every CPU is placed, the rest hold memory only.
+    complete = bool(every) and placed >= set(every)
     for node, value in cpus.items():
         if value is not None:
             continue
         if node in linked:
             cpus[node], sources[node] = tuple(linked[node]), "cpuM/nodeN links"
         elif complete:
-            # Every CPU sits on another node: this one holds memory only.
-            cpus[node], sources[node] = (), "cpuM/nodeN links (none to this node)"
+            cpus[node], sources[node] = (), "every CPU is on another node"
