@@ -276,3 +276,17 @@ def test_lscpu_json_with_two_core_types(tmp_path: Path) -> None:
     }
     cpu, _, _ = probe_text(tmp_path, json.dumps(data))
     assert (cpu.physical_cores, cpu.sockets, cpu.threads_per_core) == (8, 1, 1)
+
+
+def test_core_types_with_different_threads_leave_threads_per_core_null(tmp_path: Path) -> None:
+    text = (
+        "CPU(s):              12\nOn-line CPU(s) list: 0-11\nVendor ID:           ARM\n"
+        + "".join(
+            f"Model name:          {name}\nThread(s) per core:  {threads}\n"
+            f"Core(s) per socket:  {cores}\nSocket(s):           1\n"
+            for name, threads, cores in (("Neoverse-X", 2, 4), ("Neoverse-Y", 1, 4))
+        )
+    )
+    cpu, _, issues = probe_text(tmp_path, text)
+    assert (cpu.physical_cores, cpu.sockets, cpu.threads_per_core) == (8, 1, None)
+    assert any("2 core types whose threads per core (1, 2)" in i for i in issues)
