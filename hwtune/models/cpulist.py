@@ -78,3 +78,22 @@ def format_cpulist(cpus: Iterable[int]) -> str:
         parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
         i = j + 1
     return ",".join(parts)
+
+
+def parse_cpumask(text: str) -> tuple[int, ...]:
+    """Parse the kernel's hex CPU mask ("ff", "00000000,000000f0") into sorted CPU numbers.
+
+    The format of `cpumap`, `thread_siblings`, `core_siblings`, `shared_cpu_map`: bitmap_string()
+    in lib/vsprintf.c prints 32-bit words in hex, most significant first, separated by commas;
+    the first word may be shorter. Older kernels (util-linux's ia64 dumps) print the same.
+    """
+    words = [word.strip() for word in text.strip().split(",")]
+    if len(words) * 32 > MAX_CPU:
+        raise CpuListError(f"CPU mask of {len(words)} words is beyond {MAX_CPU} CPUs")
+    cpus: list[int] = []
+    for index, word in enumerate(reversed(words)):
+        if not word or len(word) > 8 or any(c not in "0123456789abcdefABCDEF" for c in word):
+            raise CpuListError(f"{word[:12]!r} is not a 32-bit hex word in {text.strip()[:40]!r}")
+        value = int(word, 16)
+        cpus.extend(index * 32 + bit for bit in range(32) if value >> bit & 1)
+    return tuple(cpus)

@@ -78,6 +78,8 @@ class CpuInfo:
     smt_enabled: bool | None = None
     online_cpus: tuple[int, ...] = ()
     topology: tuple[LogicalCpu, ...] = ()
+    # Which source decided sockets and cores, e.g. "sysfs: sockets from core_siblings".
+    topology_basis: str | None = None
     core_types: tuple[CoreType, ...] = ()
     caches: tuple[Cache, ...] = ()
     hypervisor: str | None = None  # "KVM", "VMware"…; None on bare metal or unknown
@@ -89,6 +91,8 @@ class NumaNode:
     cpus: tuple[int, ...]
     memory_bytes: int | None = None
     distances: tuple[int, ...] = ()
+    # False when no source lists this node's CPUs: `cpus` is then empty but not "none".
+    cpus_known: bool = True
 
 
 @dataclass(frozen=True, slots=True)

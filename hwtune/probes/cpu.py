@@ -2,13 +2,17 @@
 
 Identity (vendor, model, flags) comes from /proc/cpuinfo, else from lscpu. Topology comes from the
 best source present, in this order:
-1. sysfs `cpuN/topology` (the kernel's own grouping of SMT siblings into cores and packages);
-2. `lscpu -p` rows (CPU, Core, Socket, Node), else lscpu's summary lines;
+1. sysfs `cpuN/topology` (the kernel's own grouping of SMT siblings into cores and packages;
+   the package masks where package ids are -1; Arm/RISC-V cluster ids joined into sockets,
+   probes/clusters.py);
+2. `lscpu -p`/`-e` rows (CPU, Core, Socket, Node), else lscpu's summary lines (summed over
+   the "Model name" blocks of a part with several core types);
 3. /proc/cpuinfo `physical id` / `core id`, trusted only when the file is self-consistent;
-4. per-package figures (cpuinfo `siblings` / `cpu cores`, the core design in the
+4. per-package figures (cpuinfo `siblings` / `cpu cores`, a single-threaded core design in the
    microarchitecture table) for threads per core alone.
-Each time a source is missing or partial an issue says so. Counts are never extrapolated from a
-fragment: a cpuinfo holding processor 143 alone gives null counts, not 1.
+Each time a source is missing or partial an issue says so; `topology_basis` names the source
+that decided. Counts are never extrapolated from a fragment: a cpuinfo holding processor 143
+alone gives null counts, not 1.
 """
 
 from __future__ import annotations
@@ -32,12 +36,8 @@ from hwtune.probes.cpuinfo import (
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.lscpu import LscpuFacts, lscpu_topology, parse_lscpu
 from hwtune.probes.microarch import CpuIdentity, arm_implementer_code, arm_vendor_name, identify
-from hwtune.probes.sysfs_cpu import (
-    SysfsCpuFacts,
-    read_node_cpulists,
-    read_sysfs_cpu,
-    sysfs_topology,
-)
+from hwtune.probes.sysfs_cpu import SysfsCpuFacts, read_sysfs_cpu, sysfs_topology
+from hwtune.probes.sysfs_nodes import read_node_cpus
 
 _MACHINES: dict[str, Arch] = {
     "x86_64": "x86_64",
@@ -88,22 +88,32 @@ def probe_cpu(root: Path, issues: IssueLog) -> CpuInfo:
         issues.add(PROBE, "no CPU source: no proc/cpuinfo, sys/devices/system/cpu or lscpu.txt")
         return CpuInfo(arch=arch)
     info = _identity(arch, cpuinfo, lscpu)
-    topo = _topology(root, cpuinfo, lscpu, sysfs, issues)
+    topo = _topology(root, arch, cpuinfo, lscpu, sysfs, issues)
     info = _with_microarch(info, cpuinfo, lscpu, issues)
+    if cpuinfo is None and lscpu is not None and "Flags" not in lscpu.fields:
+        # Without flags nothing proves what the CPU can execute: the model may tune, not target.
+        issues.add(
+            PROBE, "no Flags line and no /proc/cpuinfo: the CPU's flags are unknown", "lscpu.txt"
+        )
+        basis = f"{info.microarch_basis}; " if info.microarch_basis else ""
+        info = replace(info, microarch_basis=f"{basis}flags unknown (lscpu.txt has no Flags line)")
     kinds = _core_kinds(info, topo, sysfs, lscpu, issues)
     hybrid = len(set(kinds.values())) > 1
     numbered = _numbered(topo)
     threads = topo.threads_per_core
-    if threads is None and not hybrid and topo.places == {}:
-        threads = info.threads_per_core  # a fact of the core design, from the table
+    if threads is None and not hybrid and topo.places == {} and info.threads_per_core == 1:
+        # A single-threaded core design is a fact; SMT2/4 is not (ThunderX2's firmware may
+        # switch it off), so a wider design is never taken without the topology saying so.
+        threads = 1
     return replace(
         info,
         sockets=topo.sockets,
         physical_cores=topo.cores,
         logical_cpus=topo.logical,
-        threads_per_core=None if hybrid else threads,
+        threads_per_core=threads,
         smt_enabled=topo.smt if topo.smt is not None else (threads > 1 if threads else None),
         online_cpus=topo.online,
+        topology_basis=topo.basis or None,
         topology=tuple(
             LogicalCpu(
                 cpu=cpu,
@@ -191,22 +201,27 @@ def _identity(arch: Arch, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None
 
 def _topology(
     root: Path,
+    arch: Arch,
     cpuinfo: CpuinfoFacts | None,
     lscpu: LscpuFacts | None,
     sysfs: SysfsCpuFacts | None,
     issues: IssueLog,
 ) -> Topology:
-    topo = sysfs_topology(sysfs, issues) if sysfs else None
+    topo = None
+    if sysfs:
+        records = cpuinfo.processors if cpuinfo else ()
+        parts = {
+            r.processor: r.arm_part for r in records if r.processor is not None and r.arm_part
+        }
+        topo = sysfs_topology(sysfs, issues, soc=arch in ("aarch64", "riscv64"), parts=parts)
     if topo is None and lscpu is not None:
-        topo = lscpu_topology(lscpu, issues)
+        topo = lscpu_topology(lscpu, issues, soc=arch in ("aarch64", "riscv64"))
     if topo is None and cpuinfo is not None:
         topo = cpuinfo_topology(cpuinfo, issues)
     topo = topo or Topology()
-    nodes = read_node_cpulists(root)
+    nodes = read_node_cpus(root)
     if nodes is not None:
-        topo.nodes = {cpu: node for node, cpus in nodes[0].items() for cpu in cpus}
-        for problem in nodes[1]:
-            issues.add("numa", problem.reason, path=problem.path)
+        topo.nodes = nodes.by_cpu()  # numa.probe_numa reports the problems
     elif lscpu is not None:
         topo.nodes = {cpu: node for node, cpus in lscpu.numa.items() for cpu in cpus}
         topo.nodes.update({r.cpu: r.node for r in lscpu.rows if r.node is not None})

@@ -1,13 +1,15 @@
-"""Saved `lscpu` output (`DIR/lscpu.txt`): the summary, and any `lscpu -p` sections after it.
+"""Saved `lscpu` output (`DIR/lscpu.txt`): the summary, `lscpu -p` sections, `lscpu -e` tables.
 
 Handles what util-linux prints and what people save:
 - the classic flat summary and the tree layout of util-linux >= 2.37 (indented child keys);
-- values hard-wrapped at a fixed column (a pasted terminal capture): a continuation line is
-  indented at least to the column where the value starts, and exactly that indent is removed
-  before joining, so a flag split mid-token ("l" + "ahf_lm") comes back whole;
+- values hard-wrapped at a fixed column (libsmartcols, util-linux >= 2.38 on a terminal): a
+  continuation line is indented at least to the column where the value starts, and exactly that
+  indent is removed before joining, so a flag split mid-token ("l" + "ahf_lm") comes back whole;
+  lines a terminal wrapped at its width (continuations at column 0) are joined the same way;
+- several "Model name" blocks, one per core type (Arm big.LITTLE/DynamIQ), kept apart in `types`;
 - `lscpu -p` sections ("# CPU,Core,Socket,Node,,L1d,L1i,L2,L3" then rows), several of them
-  concatenated, rows with missing columns ("16,10,0,0,,1,0");
-- `lscpu -J` JSON.
+  concatenated, rows with missing columns ("16,10,0,0,,1,0"), and `lscpu -e` tables;
+- `lscpu -J` JSON, and shell transcripts holding any of these (probes/lscpu_forms.py).
 Parsing is pure (`parse_lscpu`); problems carry their line numbers.
 """
 
@@ -15,12 +17,24 @@ from __future__ import annotations
 
 import json
 import re
-from typing import NamedTuple
 
 from hwtune.models.cpulist import MAX_CPU, CpuListError, parse_cpulist
 from hwtune.models.digits import is_ascii_digits
+from hwtune.probes.clusters import merge_clusters
 from hwtune.probes.cpuinfo import PROBE, ParseProblem, Topology
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.lscpu_counts import rows_cache_spans, s390_sockets, typed_topology
+from hwtune.probes.lscpu_forms import (
+    MAX_DIGITS,
+    LscpuFacts,
+    LscpuRow,
+    caches_from_fields,
+    extended_cells,
+    extended_header,
+    strip_transcript,
+)
+
+__all__ = ["LscpuFacts", "LscpuRow", "lscpu_topology", "parse_lscpu"]
 
 _KEY = re.compile(r"^(\s*)([^:]+?):(\s*)(.*)$")
 # Digit counts are bounded: int() refuses strings over 4300 digits with a bare ValueError, and
@@ -28,114 +42,108 @@ _KEY = re.compile(r"^(\s*)([^:]+?):(\s*)(.*)$")
 # matches Arabic-Indic and other Unicode digits, which lscpu never prints
 # (hwtune/models/digits.py).
 _NUMA_KEY = re.compile(r"^NUMA node(\d{1,9}) CPU\(s\)$", re.ASCII)
-_SIZE = re.compile(
-    r"^(\d{1,18}(?:\.\d{1,18})?)\s*([KMGT]?)(i?B)?\s*(?:\((\d{1,18}) instances?\))?$",
-    re.ASCII,
-)
-MAX_DIGITS = 18
-
-
-class LscpuRow(NamedTuple):
-    """One `lscpu -p` row; None where the column is absent or empty (offline CPUs)."""
-
-    cpu: int
-    core: int | None = None
-    socket: int | None = None
-    node: int | None = None
-    max_mhz: float | None = None
-    online: bool | None = None
-
-
-class LscpuCache(NamedTuple):
-    name: str  # "L1d", "L2"…
-    size_bytes: int | None  # per instance, when it can be told
-    instances: int | None
-
-
-class LscpuFacts(NamedTuple):
-    fields: dict[str, str]  # summary key (no colon) -> value
-    flags: tuple[str, ...]
-    numa: dict[int, tuple[int, ...]]
-    rows: tuple[LscpuRow, ...]  # from the first -p section with CPU and Core columns
-    max_mhz: dict[int, float]  # from any -p section with MAXMHZ
-    caches: tuple[LscpuCache, ...]
-    problems: tuple[ParseProblem, ...]
-
-    def number(self, key: str) -> int | None:
-        """An integer summary value; None when absent or not a number ("-")."""
-        value = self.fields.get(key, "").strip()
-        return int(value) if is_ascii_digits(value) and len(value) <= MAX_DIGITS else None
 
 
 def parse_lscpu(text: str) -> LscpuFacts:
-    """Parse saved `lscpu` output (text, with optional `-p` sections, or `lscpu -J`)."""
-    if text.lstrip().startswith("{"):
-        return _parse_json(text)
-    lines = text.split("\n")
+    """Parse saved `lscpu` output: summary, `-p` sections, `-e` tables, `-J`, or a transcript."""
+    lines = strip_transcript(text.split("\n"))
+    body = "\n".join(lines)
+    if body.lstrip().startswith("{"):
+        return _parse_json(body)
     problems: list[ParseProblem] = []
-    fields, key_lines, first_parsable = _summary(lines, problems)
-    sections = _parsable_sections(lines, first_parsable, problems)
-    return _facts(fields, key_lines, sections, problems)
-
-
-def _summary(
-    lines: list[str], problems: list[ParseProblem]
-) -> tuple[dict[str, str], dict[str, int], int]:
-    fields: dict[str, str] = {}
-    key_lines: dict[str, int] = {}
-    last_key: str | None = None
-    value_column = 0
+    summary = _Summary(lines)
+    sections: list[tuple[list[str], list[tuple[int, list[str]]]]] = []
+    mode = ""  # "p" inside a `-p` section, "e" inside an `-e` table, "" in the summary
     for index, raw in enumerate(lines):
         line = raw.rstrip("\r")
-        if line.startswith("#"):
-            return fields, key_lines, index
-        if not line.strip():
-            last_key = None
+        stripped = line.strip()
+        if not stripped:
+            summary.last_key = None
             continue
         if "\x00" in line or "\ufffd" in line:
             problems.append(ParseProblem(index + 1, "binary data, not text"))
-            last_key = None
+            summary.last_key = None
             continue
+        if stripped.startswith("#"):
+            names = [c.strip().lower() for c in stripped.lstrip("#").split(",")]
+            if len(names) > 1 and names[0] == "cpu":
+                mode = "p"
+                sections.append((names, []))
+            continue
+        header = extended_header(stripped)
+        if header is not None:
+            mode = "e"
+            sections.append((header, []))
+            continue
+        if mode == "e" and is_ascii_digits(stripped[0]):
+            cells = extended_cells(stripped, sections[-1][0])
+            if cells is None:
+                problems.append(
+                    ParseProblem(index + 1, f"not an 'lscpu -e' row: {stripped[:60]!r}")
+                )
+            else:
+                sections[-1][1].append((index + 1, cells))
+            continue
+        if mode == "p" and sections and is_ascii_digits(stripped[0]):
+            sections[-1][1].append((index + 1, stripped.split(",")))
+            continue
+        if mode == "p" and not _KEY.match(line):
+            problems.append(ParseProblem(index + 1, f"not an 'lscpu -p' row: {stripped[:60]!r}"))
+            continue
+        mode = ""
+        summary.add(index, line, problems)
+    return _facts(summary.fields, summary.key_lines, sections, problems, summary.types)
+
+
+class _Summary:
+    """The "Key: value" lines, their line numbers, and one dict per "Model name" block."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.fields: dict[str, str] = {}
+        self.key_lines: dict[str, int] = {}
+        self.types: list[dict[str, str]] = []
+        self.last_key: str | None = None
+        self.value_column = 0
+        self.lines = lines
+        # A terminal that wrapped long lines left them all this wide (see add()).
+        self.width = max((len(line.rstrip()) for line in lines), default=0)
+
+    def add(self, index: int, line: str, problems: list[ParseProblem]) -> None:
         indent = len(line) - len(line.lstrip(" "))
-        if last_key is not None and value_column and indent >= value_column:
-            fields[last_key] += line[value_column:]
-            continue
+        key = self.last_key
+        if key is not None and self.value_column and indent >= self.value_column:
+            # libsmartcols wrapped the value at its column, mid-token: remove exactly that indent.
+            self._extend(key, line[self.value_column :])
+            return
         match = _KEY.match(line)
         if match is None:
+            previous = self.lines[index - 1].rstrip() if index else ""
+            if key is not None and len(previous) >= 60:
+                # A terminal wrapped the line at its width, continuing at column 0.
+                # A full line was cut mid-token: join exactly (a leading space is content).
+                full = len(previous) == self.width
+                self._extend(key, line.rstrip() if full else " " + line.strip())
+                return
             got = line.strip()[:60]
             problems.append(ParseProblem(index + 1, f"expected 'Key: value', got {got!r}"))
-            last_key = None
-            continue
+            self.last_key = None
+            return
         key = match.group(2).strip()
-        fields[key] = match.group(4).rstrip()
-        key_lines[key] = index + 1
-        last_key = key
+        value = match.group(4).rstrip()
+        if key == "Model name":
+            self.types.append({})
+        if self.types:
+            self.types[-1][key] = value
+        self.fields[key] = value
+        self.key_lines[key] = index + 1
+        self.last_key = key
         # Where the value starts; an empty value (a tree section header) has no column.
-        value_column = match.start(4) if match.group(4) else 0
-    return fields, key_lines, len(lines)
+        self.value_column = match.start(4) if match.group(4) else 0
 
-
-def _parsable_sections(
-    lines: list[str], start: int, problems: list[ParseProblem]
-) -> list[tuple[list[str], list[tuple[int, list[str]]]]]:
-    """[(column names, [(line number, cells)])] for each `lscpu -p` section."""
-    sections: list[tuple[list[str], list[tuple[int, list[str]]]]] = []
-    columns: list[str] | None = None
-    for index in range(start, len(lines)):
-        line = lines[index].strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            names = [c.strip().lower() for c in line.lstrip("#").split(",")]
-            if len(names) > 1 and names[0] == "cpu":
-                columns = names
-                sections.append((columns, []))
-            continue
-        if columns is None or not is_ascii_digits(line[0]):
-            problems.append(ParseProblem(index + 1, f"not an 'lscpu -p' row: {line[:60]!r}"))
-            continue
-        sections[-1][1].append((index + 1, line.split(",")))
-    return sections
+    def _extend(self, key: str, text: str) -> None:
+        self.fields[key] += text
+        if self.types and key in self.types[-1]:
+            self.types[-1][key] += text
 
 
 def _cell_int(cells: list[str], column: int) -> int | None:
@@ -153,6 +161,8 @@ def _rows(
 
     core, socket, node = at("core"), at("socket"), at("node")
     maxmhz, online = at("maxmhz"), at("online")
+    l1d, caches = at("l1d"), max(at("l1d:l1i:l2:l3"), at("l1d:l1i:l2"))
+    llc = max(at("l3"), at("l2"))  # the L3 column follows the L2 one
     rows = []
     for number, cells in raw_rows:
         cpu = _cell_int(cells, 0)
@@ -160,7 +170,7 @@ def _rows(
             problems.append(ParseProblem(number, f"CPU column is not a number: {cells[0][:20]!r}"))
             continue
         mhz = None
-        if 0 <= maxmhz < len(cells) and cells[maxmhz].strip():
+        if 0 <= maxmhz < len(cells) and cells[maxmhz].strip() not in ("", "-"):
             try:
                 mhz = float(cells[maxmhz])
             except ValueError:
@@ -174,10 +184,19 @@ def _rows(
                 socket=_cell_int(cells, socket),
                 node=_cell_int(cells, node),
                 max_mhz=mhz,
-                online={"Y": True, "N": False}.get(state),
+                online={"Y": True, "YES": True, "N": False, "NO": False}.get(state),
+                l1d=_cell_int(cells, l1d) if l1d >= 0 else _cache_id(cells, caches, 0),
+                llc=_cell_int(cells, llc) if llc >= 0 else _cache_id(cells, caches, -1),
             )
         )
     return rows
+
+
+def _cache_id(cells: list[str], column: int, which: int) -> int | None:
+    """One id of an `lscpu -e` cache cell ("12:12:6:0"): 0 the L1d, -1 the last level."""
+    if column < 0 or column >= len(cells):
+        return None
+    return _cell_int([cells[column].split(":")[which]], 0)
 
 
 def _facts(
@@ -185,13 +204,14 @@ def _facts(
     key_lines: dict[str, int],
     sections: list[tuple[list[str], list[tuple[int, list[str]]]]],
     problems: list[ParseProblem],
+    types: list[dict[str, str]] | None = None,
 ) -> LscpuFacts:
-    topology: list[LscpuRow] = []
+    topology: list[tuple[LscpuRow, ...]] = []
     max_mhz: dict[int, float] = {}
     for columns, raw_rows in sections:
         rows = _rows(columns, raw_rows, problems)
-        if not topology and "core" in columns and rows:
-            topology = rows
+        if "core" in columns and rows:
+            topology.append(tuple(rows))
         max_mhz.update({r.cpu: r.max_mhz for r in rows if r.max_mhz is not None})
     numa: dict[int, tuple[int, ...]] = {}
     for key, value in fields.items():
@@ -205,36 +225,13 @@ def _facts(
         fields=fields,
         flags=tuple(sorted(set(fields.get("Flags", "").split()))),
         numa=numa,
-        rows=tuple(topology),
+        rows=topology[0] if topology else (),
         max_mhz=max_mhz,
-        caches=_caches(fields),
+        caches=caches_from_fields(fields),
         problems=tuple(problems),
+        types=tuple(types or ()) if len(types or ()) > 1 else (),
+        sections=tuple(topology),
     )
-
-
-def _caches(fields: dict[str, str]) -> tuple[LscpuCache, ...]:
-    caches = []
-    for name in ("L1d", "L1i", "L2", "L3", "L4"):
-        # "L1d cache: 32K" (classic layout) or "L1d: 4 MiB (64 instances)" under "Caches".
-        value = fields.get(f"{name} cache", fields.get(name))
-        if value is None:
-            continue
-        match = _SIZE.match(value.strip())
-        if match is None:
-            continue
-        number, unit, suffix, count = match.groups()
-        scale = 1024 ** "_KMGT".index(unit) if unit else 1
-        total = int(float(number) * scale)
-        instances = int(count) if count else None
-        if instances:
-            # "544 KiB (14 instances)" is a sum; only an even split is a per-instance size.
-            per = total // instances if total % instances == 0 else None
-        elif suffix:
-            per = None  # "4.1 MiB" with no count: a rounded sum of unknown instances
-        else:
-            per = total  # util-linux < 2.34 printed one instance: "32K"
-        caches.append(LscpuCache(name=name, size_bytes=per, instances=instances))
-    return tuple(caches)
 
 
 def _parse_json(text: str) -> LscpuFacts:
@@ -243,23 +240,30 @@ def _parse_json(text: str) -> LscpuFacts:
     except json.JSONDecodeError as err:
         return _facts({}, {}, [], [ParseProblem(err.lineno, f"invalid JSON: {err.msg}")])
     fields: dict[str, str] = {}
+    types: list[dict[str, str]] = []  # one per "Model name", as in the text form
 
     def walk(items: object) -> None:
         if not isinstance(items, list):
             return
         for item in items:
             if isinstance(item, dict) and isinstance(item.get("field"), str):
-                fields[item["field"].strip().rstrip(":")] = str(item.get("data") or "")
+                key, value = item["field"].strip().rstrip(":"), str(item.get("data") or "")
+                if key == "Model name":
+                    types.append({})
+                if types:
+                    types[-1][key] = value
+                fields[key] = value
                 walk(item.get("children"))
 
     walk(data.get("lscpu") if isinstance(data, dict) else None)
     if not fields:
         return _facts({}, {}, [], [ParseProblem(1, "no 'lscpu' list of fields in the JSON")])
-    return _facts(fields, {}, [], [])
+    return _facts(fields, {}, [], [], types)
 
 
-def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog) -> Topology | None:
-    """Topology from `lscpu -p` rows when they cover every online CPU, else from the summary.
+def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog, *, soc: bool = False) -> Topology | None:
+    """Topology from `lscpu -p`/`-e` rows when they cover every online CPU, else the summary;
+    `soc` (arm64, riscv64): socket ids that are clusters are joined (probes/clusters.py).
 
     The summary's Socket(s) x Core(s) per socket is the core count lscpu itself computed; its
     Thread(s) per core is kept only when it multiplies out to the online CPUs (on hybrid parts it
@@ -283,18 +287,34 @@ def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog) -> Topology | None:
         issues.add(PROBE, "no CPU(s) line and no on-line list: counts unknown", path="lscpu.txt")
         return None
     topo = Topology(logical or len(online), online or tuple(range(logical or 0)))
+    if lscpu.types:
+        return typed_topology(lscpu, topo, issues)
     if rows and {r.cpu for r in rows} >= set(topo.online):
-        topo.basis = "lscpu -p"
-        return topo.count(
-            {r.cpu: (r.socket, (r.socket, r.core)) for r in rows if r.cpu in topo.online}
-        )
-    topo.basis = "lscpu summary"
+        topo.basis = "lscpu rows (-p/-e): sockets from the Socket column"
+        topo.count({r.cpu: (r.socket, r.core_key()) for r in rows if r.cpu in topo.online})
+        if soc:  # an older lscpu on a pre-6.3 SoC kernel prints each cluster as a socket
+            places, note = merge_clusters(topo.places, rows_cache_spans(lscpu), lscpu.max_mhz)
+            if note:
+                topo.count(places)
+                topo.basis += f"; {note}"
+        return topo
+    topo.basis = "lscpu summary: Socket(s) x Core(s) per socket"
     threads = lscpu.number("Thread(s) per core")
     per_socket = lscpu.number("Core(s) per socket") or lscpu.number("Core(s) per cluster")
-    sockets = lscpu.number("Socket(s)")
+    # util-linux < 2.19 printed "CPU socket(s)" (its ia64-pg0 expected output).
+    sockets = lscpu.number("Socket(s)") or lscpu.number("CPU socket(s)") or s390_sockets(lscpu)
     units = sockets or lscpu.number("Cluster(s)")
     topo.sockets = sockets
     topo.cores = per_socket * units if per_socket and units else None
+    if topo.logical and (topo.cores or 0) > topo.logical:
+        # s390 and some hypervisors print a virtual layout larger than the machine.
+        issues.add(
+            PROBE,
+            f"{sockets or units} socket(s) of {per_socket} cores exceed the {topo.logical} CPUs: "
+            "sockets and cores unknown",
+            path="lscpu.txt",
+        )
+        topo.sockets = topo.cores = None
     topo.smt = threads > 1 if threads else None
     if threads and topo.cores and threads * topo.cores == len(topo.online):
         topo.threads_per_core = threads

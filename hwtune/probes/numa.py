@@ -2,8 +2,13 @@
 
 Sources, best first:
 1. sysfs `root/sys/devices/system/node/nodeN/{cpulist, meminfo, distance}` (kernel
-   Documentation/ABI/stable/sysfs-devices-node); memory-only nodes (CXL, HBM) appear here only;
-2. the node of each CPU as `probe_cpu` found it (lscpu "NUMA nodeN CPU(s)" lines or `-p` rows);
+   Documentation/ABI/stable/sysfs-devices-node); memory-only nodes (CXL, HBM) have an empty
+   `cpulist`;
+   a node without `cpulist` is read from `cpumap` or the CPU links (probes/sysfs_nodes.py), and
+   a node no source describes keeps `cpus_known=False` and an issue, so nothing pins to it;
+2. the node of each CPU as `probe_cpu` found it (lscpu "NUMA nodeN CPU(s)" lines or `-p` rows),
+   with the nodes lscpu lists empty (memory-only); a "NUMA node(s): N" line without the lists
+   gives N nodes whose CPUs are unknown;
 3. a single node holding every online CPU, only when the CPU list is known to be complete and the
    machine has one socket (a multi-socket machine almost always has a node per socket or more),
    recorded as an issue because it is an assumption;
@@ -18,7 +23,8 @@ from pathlib import Path
 from hwtune.models.hardware import CpuInfo, NumaNode
 from hwtune.probes.cpuinfo import read_text
 from hwtune.probes.issues import IssueLog
-from hwtune.probes.sysfs_cpu import NODE_DIR, read_node_cpulists
+from hwtune.probes.lscpu import parse_lscpu
+from hwtune.probes.sysfs_nodes import NODE_DIR, read_node_cpus
 
 PROBE = "numa"
 # At most 20 digits (a u64): int() refuses over 4300 with a bare ValueError. ASCII digits
@@ -42,20 +48,41 @@ def parse_distance(text: str) -> tuple[int, ...] | None:
 
 def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ...]:
     """The NUMA nodes under `root`, or () when they cannot be told (with an issue saying why)."""
-    found = read_node_cpulists(root)
+    found = read_node_cpus(root)
     if found is not None:
-        nodes, problems = found
-        for problem in problems:
+        for problem in found.problems:
             issues.add(PROBE, problem.reason, path=problem.path)
-        return tuple(_sysfs_node(root, issues, node, cpus) for node, cpus in sorted(nodes.items()))
+        unknown = [node for node, cpus in found.cpus.items() if cpus is None]
+        if unknown:
+            names = ", ".join(f"node{node}" for node in unknown)
+            issues.add(
+                PROBE,
+                f"{names}: no cpulist, cpumap or CPU links: the node's CPUs are unknown "
+                "and nothing is pinned to it",
+                path=NODE_DIR,
+            )
+        return tuple(
+            _sysfs_node(root, issues, node, cpus) for node, cpus in sorted(found.cpus.items())
+        )
     by_node: dict[int, list[int]] = {}
     for logical in cpu.topology:
         if logical.node is not None:
             by_node.setdefault(logical.node, []).append(logical.cpu)
-    if by_node:
+    listed, declared = _lscpu_nodes(root)
+    if by_node or listed:
+        for node in listed:  # a memory-only node: "NUMA node1 CPU(s):" with nothing after it
+            by_node.setdefault(node, [])
         return tuple(
             NumaNode(id=node, cpus=tuple(sorted(cpus))) for node, cpus in sorted(by_node.items())
         )
+    if declared is not None and declared > 1:
+        issues.add(
+            PROBE,
+            f"lscpu.txt says {declared} NUMA nodes but lists none of their CPUs: nodes "
+            f"0-{declared - 1} are assumed, their CPUs unknown and nothing is pinned to them",
+            path="lscpu.txt",
+        )
+        return tuple(NumaNode(id=node, cpus=(), cpus_known=False) for node in range(declared))
     complete = cpu.logical_cpus is not None and bool(cpu.online_cpus)
     if complete and cpu.sockets == 1:
         issues.add(
@@ -75,7 +102,18 @@ def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ..
     return ()
 
 
-def _sysfs_node(root: Path, issues: IssueLog, node: int, cpus: tuple[int, ...]) -> NumaNode:
+def _lscpu_nodes(root: Path) -> tuple[tuple[int, ...], int | None]:
+    """The nodes a saved lscpu lists ("NUMA nodeN CPU(s)", empty ones too) and the count its
+    "NUMA node(s)" line gives; only read when sysfs has no node directories (a capture)."""
+    quiet = IssueLog()  # probe_cpu already reported this file's problems
+    text = read_text(root, "lscpu.txt", quiet, PROBE)
+    if text is None:
+        return (), None
+    facts = parse_lscpu(text)
+    return tuple(sorted(facts.numa)), facts.number("NUMA node(s)")
+
+
+def _sysfs_node(root: Path, issues: IssueLog, node: int, cpus: tuple[int, ...] | None) -> NumaNode:
     base = f"{NODE_DIR}/node{node}"
     memory = None
     meminfo = read_text(root, f"{base}/meminfo", issues, PROBE)
@@ -91,4 +129,10 @@ def _sysfs_node(root: Path, issues: IssueLog, node: int, cpus: tuple[int, ...]) 
             bad = text.strip()[:40]
             issues.add(PROBE, f"not a list of numbers: {bad!r}", path=f"{base}/distance")
         distances = parsed or ()
-    return NumaNode(id=node, cpus=cpus, memory_bytes=memory, distances=distances)
+    return NumaNode(
+        id=node,
+        cpus=cpus or (),
+        memory_bytes=memory,
+        distances=distances,
+        cpus_known=cpus is not None,
+    )

@@ -3,40 +3,40 @@
 Read (kernel Documentation/ABI/stable/sysfs-devices-system-cpu and
 Documentation/admin-guide/cputopology.rst):
 - `online`, `present`, `smt/control`, the `cpuN` directories (what `nproc --all` counts);
-- `cpuN/topology/{core_cpus_list | thread_siblings_list, physical_package_id, core_id}`: read once
-  per core, not once per CPU, so a 400-CPU machine costs a few hundred small reads;
-- `cpuN/cache/indexM/{shared_cpu_list, level, type, size}`: once per cache instance;
+- `cpuN/topology/`: the SMT siblings (`core_cpus_list`, else `thread_siblings_list`, else their
+  hex masks `core_cpus`/`thread_siblings`) and the package: `physical_package_id`, or, where
+  that is -1 or absent (sparc64, POWER LPARs, some s390 and embedded kernels), the package mask
+  (`package_cpus_list`, `core_siblings_list`, `package_cpus`, `core_siblings`), counted as lscpu
+  does (one socket per distinct mask, lscpu-topology.c). Read once per core or package, not
+  once per CPU, so a 400-CPU machine costs a few hundred small reads;
+- `cpuN/cache/indexM/{shared_cpu_list | shared_cpu_map, level, type, size}`: once per instance;
 - `cpufreq/policyN/{related_cpus, cpuinfo_max_freq}` and `cpuN/cpu_capacity` (Arm) for core types;
 - `/sys/devices/cpu_core/cpus` and `/sys/devices/cpu_atom/cpus`: the hybrid PMUs Intel's perf
-  driver registers on Alder Lake and later (arch/x86/events/intel/core.c), naming P and E cores;
-- `/sys/devices/system/node/nodeN/cpulist` to place CPUs on NUMA nodes.
+  driver registers on Alder Lake and later (arch/x86/events/intel/core.c), naming P and E cores.
 Offline CPUs have no topology directory (the kernel removes it), so they are listed as such.
 """
 
 from __future__ import annotations
 
-import os
 import re
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from hwtune.models.cpulist import CpuListError, format_cpulist, parse_cpulist
+from hwtune.models.cpulist import format_cpulist
 from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Cache
+from hwtune.probes.clusters import merge_clusters
 from hwtune.probes.cpuinfo import PROBE, Topology
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.sysfs_nodes import CPU_DIR, CPU_NAME
+from hwtune.probes.sysfs_read import SysfsProblem, SysfsReader
 
-CPU_DIR = "sys/devices/system/cpu"
-NODE_DIR = "sys/devices/system/node"
-# re.ASCII: a str pattern's \d also matches other Unicode digits, which no sysfs name holds.
-_CPU_NAME = re.compile(r"^cpu(\d+)$", re.ASCII)
-_NODE_NAME = re.compile(r"^node(\d+)$", re.ASCII)
 _CACHE_TYPES = {"Data": "data", "Instruction": "instruction", "Unified": "unified"}
+_SIBLINGS = ("core_cpus_list", "thread_siblings_list", "core_cpus", "thread_siblings")
+_PACKAGE_MASKS = ("package_cpus_list", "core_siblings_list", "package_cpus", "core_siblings")
 
-
-class SysfsProblem(NamedTuple):
-    path: str  # relative to the root
-    reason: str
+__all__ = ["SysfsCpuFacts", "SysfsProblem", "read_sysfs_cpu", "sysfs_topology"]
 
 
 class SysfsCpuFacts(NamedTuple):
@@ -44,9 +44,11 @@ class SysfsCpuFacts(NamedTuple):
     present: tuple[int, ...] | None
     online: tuple[int, ...] | None
     smt_control: str | None  # on, off, forceoff, notsupported, notimplemented
-    # cpu -> (package id, core group): SMT siblings share the group (its lowest CPU number)
+    # cpu -> (package, core group): SMT siblings share the group (its lowest CPU number)
     places: dict[int, tuple[int | None, int]]
+    package_source: str  # "physical_package_id", or the package mask file that decided
     caches: tuple[Cache, ...]
+    cache_spans: tuple[tuple[int, ...], ...]  # CPUs sharing each level-2+ cache instance
     pmu_kinds: dict[str, tuple[int, ...]]  # "performance"/"efficiency" -> CPUs
     max_khz: dict[int, int]
     capacity: dict[int, int]
@@ -54,68 +56,17 @@ class SysfsCpuFacts(NamedTuple):
     problems: tuple[SysfsProblem, ...]
 
 
-class _Reader:
-    """Small-file reads under a root, collecting problems instead of raising."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = str(root)
-        self.problems: list[SysfsProblem] = []
-
-    def text(self, relative: str) -> str | None:
-        try:
-            fd = os.open(os.path.join(self.root, relative), os.O_RDONLY)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as err:
-            self.problems.append(SysfsProblem(relative, f"cannot read: {err.strerror or err}"))
-            return None
-        try:
-            return os.read(fd, 65536).decode("utf-8", errors="replace").strip()
-        except OSError as err:
-            self.problems.append(SysfsProblem(relative, f"cannot read: {err.strerror or err}"))
-            return None
-        finally:
-            os.close(fd)
-
-    def cpus(self, relative: str) -> tuple[int, ...] | None:
-        value = self.text(relative)
-        if value is None:
-            return None
-        try:
-            return parse_cpulist(value)
-        except CpuListError as err:
-            self.problems.append(SysfsProblem(relative, str(err)))
-            return None
-
-    def number(self, relative: str) -> int | None:
-        value = self.text(relative)
-        if value is None:
-            return None
-        try:
-            return int(value)
-        except ValueError:
-            self.problems.append(SysfsProblem(relative, f"not a number: {value[:40]!r}"))
-            return None
-
-    def names(self, relative: str, pattern: re.Pattern[str]) -> list[int]:
-        try:
-            entries = os.listdir(os.path.join(self.root, relative))
-        except OSError:
-            return []
-        return sorted(int(m.group(1)) for name in entries if (m := pattern.match(name)))
-
-
 def read_sysfs_cpu(root: Path, *, arm: bool = False) -> SysfsCpuFacts | None:
     """What `root/sys/devices/system/cpu` says; None when that directory is absent."""
     if not (root / CPU_DIR).is_dir():
         return None
-    read = _Reader(root)
-    cpu_dirs = tuple(read.names(CPU_DIR, _CPU_NAME))
+    read = SysfsReader(root)
+    cpu_dirs = tuple(read.names(CPU_DIR, CPU_NAME))
     online = read.cpus(f"{CPU_DIR}/online")
     present = read.cpus(f"{CPU_DIR}/present")
     live = online if online is not None else cpu_dirs
-    places = _places(read, live)
-    caches, no_l3 = _caches(read, [c for c in live if c in places] or list(live))
+    places, package_source = _places(read, live)
+    caches, spans, no_l3 = _caches(read, [c for c in live if c in places] or list(live))
     pmu = {}
     for kind, pmu_dir in (("performance", "cpu_core"), ("efficiency", "cpu_atom")):
         cpus = read.cpus(f"sys/devices/{pmu_dir}/cpus")
@@ -133,7 +84,9 @@ def read_sysfs_cpu(root: Path, *, arm: bool = False) -> SysfsCpuFacts | None:
         online=online,
         smt_control=read.text(f"{CPU_DIR}/smt/control"),
         places=places,
+        package_source=package_source,
         caches=caches,
+        cache_spans=spans,
         pmu_kinds=pmu,
         max_khz=_max_khz(read),
         capacity=capacity,
@@ -142,18 +95,35 @@ def read_sysfs_cpu(root: Path, *, arm: bool = False) -> SysfsCpuFacts | None:
     )
 
 
-def _places(read: _Reader, cpus: tuple[int, ...]) -> dict[int, tuple[int | None, int]]:
+def _places(
+    read: SysfsReader, cpus: tuple[int, ...]
+) -> tuple[dict[int, tuple[int | None, int]], str]:
     places: dict[int, tuple[int | None, int]] = {}
     by_ids: dict[tuple[int | None, int | None, int], int] = {}
+    masked: dict[int, int] = {}  # cpu -> package ordinal, from the package masks
+    sources: set[str] = set()
     for cpu in cpus:
         if cpu in places:
             continue
         base = f"{CPU_DIR}/cpu{cpu}/topology"
         package = read.number(f"{base}/physical_package_id")
-        siblings = read.cpus(f"{base}/core_cpus_list") or read.cpus(f"{base}/thread_siblings_list")
-        if siblings and cpu in siblings:
+        if package is not None and package >= 0:
+            sources.add("physical_package_id")
+        elif cpu in masked:
+            package = masked[cpu]
+        else:
+            # -1 is include/linux/topology.h's "the architecture does not say".
+            found = read.cpu_set(base, _PACKAGE_MASKS)
+            package = None
+            if found is not None and cpu in found[0]:
+                package = len(set(masked.values()))
+                masked.update(dict.fromkeys(found[0], package))
+                sources.add(found[1])
+        found = read.cpu_set(base, _SIBLINGS)
+        siblings = found[0] if found else ()
+        if cpu in siblings:
             for sibling in siblings:
-                places[sibling] = (package, min(siblings))
+                places[sibling] = (masked.get(sibling, package), min(siblings))
             continue
         core_id = read.number(f"{base}/core_id")
         if package is None and core_id is None:
@@ -163,14 +133,17 @@ def _places(read: _Reader, cpus: tuple[int, ...]) -> dict[int, tuple[int | None,
         key = (package, die, core_id if core_id is not None else -cpu - 1)
         group = by_ids.setdefault(key, cpu)
         places[cpu] = (package, group)
-    return places
+    return places, "+".join(sorted(sources))
 
 
-def _caches(read: _Reader, cpus: list[int]) -> tuple[tuple[Cache, ...], frozenset[int]]:
+def _caches(
+    read: SysfsReader, cpus: list[int]
+) -> tuple[tuple[Cache, ...], tuple[tuple[int, ...], ...], frozenset[int]]:
     if not cpus:
-        return (), frozenset()
+        return (), (), frozenset()
     indexes = read.names(f"{CPU_DIR}/cpu{cpus[0]}/cache", re.compile(r"^index(\d+)$", re.ASCII))
     found: dict[tuple[int, str, int | None], int] = {}
+    spans: list[tuple[int, ...]] = []
     has_l3: set[int] = set()
     l3_seen = False
     for index in indexes:
@@ -184,11 +157,14 @@ def _caches(read: _Reader, cpus: list[int]) -> tuple[tuple[Cache, ...], frozense
             if cpu in covered:
                 continue
             base = f"{CPU_DIR}/cpu{cpu}/cache/index{index}"
-            shared = read.cpus(f"{base}/shared_cpu_list")
-            if shared is None:
+            shared_set = read.cpu_set(base, ("shared_cpu_list", "shared_cpu_map"))
+            if shared_set is None:
                 continue
+            shared = shared_set[0]
             covered.update(shared)
             covered.add(cpu)
+            if level >= 2 and len(shared) > 1:
+                spans.append(shared)
             if level == 3:
                 l3_seen = True
                 has_l3.update(shared)
@@ -200,7 +176,7 @@ def _caches(read: _Reader, cpus: list[int]) -> tuple[tuple[Cache, ...], frozense
         for (level, kind, size), count in ordered
     )
     no_l3 = frozenset(c for c in cpus if c not in has_l3) if l3_seen else frozenset()
-    return caches, no_l3
+    return caches, tuple(spans), no_l3
 
 
 def _size(text: str | None) -> int | None:
@@ -215,34 +191,30 @@ def _size(text: str | None) -> int | None:
     return int(number) * units.get(unit, 1)
 
 
-def _max_khz(read: _Reader) -> dict[int, int]:
+def _max_khz(read: SysfsReader) -> dict[int, int]:
     result: dict[int, int] = {}
     for policy in read.names(f"{CPU_DIR}/cpufreq", re.compile(r"^policy(\d+)$", re.ASCII)):
         base = f"{CPU_DIR}/cpufreq/policy{policy}"
         khz = read.number(f"{base}/cpuinfo_max_freq")
-        cpus = read.cpus(f"{base}/related_cpus") or read.cpus(f"{base}/affected_cpus")
+        cpus = read.cpu_words(f"{base}/related_cpus") or read.cpu_words(f"{base}/affected_cpus")
         if khz is not None and cpus:
             result.update(dict.fromkeys(cpus, khz))
     return result
 
 
-def read_node_cpulists(
-    root: Path,
-) -> tuple[dict[int, tuple[int, ...]], tuple[SysfsProblem, ...]] | None:
-    """NUMA node -> CPUs from `root/sys/devices/system/node/node*/cpulist`; None when absent."""
-    read = _Reader(root)
-    nodes = read.names(NODE_DIR, _NODE_NAME)
-    if not nodes:
-        return None
-    result = {}
-    for node in nodes:
-        cpus = read.cpus(f"{NODE_DIR}/node{node}/cpulist")
-        result[node] = cpus if cpus is not None else ()
-    return result, tuple(read.problems)
+def sysfs_topology(
+    sysfs: SysfsCpuFacts,
+    issues: IssueLog,
+    *,
+    soc: bool = False,
+    parts: Mapping[int, Hashable] | None = None,
+) -> Topology | None:
+    """Topology of the online CPUs; None when no CPU has a topology directory.
 
-
-def sysfs_topology(sysfs: SysfsCpuFacts, issues: IssueLog) -> Topology | None:
-    """Topology of the online CPUs; None when no CPU has a topology directory."""
+    `soc`: the kernel's topology comes from drivers/base/arch_topology.c (arm64, riscv), whose
+    device-tree path gave each cluster its own package id until Linux 6.3; `parts` are the Arm
+    CPU part numbers by CPU, from /proc/cpuinfo.
+    """
     where = "sys/devices/system/cpu"
     if not sysfs.places:
         issues.add(
@@ -268,8 +240,22 @@ def sysfs_topology(sysfs: SysfsCpuFacts, issues: IssueLog) -> Topology | None:
             "counted over the online CPUs",
             path=f"{where}/online",
         )
-    topo = Topology(len(present) or len(online), online, "sysfs")
-    topo.count({cpu: sysfs.places[cpu] for cpu in online if cpu in sysfs.places})
+    places = {cpu: sysfs.places[cpu] for cpu in online if cpu in sysfs.places}
+    if not sysfs.package_source:
+        issues.add(
+            PROBE,
+            "physical_package_id is -1 or absent and there is no package mask "
+            "(package_cpus, core_siblings): sockets unknown",
+            path=where,
+        )
+    basis = f"sysfs: sockets from {sysfs.package_source or 'nothing (no package ids or masks)'}"
+    if soc:
+        types: Mapping[int, Hashable] = sysfs.capacity or sysfs.max_khz or parts or {}
+        places, merged = merge_clusters(places, sysfs.cache_spans, types)
+        if merged:
+            basis += f"; {merged}"
+    topo = Topology(len(present) or len(online), online, basis)
+    topo.count(places)
     if smt_off:
         topo.smt = False
     return topo

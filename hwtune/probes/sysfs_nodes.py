@@ -1,0 +1,76 @@
+"""NUMA node -> CPUs from `root/sys/devices/system/node` (kernel
+Documentation/ABI/stable/sysfs-devices-node), each node from the first source it has:
+1. `nodeN/cpulist` ("0-3,8-11"); empty for a memory-only node (CXL, HBM, a GPU's memory);
+2. `nodeN/cpumap`, the same set as a hex mask (the only form some old kernels and copies have);
+3. the `nodeN/cpuM` links drivers/base/node.c creates for each CPU of the node;
+4. the `cpuM/nodeN` links the same code creates beside each CPU (one directory listing per CPU,
+   so only read when a node has none of the above).
+A node none of these describe has unknown CPUs (None), never an empty list: a planner pinning to
+it would pin to nothing. A node none of them describe is taken as CPU-less only when every CPU
+directory is placed on another node.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+from hwtune.probes.sysfs_read import SysfsProblem, SysfsReader
+
+CPU_DIR = "sys/devices/system/cpu"
+NODE_DIR = "sys/devices/system/node"
+# re.ASCII: a str pattern's \d also matches other Unicode digits, which no sysfs name holds.
+NODE_NAME = re.compile(r"^node(\d+)$", re.ASCII)
+CPU_NAME = re.compile(r"^cpu(\d+)$", re.ASCII)
+
+
+class NodeCpus(NamedTuple):
+    cpus: dict[int, tuple[int, ...] | None]  # node -> CPUs; None where no source says
+    sources: dict[int, str]  # node -> the file or links that decided
+    problems: tuple[SysfsProblem, ...]
+
+    def by_cpu(self) -> dict[int, int]:
+        return {cpu: node for node, cpus in self.cpus.items() for cpu in cpus or ()}
+
+
+def read_node_cpus(root: Path) -> NodeCpus | None:
+    """Each NUMA node's CPUs under `root`; None when there are no node directories."""
+    read = SysfsReader(root)
+    nodes = read.names(NODE_DIR, NODE_NAME)
+    if not nodes:
+        return None
+    cpus: dict[int, tuple[int, ...] | None] = {}
+    sources: dict[int, str] = {}
+    for node in nodes:
+        base = f"{NODE_DIR}/node{node}"
+        found = read.cpu_set(base, ("cpulist", "cpumap"))
+        if found is None:
+            linked = read.names(base, CPU_NAME)
+            found = (tuple(linked), "nodeN/cpuM links") if linked else None
+        cpus[node], sources[node] = found if found else (None, "")
+    if any(value is None for value in cpus.values()):
+        _from_cpu_links(read, cpus, sources)
+    return NodeCpus(cpus, sources, tuple(read.problems))
+
+
+def _from_cpu_links(
+    read: SysfsReader, cpus: dict[int, tuple[int, ...] | None], sources: dict[int, str]
+) -> None:
+    """Fill the nodes nothing described from the `cpuM/nodeN` links, where there are any."""
+    every = read.names(CPU_DIR, CPU_NAME)
+    linked: dict[int, list[int]] = {}
+    for cpu in every:
+        for node in read.names(f"{CPU_DIR}/cpu{cpu}", NODE_NAME):
+            linked.setdefault(node, []).append(cpu)
+    placed = {cpu for members in cpus.values() for cpu in members or ()}
+    placed.update(cpu for members in linked.values() for cpu in members)
+    # A CPU belongs to exactly one node: once every CPU is placed, the rest hold memory only.
+    complete = bool(every) and placed >= set(every)
+    for node, value in cpus.items():
+        if value is not None:
+            continue
+        if node in linked:
+            cpus[node], sources[node] = tuple(linked[node]), "cpuM/nodeN links"
+        elif complete:
+            cpus[node], sources[node] = (), "every CPU is on another node"
