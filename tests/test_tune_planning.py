@@ -182,3 +182,16 @@ def test_an_omp_num_threads_the_user_sets_is_kept_in_every_trial(tmp_path: Path)
     configs = list(space.grid())
     assert start.openmp and {c.intra for c in configs} >= {1, 4}
     assert {trial_env(c, 0, {})["OMP_NUM_THREADS"] for c in configs} == {"3"}
+
+
+def test_instance_k_of_a_fixed_count_gives_the_start_its_plan(tmp_path: Path) -> None:
+    from hwtune.planner import plan
+
+    hw = make_hardware(cores_per_socket=3)  # two copies: slices of 2 and 1 cores
+    environ = clean_environ(tmp_path)
+    for k in (0, 1):
+        planning = PlanRequest(environ=environ, instances=2, instance=k)
+        request = TuneRequest(builtin("cnn"), instances=2, planning=planning)
+        start, _, _ = prepare(hw, request)
+        assert start.intra == plan(hw, instances=2, instance=k).threads.intra_op.value
+        assert len(start.cpus) == 2  # the trial still runs both copies

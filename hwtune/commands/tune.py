@@ -94,8 +94,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="-- CMD ARGS",
         help="your workload; it prints `hwtune-metric: NAME=VALUE` (higher is better)",
     )
-    # --instances N fixes the count of concurrent copies (default: searched in throughput mode).
     add_plan_arguments(parser, measured=False)
+    parser.epilog = (
+        "Planning as `hwtune plan` does (config files < HWTUNE_* < flags and --set), never with "
+        "a measured result. An instance count given there (--instances N, HWTUNE_INSTANCES, "
+        "config, the launcher's local ranks) fixes the copies each trial runs; else throughput "
+        "mode searches it."
+    )
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:

@@ -112,13 +112,16 @@ def plan_request(hw: Hardware, request: TuneRequest, count: int) -> PlanRequest:
     """The pipeline's request for the plan of `count` instances: the user's planning inputs
     with the tuner's intent, and no measured result (the tuner's baseline is the rules')."""
     base = request.planning or PlanRequest(environ=os.environ)
+    # A trial runs every copy on its own slice; the plan of one copy (--instance K of a fixed
+    # count, else the first) gives the thread counts.
+    instance = base.instance if count == request.instances and base.instance is not None else 0
     return dataclasses.replace(
         base,
         hardware=hw,
         mode=request.mode,
         model=request.model,
         instances=count,
-        instance=0,  # a trial runs every copy on its own slice; the first's plan is the base
+        instance=instance,
         precision="auto" if request.allow_precision else base.precision,
         workload=None,
         measured=False,
