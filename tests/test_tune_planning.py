@@ -195,3 +195,17 @@ def test_instance_k_of_a_fixed_count_gives_the_start_its_plan(tmp_path: Path) ->
         start, _, _ = prepare(hw, request)
         assert start.intra == plan(hw, instances=2, instance=k).threads.intra_op.value
         assert len(start.cpus) == 2  # the trial still runs both copies
+
+
+def test_trials_of_a_plan_for_other_hardware_are_refused(tmp_path: Path) -> None:
+    from hwtune.planner import fingerprint
+    from hwtune.probes import detect
+
+    environ = clean_environ(tmp_path)
+    there = dry_run(environ)["fingerprint"]
+    if there == fingerprint(detect()):
+        pytest.skip("this machine is the captured host the test plans for")
+    result = run_cli(["tune", "--root", HOST, "--budget", "30"], environ)
+    assert result.exit_status == 1
+    assert f"--root {HOST} is other hardware ({there})" in result.stderr
+    assert "--dry-run" in result.stderr and not (tmp_path / "tuned").exists()

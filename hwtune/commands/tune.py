@@ -11,9 +11,10 @@ HWTUNE_* < flags), and the launcher's ranks; never with a measured result, which
 measures against. An instance count given anywhere (or by the ranks) is fixed; else searched.
 
 Exit status: 0 when a result was found (and stored, unless --no-store); 1 when the plan's own
-configuration fails, the budget ends before any comparison, or the result cannot be stored
-(nothing is stored then); 2 on a bad command line; 130 on Ctrl-C (trials are killed, nothing
-is stored).
+configuration fails, the budget ends before any comparison, the result cannot be stored
+(nothing is stored then), or --root/--hardware names other hardware than the one the trials
+would run on (a dry run and --forget take any); 2 on a bad command line; 130 on Ctrl-C
+(trials are killed, nothing is stored).
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     )
     if args.dry_run:
         return _dry_run(hw, request, env, as_json=args.json)
+    _check_runs_here(hw, planning)
     progress = Progress(env.stderr, bool(getattr(env.stderr, "isatty", lambda: False)()))
     try:
         report = tune(hw, request, environ=env.environ, on_trial=progress)
@@ -152,6 +154,25 @@ def run(args: argparse.Namespace, env: Environment) -> int:
 
         env.stdout.write(render_report(report))
     return ExitStatus.SUCCESS
+
+
+def _check_runs_here(hw: Any, planning: Any) -> None:
+    """Trials run on this machine: a plan for another (--root/--hardware) would be measured
+    here and stored under the other's fingerprint."""
+    if planning.root == "/" and planning.hardware_file is None:
+        return
+    from hwtune.errors import ConfigError
+    from hwtune.planner import fingerprint
+    from hwtune.probes import detect
+
+    planned, here = fingerprint(hw), fingerprint(detect())
+    if planned != here:
+        given = f"--root {planning.root}" if planning.hardware_file is None else "--hardware"
+        raise ConfigError(
+            f"{given} is other hardware ({planned}) than this machine ({here}), where the "
+            "trials would run",
+            hint="use it with --dry-run or --forget; tune on the machine itself",
+        )
 
 
 def _forget(workload: str | None, hw: Any, env: Environment) -> int:
