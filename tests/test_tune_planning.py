@@ -15,7 +15,7 @@ import pytest
 
 from hwtune.pipeline.measured import save_result
 from hwtune.pipeline.request import PlanRequest
-from hwtune.tune.config import trial_env
+from hwtune.tune.config import from_json, to_json, trial_env
 from hwtune.tune.tuner import TuneRequest, prepare, tune
 from hwtune.tune.workloads import builtin, user_command
 from tests.conftest import DATA, run_cli
@@ -182,6 +182,8 @@ def test_an_omp_num_threads_the_user_sets_is_kept_in_every_trial(tmp_path: Path)
     configs = list(space.grid())
     assert start.openmp and {c.intra for c in configs} >= {1, 4}
     assert {trial_env(c, 0, {})["OMP_NUM_THREADS"] for c in configs} == {"3"}
+    # The result file's "start"/"best" keep it, so a benchmark re-runs the trial as it ran.
+    assert from_json(to_json(start)) == start and to_json(start)["openmp"] is True
 
 
 def test_instance_k_of_a_fixed_count_gives_the_start_its_plan(tmp_path: Path) -> None:
