@@ -39,8 +39,10 @@ def checked_type(name: str, convert: Callable[[str], Any]) -> Callable[[str], An
     return check
 
 
-def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    """--root/--hardware, the intent flags, --set, --workload and --no-measured."""
+def add_plan_arguments(parser: argparse.ArgumentParser, *, measured: bool = True) -> None:
+    """--root/--hardware, the intent flags, --set, --workload and --no-measured. A command that
+    measures instead (`tune`, measured=False) takes neither of the last two: its own --workload
+    names what it measures, and its plans never apply a measurement."""
     group = parser.add_argument_group("planning")
     source = group.add_mutually_exclusive_group()
     source.add_argument(
@@ -91,6 +93,8 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
         help="add or override an environment variable of the profile (repeatable); "
         "TF_NUM_INTRAOP_THREADS/TF_NUM_INTEROP_THREADS set the thread counts",
     )
+    if not measured:
+        return
     group.add_argument(
         "--workload",
         type=checked_type("workload", str),
@@ -106,9 +110,14 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def request_from_args(
-    args: argparse.Namespace, environ: Mapping[str, str], *, for_exec: bool = False
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    *,
+    for_exec: bool = False,
+    measured: bool = True,
 ) -> PlanRequest:
-    """The PlanRequest of a command line parsed with `add_plan_arguments`."""
+    """The PlanRequest of a command line parsed with `add_plan_arguments` (`measured` as
+    given to it: False plans from the rules and overrides alone)."""
     return PlanRequest(
         environ=environ,
         root=args.root,
@@ -120,7 +129,7 @@ def request_from_args(
         tf_version=args.tf_version,
         model=args.model,
         sets=tuple(args.sets),
-        workload=args.workload,
-        measured=not args.no_measured,
+        workload=args.workload if measured else None,
+        measured=measured and not args.no_measured,
         for_exec=for_exec,
     )

@@ -5,10 +5,16 @@
     hwtune plan --workload train        # a result applies only where its workload is named
     hwtune tune --forget [NAME]         # remove this machine's result(s)
 
+It plans as `hwtune plan` does, with the same planning arguments (--root/--hardware, --mode,
+--model, --instances, --precision, --tf-version, --set), config files and HWTUNE_* (files <
+HWTUNE_* < flags), and the launcher's ranks; never with a measured result, which is what it
+measures against. An instance count given anywhere (or by the ranks) is fixed; else searched.
+
 Exit status: 0 when a result was found (and stored, unless --no-store); 1 when the plan's own
-configuration fails, the budget ends before any comparison, or the result cannot be stored
-(nothing is stored then); 2 on a bad command line; 130 on Ctrl-C (trials are killed, nothing
-is stored).
+configuration fails, the budget ends before any comparison, the result cannot be stored
+(nothing is stored then), or --root/--hardware names other hardware than the one the trials
+would run on (a dry run and --forget take any); 2 on a bad command line; 130 on Ctrl-C
+(trials are killed, nothing is stored).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import json
 from typing import Any
 
 from hwtune.cli import Environment
-from hwtune.models.profile import MODEL_HELP, MODEL_KINDS
+from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.status import ExitStatus
 
 _BUILTIN_HELP = (
@@ -56,20 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also try the eligible mixed-precision policy (changes numerics: bf16/fp16)",
     )
-    parser.add_argument(
-        "--mode",
-        choices=("throughput", "latency"),
-        help="default: the configured mode (config.toml, HWTUNE_MODE), else throughput",
-    )
-    parser.add_argument("--model", choices=MODEL_KINDS, help=MODEL_HELP)
-    from hwtune.commands.planning import checked_type
-
-    parser.add_argument(
-        "--instances",
-        type=checked_type("instances", int),
-        metavar="N",
-        help="tune for N concurrent copies (default: searched in throughput mode)",
-    )
     parser.add_argument("--name", help="store the result under this name (a user command)")
     parser.add_argument(
         "--metric",
@@ -103,21 +95,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="-- CMD ARGS",
         help="your workload; it prints `hwtune-metric: NAME=VALUE` (higher is better)",
     )
+    add_plan_arguments(parser, measured=False)
+    parser.epilog = (
+        "Planning as `hwtune plan` does (config files < HWTUNE_* < flags and --set), never with "
+        "a measured result. An instance count given there (--instances N, HWTUNE_INSTANCES, "
+        "config, the launcher's local ranks) fixes the copies each trial runs; else throughput "
+        "mode searches it."
+    )
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.errors import ConfigError
-    from hwtune.pipeline.config import load_overrides
-    from hwtune.probes import detect
+    from hwtune.pipeline.request import load_hardware
     from hwtune.tune.progress import Progress
-    from hwtune.tune.tuner import TuneRequest, tune
+    from hwtune.tune.tuner import resolve_request, tune
     from hwtune.tune.workloads import resolve
 
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
+    planning = request_from_args(args, env.environ, measured=False)
     if args.forget is not None:
-        return _forget(args.forget or None, env)
+        return _forget(args.forget or None, load_hardware(planning), env)
     if args.budget <= 0 or (args.trial_timeout is not None and args.trial_timeout <= 0):
         raise ConfigError("--budget and --trial-timeout must be positive")
     workload = resolve(
@@ -128,25 +127,24 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         time_whole=args.time_whole,
         seconds=args.seconds,
     )
-    overrides = load_overrides(env.environ)
-    request = TuneRequest(
+    hw = load_hardware(planning)
+    request = resolve_request(
+        planning,
+        hw,
         workload=workload,
         budget_s=args.budget,
         trial_timeout_s=args.trial_timeout,
         allow_precision=args.allow_precision,
-        mode=args.mode or overrides.mode or "throughput",
-        model=args.model or overrides.model or "unknown",
-        instances=args.instances,
         store=not args.no_store,
         seed=args.seed,
         max_repeats=max(2, args.max_repeats),
     )
-    hw = detect()
     if args.dry_run:
-        return _dry_run(hw, request, overrides, env, as_json=args.json)
+        return _dry_run(hw, request, env, as_json=args.json)
+    _check_runs_here(hw, planning)
     progress = Progress(env.stderr, bool(getattr(env.stderr, "isatty", lambda: False)()))
     try:
-        report = tune(hw, request, environ=env.environ, overrides=overrides, on_trial=progress)
+        report = tune(hw, request, environ=env.environ, on_trial=progress)
     finally:
         progress.finish()
     if args.json:
@@ -158,12 +156,30 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     return ExitStatus.SUCCESS
 
 
-def _forget(workload: str | None, env: Environment) -> int:
-    from hwtune.pipeline.measured import forget
+def _check_runs_here(hw: Any, planning: Any) -> None:
+    """Trials run on this machine: a plan for another (--root/--hardware) would be measured
+    here and stored under the other's fingerprint."""
+    if planning.root == "/" and planning.hardware_file is None:
+        return
+    from hwtune.errors import ConfigError
     from hwtune.planner import fingerprint
     from hwtune.probes import detect
 
-    removed = forget(fingerprint(detect()), workload, environ=env.environ)
+    planned, here = fingerprint(hw), fingerprint(detect())
+    if planned != here:
+        given = f"--root {planning.root}" if planning.hardware_file is None else "--hardware"
+        raise ConfigError(
+            f"{given} is other hardware ({planned}) than this machine ({here}), where the "
+            "trials would run",
+            hint="use it with --dry-run or --forget; tune on the machine itself",
+        )
+
+
+def _forget(workload: str | None, hw: Any, env: Environment) -> int:
+    from hwtune.pipeline.measured import forget
+    from hwtune.planner import fingerprint
+
+    removed = forget(fingerprint(hw), workload, environ=env.environ)
     for path in removed:
         env.stdout.write(f"forgot {path}\n")
     if not removed:
@@ -172,11 +188,11 @@ def _forget(workload: str | None, env: Environment) -> int:
     return ExitStatus.SUCCESS
 
 
-def _dry_run(hw: Any, request: Any, overrides: Any, env: Environment, *, as_json: bool) -> int:
+def _dry_run(hw: Any, request: Any, env: Environment, *, as_json: bool) -> int:
     from hwtune.tune.config import to_json
     from hwtune.tune.tuner import prepare
 
-    start, space, fingerprint = prepare(hw, request, overrides)
+    start, space, fingerprint = prepare(hw, request)
     grid = list(space.grid())
     if as_json:
         data = {

@@ -2,8 +2,14 @@
 
 TensorFlow reads its thread counts and oneDNN switch from the environment when it starts
 (process_util.cc: TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS; port.cc:
-TF_ENABLE_ONEDNN_OPTS), and XLA auto-clustering from TF_XLA_FLAGS. Keras's `jit_compile` and
-mixed-precision policy have no variable of their own, so a trial also exports
+TF_ENABLE_ONEDNN_OPTS), and XLA auto-clustering from TF_XLA_FLAGS. A build that links an
+OpenMP runtime (libiomp5, libgomp) runs oneDNN on the OpenMP pool instead, sized by
+OMP_NUM_THREADS: there each trial's OMP_NUM_THREADS is its own intra-op count, as the plan
+renders it (Intel, "Maximize TensorFlow Performance on CPU": OMP_NUM_THREADS = the physical
+cores used = intra-op; intel.com/content/www/us/en/developer/articles/technical/
+maximize-tensorflow-performance-on-cpu-considerations-and-recommendations-for-inference.html).
+Keras's `jit_compile` and mixed-precision policy have no variable of their own, so a trial
+also exports
 
     HWTUNE_TRIAL=1                        this process is a tuner trial
     HWTUNE_TRIAL_JIT=on|off               XLA: Keras `jit_compile` / tf.config.optimizer.set_jit
@@ -28,6 +34,7 @@ from hwtune.models.cpulist import format_cpulist
 
 INTRA_ENV = "TF_NUM_INTRAOP_THREADS"
 INTER_ENV = "TF_NUM_INTEROP_THREADS"
+OPENMP_ENV = "OMP_NUM_THREADS"
 ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
 XLA_ENV = "TF_XLA_FLAGS"
 # Auto-clustering for every tf.function (level 2), CPU included: TF's XLA guide
@@ -66,6 +73,7 @@ class TrialConfig:
     instances: int = 1  # concurrent copies of the workload; their throughputs add up
     cpus: tuple[tuple[int, ...], ...] = ()  # each copy's CPU affinity; () = not pinned
     extra_env: tuple[tuple[str, str], ...] = ()  # the plan's other variables, kept as planned
+    openmp: bool = False  # TF links OpenMP: OMP_NUM_THREADS follows intra (not a searched knob)
 
     def replace(self, **changes: Any) -> TrialConfig:
         return dataclasses.replace(self, **changes)
@@ -110,6 +118,8 @@ def to_json(config: TrialConfig) -> dict[str, Any]:
     data = config.knobs()
     data["cpus"] = [format_cpulist(cpus) for cpus in config.cpus]
     data["extra_env"] = dict(config.extra_env)
+    if config.openmp:  # only on OpenMP builds: the output elsewhere stays as it was
+        data["openmp"] = True
     return data
 
 
@@ -131,6 +141,7 @@ def from_json(data: Mapping[str, Any]) -> TrialConfig:
         instances=int(data.get("instances") or 1),
         cpus=tuple(tuple(parse_cpulist(text)) for text in data.get("cpus") or ()),
         extra_env=tuple(sorted((str(k), str(v)) for k, v in extra.items())),
+        openmp=bool(data.get("openmp", False)),
     )
 
 
@@ -152,6 +163,8 @@ def trial_env(
     env.update(extra)
     if config.intra is not None:
         env[INTRA_ENV] = str(config.intra)
+        if config.openmp and OPENMP_ENV not in extra:  # a value the user set is kept as set
+            env[OPENMP_ENV] = str(config.intra)
     if config.inter is not None:
         env[INTER_ENV] = str(config.inter)
     if config.onednn is not None:

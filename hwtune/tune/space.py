@@ -116,6 +116,7 @@ def config_from_profile(profile: Profile, onednn_default: bool | None = None) ->
         instances=count,
         cpus=tuple(s.cpus for s in profile.instances) if count > 1 else (),
         extra_env=extra,
+        openmp=profile.threads.openmp is not None,
     )
 
 

@@ -1,8 +1,12 @@
 """`tune()`: plan, build the space around the plan, search it with real trials, store the best.
 
 The library face of `hwtune tune`; the command adds argument parsing, the progress bar and the
-report. Nothing is stored unless the search compared configurations, and a failed trial never
-contributes a value (trial.py); the result is keyed by the plan's hardware fingerprint.
+report. The plans come from the one planning pipeline (`hwtune.pipeline.request.profile_for`),
+with the inputs every planning command takes (config files < HWTUNE_* < flags and --set, the
+launcher's ranks), one plan per instance count searched, and never a measured result: the
+tuner measures against the rules' choice. Nothing is stored unless the search compared
+configurations, and a failed trial never contributes a value (trial.py); the result is keyed
+by the plan's hardware fingerprint.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from typing import Any
 from hwtune import __version__
 from hwtune.errors import PlanError, TuneError
 from hwtune.models.hardware import Hardware
-from hwtune.models.profile import Intent, Mode, ModelKind, PrecisionIntent, Profile
+from hwtune.models.profile import Mode, ModelKind, Profile
 from hwtune.pipeline.measured import save_result, settings_from_knobs
+from hwtune.pipeline.request import PlanRequest, profile_for, resolve_share, user_overrides
 from hwtune.tune.config import TrialConfig, to_json
 from hwtune.tune.search import Search, SearchOutcome, SearchSettings
 from hwtune.tune.space import SearchSpace, build_space
@@ -47,6 +52,25 @@ class TuneRequest:
     store: bool = True
     seed: int = 0
     max_repeats: int = 4
+    # What the plans start from: --root/--hardware, config files, HWTUNE_*, --set and the
+    # intent flags, as every planning command takes them (`resolve_request` fills mode, model
+    # and instances from it). None: this process's environment and config files.
+    planning: PlanRequest | None = None
+
+
+def resolve_request(planning: PlanRequest, hw: Hardware, **fields: Any) -> TuneRequest:
+    """A TuneRequest whose mode, model and instance count are what `planning` resolves to on
+    `hw`: config files < HWTUNE_* < flags, and the launcher's local ranks fix the count as they
+    slice the node for `hwtune plan`. Unset: throughput, model unknown, the count searched."""
+    flags, _, _ = resolve_share(planning.flags(), planning.environ, hw)
+    overrides = user_overrides(planning, flags)
+    return TuneRequest(
+        mode=overrides.mode or "throughput",
+        model=overrides.model or "unknown",
+        instances=overrides.instances,
+        planning=planning,
+        **fields,
+    )
 
 
 @dataclass
@@ -84,40 +108,40 @@ def instance_counts(hw: Hardware, request: TuneRequest) -> list[int]:
     return sorted(count for count in counts if count <= cores)
 
 
-def plans_for(hw: Hardware, request: TuneRequest, overrides: Any = None) -> dict[int, Profile]:
-    from hwtune.planner import plan
+def plan_request(hw: Hardware, request: TuneRequest, count: int) -> PlanRequest:
+    """The pipeline's request for the plan of `count` instances: the user's planning inputs
+    with the tuner's intent, and no measured result (the tuner's baseline is the rules')."""
+    base = request.planning or PlanRequest(environ=os.environ)
+    # A trial runs every copy on its own slice; the plan of one copy (--instance K of a fixed
+    # count, else the first) gives the thread counts.
+    instance = base.instance if count == request.instances and base.instance is not None else 0
+    return dataclasses.replace(
+        base,
+        hardware=hw,
+        mode=request.mode,
+        model=request.model,
+        instances=count,
+        instance=instance,
+        precision="auto" if request.allow_precision else base.precision,
+        workload=None,
+        measured=False,
+    )
 
-    precision: PrecisionIntent = "auto" if request.allow_precision else "eligible"
+
+def plans_for(hw: Hardware, request: TuneRequest) -> dict[int, Profile]:
     plans: dict[int, Profile] = {}
     for count in instance_counts(hw, request):
         try:
-            plans[count] = plan(
-                hw,
-                Intent(
-                    mode=request.mode, instances=count, precision=precision, model=request.model
-                ),
-                overrides,
-            )
+            plans[count] = profile_for(plan_request(hw, request, count)).profile
         except PlanError:
             if count == (request.instances or 1):
                 raise
     return plans
 
 
-def _intent_free(overrides: Any) -> Any:
-    """The user's overrides without the intent fields the tuner sets itself."""
-    if overrides is None:
-        return None
-    return dataclasses.replace(
-        overrides, mode=None, instances=None, instance=None, precision=None, model=None
-    )
-
-
-def prepare(
-    hw: Hardware, request: TuneRequest, overrides: Any = None
-) -> tuple[TrialConfig, SearchSpace, str]:
+def prepare(hw: Hardware, request: TuneRequest) -> tuple[TrialConfig, SearchSpace, str]:
     """(the plan's configuration, the space around it, the hardware fingerprint)."""
-    plans = plans_for(hw, request, _intent_free(overrides))
+    plans = plans_for(hw, request)
     onednn_default = hw.tensorflow.onednn_default if hw.tensorflow else None
     space = build_space(
         plans,
@@ -155,13 +179,12 @@ def tune(
     request: TuneRequest,
     *,
     environ: Mapping[str, str] | None = None,
-    overrides: Any = None,
     on_trial: Callable[[Search, TrialResult], None] | None = None,
     cgroup_procs: Path | None = None,
 ) -> TuneReport:
     """Search `request.workload`'s best settings on `hw`, starting from the plan."""
     env = dict(os.environ if environ is None else environ)
-    start, space, fingerprint = prepare(hw, request, overrides)
+    start, space, fingerprint = prepare(hw, request)
     runner = TrialRunner(
         request.workload, environ=env, timeout_s=FIRST_TRIAL_TIMEOUT_S, cgroup_procs=cgroup_procs
     )
