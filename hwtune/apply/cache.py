@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from hwtune import paths
 from hwtune.apply.fingerprint import fingerprint
 
 CACHE_SCHEMA = 1
@@ -25,10 +26,7 @@ INTENT_KEYS = ("mode", "instances", "instance", "precision", "model")
 
 
 def cache_dir(environ: Mapping[str, str]) -> str:
-    base = environ.get("XDG_CACHE_HOME", "")
-    if not base or not os.path.isabs(base):  # XDG spec: ignore relative values
-        base = os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "hwtune")
+    return paths.cache_dir(environ)
 
 
 def cache_key(explicit: Mapping[str, Any], rank: tuple[int, int] | None) -> str:
