@@ -201,5 +201,8 @@ def fingerprint(environ: Mapping[str, str] | None = None) -> dict[str, object]:
         "config": {p: _stat(p) for p in config_paths(env)},
         "knowledge": _knowledge_files(env),
         "tuned": _tuned_results(env),
-        "hwtune_env": sorted([k, v] for k, v in env.items() if k.startswith("HWTUNE_")),
+        # HWTUNE_PROFILE (hwtune.apply.marker) marks hwtune's own output, not an input.
+        "hwtune_env": sorted(
+            [k, v] for k, v in env.items() if k.startswith("HWTUNE_") and k != "HWTUNE_PROFILE"
+        ),
     }
