@@ -186,6 +186,21 @@ class ConfigureReport:
         self._marker = (os.environ.get(MARKER), marker_value({n: os.environ[n] for n in own}))
         os.environ[MARKER] = self._marker[1]
 
+    def _record(self) -> None:
+        """Leave what this process now runs with where `hwtune verify` can read it: a
+        setenv never shows in /proc/PID/environ (hwtune.apply.record)."""
+        from hwtune.apply import record
+
+        names = [str(e[0]) for e in self.payload.get("env", [])]
+        record.write(
+            {
+                "env": {name: os.environ.get(name) for name in names},
+                "threads": self.payload.get("threads", {}),
+                "jit": self.jit,
+                "tensorflow": dict(self.tensorflow),
+            }
+        )
+
     def _schedule_tensorflow(self) -> None:
         tf = sys.modules.get("tensorflow")
         if tf is not None and hasattr(tf, "config"):
@@ -212,6 +227,7 @@ class ConfigureReport:
         if self.precision is not None and not self._policy_applied() and keras is not None:
             _HOOK.forget(self._on_keras)
             self._guarded(lambda: self._apply_policy(keras))
+        self._record()
         self._warn_new_problems(stacklevel=5)
 
     def _on_keras(self, module: ModuleType) -> None:
@@ -346,6 +362,7 @@ class ConfigureReport:
         self._tf_pending = False
         self.tensorflow.pop("threads/jit", None)
         self._apply_to_tensorflow(tf)
+        self._record()
         self._finish(stacklevel=3)
         return self
 
@@ -386,6 +403,8 @@ class ConfigureReport:
             else:
                 os.environ["HWTUNE_PROFILE"] = self._marker[0]
         self._marker = None
+        if self.payload.get("env"):
+            self._record()
 
     def __enter__(self) -> ConfigureReport:
         return self
@@ -505,6 +524,7 @@ def configure(
     report._apply_environment()
     if tensorflow:
         report._schedule_tensorflow()
+    report._record()
     report._finish(stacklevel=3)
     return report
 
