@@ -160,11 +160,12 @@ def test_sighup_reloads(daemon: DaemonProcess) -> None:
     assert daemon.stop() == 0
 
 
-def test_sigint_stops_cleanly(daemon: DaemonProcess) -> None:
+def test_sigint_stops_cleanly_with_130(daemon: DaemonProcess) -> None:
+    """Ctrl-C: a clean stop, reported as shells report SIGINT (128+2, README's exit table)."""
     daemon.start()
     daemon.wait_ready()
     daemon.signal(signal.SIGINT)
-    assert daemon.proc is not None and daemon.proc.wait(WAIT_S) == 0
+    assert daemon.proc is not None and daemon.proc.wait(WAIT_S) == 130
     daemon.drain()
     assert any(m.get("STOPPING") == "1" for m in daemon.messages)
     assert "Traceback" not in daemon.log()

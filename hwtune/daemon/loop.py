@@ -280,7 +280,7 @@ class Daemon:
         try:
             return self._serve(wake_r)
         except _Stop:
-            return self._stop()
+            return self._stop(self._signals)
         finally:
             for s, handler in old_handlers.items():
                 signal.signal(s, handler)
@@ -291,10 +291,14 @@ class Daemon:
                 self._watcher.close()
             self.notifier.close()
 
-    def _stop(self) -> int:
+    def _stop(self, pending: list[int]) -> int:
+        """0 after SIGTERM (how systemd and kill stop a service: a clean stop), 130 after
+        SIGINT (Ctrl-C in a terminal, 128+2 as shells report it and as README's table says)."""
         self.notifier.send(STOPPING=1, STATUS="stopping")
         self.log("stopping", 6)
-        return 0
+        if signal.SIGTERM in pending:
+            return 0
+        return 128 + signal.SIGINT if signal.SIGINT in pending else 0
 
     def _serve(self, wake_r: int) -> int:
         interval = self.options.interval
@@ -311,7 +315,7 @@ class Daemon:
             if self._signals:
                 pending, self._signals = self._signals, []
                 if signal.SIGTERM in pending or signal.SIGINT in pending:
-                    return self._stop()
+                    return self._stop(pending)
                 if signal.SIGHUP in pending:
                     self.reload()
                     next_poll = time.monotonic() + interval
