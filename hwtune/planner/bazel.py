@@ -334,7 +334,8 @@ def render_bazelrc(
             "bazel_version": tf.bazel,
             "clang": tf.clang,
             "fingerprint": fingerprint or "-",
-            "build_command": f"bazel --bazelrc=hwtune.bazelrc build {tf.pip_target}",
+            # The name `hwtune apply` writes it under (hwtune.apply.render.BAZELRC_FILE).
+            "build_command": f"bazel --bazelrc=tensorflow.bazelrc build {tf.pip_target}",
             "reasons": "\n".join(f"#   {line}" for line in bazel.reasons),
             "build_lines": "\n".join(f"build {option}" for option in bazel.options),
         },
