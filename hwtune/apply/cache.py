@@ -7,8 +7,9 @@ recomputes the fingerprint and uses the file only when it is equal; otherwise it
 plans again and rewrites the file atomically (ranks starting together may race; each writes a
 complete file and the last rename wins).
 
-The warm path imports only the standard library's json, os and sys plus hwtune.apply.fingerprint
-and hwtune.pipeline.ranks: no pydantic, psutil, dataclasses, probes or planner.
+The warm path imports only the standard library's json, os and sys plus hwtune.paths (where
+the file lives: XDG resolution is done there, once), hwtune.apply.fingerprint and
+hwtune.pipeline.ranks: no pydantic, psutil, dataclasses, probes or planner.
 """
 
 from __future__ import annotations
