@@ -23,7 +23,8 @@ from hwtune.probes import detect
 from tests.conftest import DATA, REPO
 from tests.test_plan_invariants import KNOWLEDGE
 
-PRIVATE = re.compile(r"anchors\.md|tf-build\.md|style\.md|\.\./shared")
+# The private notes, and the labels of their source list ("[S13]", "§5").
+PRIVATE = re.compile(r"anchors\.md|tf-build\.md|style\.md|\.\./shared|\[S\d+\]|§\d")
 HERE = re.compile(r"\bhere\b", re.IGNORECASE)
 MACHINE_PATH = re.compile(r"/work/|/root/|/home/[a-z]")
 PLACEHOLDER = re.compile(r"\bTODO\b|\bXXX\b|\bFIXME\b|<your[-_ ]|<placeholder>", re.IGNORECASE)
