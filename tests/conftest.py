@@ -45,6 +45,7 @@ def shared_hw() -> Path:
     """The read-only captures in ../shared/fixtures/hw; skips when the folder is absent."""
     if not SHARED_HW.is_dir():
         pytest.skip(
-            f"shared captures not present at {SHARED_HW} (they are not copied into tests/)"
+            "the maintainers' shared captures (shared/fixtures/hw beside the repository) are "
+            "not present; they are not copied into tests/"
         )
     return SHARED_HW

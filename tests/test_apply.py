@@ -307,16 +307,33 @@ def test_lock_timeout_exits_locked(tmp_path: Path) -> None:
 def test_cli_dry_run_diff_apply_revert(tmp_path: Path) -> None:
     out = str(tmp_path / "out")
     dry = run_cli(["apply", "--output", out, "--dry-run"])
-    assert dry.exit_status == 4 and "would change:" in dry.stdout and not Path(out).exists()
+    assert dry.exit_status == 4 and "would be created:" in dry.stdout and not Path(out).exists()
     first = run_cli(["apply", "--output", out])
     assert first.exit_status == 0 and "journal:" in first.stdout
+    # New files are "created", never "updated".
+    assert f"created: {out}/hwtune.env" in first.stdout and "updated:" not in first.stdout
     again = run_cli(["apply", "--output", out, "--diff"])
     assert again.exit_status == 0 and "up to date" in again.stdout
     changed = run_cli(["apply", "--output", out, "--diff", "--set", "HW_TEST=1"])
     assert changed.exit_status == 4 and "+export HW_TEST='1'" in changed.stdout
+    assert f"would be updated: {out}/hwtune.env" in changed.stdout
+    assert "created" not in changed.stdout
+    written = run_cli(["apply", "--output", out, "--set", "HW_TEST=1"])
+    assert f"updated: {out}/hwtune.env" in written.stdout and "created" not in written.stdout
+    run_cli(["revert", "--output", out])
     undo = run_cli(["revert", "--output", out])
     assert undo.exit_status == 0 and "reverted apply" in undo.stdout
     assert [p for p in Path(out).iterdir() if not p.name.startswith(".")] == []
+
+
+def test_output_that_is_a_file_is_not_a_directory(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("mine")
+    for extra in ([], ["--dry-run"]):
+        result = run_cli(["apply", "--output", str(target), *extra])
+        assert result.exit_status == 2, result.stderr
+        assert f"--output {target}: not a directory" in result.stderr
+    assert target.read_text() == "mine"
 
 
 def test_default_output_dir() -> None:

@@ -9,6 +9,7 @@ follows is measured in bench/bench_daemon.py, not asserted here.
 from __future__ import annotations
 
 import json
+import re
 import signal
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -160,14 +161,17 @@ def test_sighup_reloads(daemon: DaemonProcess) -> None:
     assert daemon.stop() == 0
 
 
-def test_sigint_stops_cleanly(daemon: DaemonProcess) -> None:
+def test_sigint_stops_cleanly_with_130(daemon: DaemonProcess) -> None:
+    """Ctrl-C: a clean stop, reported as shells report SIGINT (128+2, README's exit table)."""
     daemon.start()
     daemon.wait_ready()
     daemon.signal(signal.SIGINT)
-    assert daemon.proc is not None and daemon.proc.wait(WAIT_S) == 0
+    assert daemon.proc is not None and daemon.proc.wait(WAIT_S) == 130
     daemon.drain()
     assert any(m.get("STOPPING") == "1" for m in daemon.messages)
     assert "Traceback" not in daemon.log()
+    # Its last line says what it cost (psutil: its own memory and CPU time).
+    assert re.search(r"stopping \(\d+ MiB resident, \d+\.\d\d s CPU used\)", daemon.log())
 
 
 def test_sigterm_during_the_first_detection_exits_zero(daemon: DaemonProcess) -> None:

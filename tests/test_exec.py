@@ -23,6 +23,7 @@ from hwtune.apply.launch import (
     merge_environment,
     set_mempolicy,
 )
+from hwtune.apply.marker import MARKER, marker_value
 from hwtune.errors import HwtuneError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.pipeline.request import PlanRequest, profile_for
@@ -78,7 +79,8 @@ def test_two_instances_get_disjoint_cpus_and_only_planned_knobs(tmp_path: Path) 
         child_env = seen[str(index)]["env"]
         added = {k: v for k, v in child_env.items() if env.get(k) != v}
         expected = env_for_instance(planned.profile, index, hardware=planned.hardware)
-        assert added == expected  # the planned knobs and HWTUNE_INSTANCE(S), nothing else
+        # The planned knobs, HWTUNE_INSTANCE(S) and the marker of what hwtune wrote, nothing else.
+        assert added == {**expected, MARKER: marker_value(expected)}
         assert child_env["HWTUNE_INSTANCES"] == "2"
 
 
@@ -298,10 +300,13 @@ def test_user_variables_win_and_gpus_use_uuids() -> None:
     merged, notes = merge_environment(
         {"A": "mine", "HWTUNE_INSTANCE": "9"}, {"A": "plan", "HWTUNE_INSTANCE": "1", "B": "2"}
     )
-    assert (
-        merged == {"A": "mine", "HWTUNE_INSTANCE": "1", "B": "2"}
-        and "keeping A='mine'" in notes[0]
-    )
+    assert merged == {
+        "A": "mine",
+        "HWTUNE_INSTANCE": "1",
+        "B": "2",
+        MARKER: marker_value({"HWTUNE_INSTANCE": "1", "B": "2"}),  # A stays the user's
+    }
+    assert "keeping A='mine'" in notes[0]
     profile = make_profile(instances=((0,), (1,)), gpus=((0,), (1,)))
     hw = Hardware(gpus=(Gpu(0, "A100", uuid="GPU-aaa"), Gpu(1, "A100", uuid="GPU-bbb")))
     assert env_for_instance(profile, 1, hardware=hw)["CUDA_VISIBLE_DEVICES"] == "GPU-bbb"

@@ -83,7 +83,7 @@ def _v1_home(controller: str) -> Path:
         pytest.skip(f"no cgroup v1 {controller} hierarchy here (v2-only hosts are not covered)")
     home = mount / path.lstrip("/")
     if not os.access(home, os.W_OK):
-        pytest.skip(f"{home} is not writable")
+        pytest.skip(f"this process's own {controller} cgroup is not writable")
     return home
 
 

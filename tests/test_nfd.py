@@ -234,4 +234,14 @@ def test_nfd_command_prints_and_writes(tmp_path: Path, cli) -> None:  # type: ig
 def test_nfd_command_reports_an_unwritable_directory(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
     result = cli(["nfd", "--output", str(tmp_path / "missing")])
     assert result.exit_status == 1
-    assert "missing" in result.stderr
+    assert "missing" in result.stderr and "--print" in result.stderr
+
+
+@pytest.mark.skipif(
+    os.path.isdir(nfd.DEFAULT_DIR), reason="Node Feature Discovery's features.d exists here"
+)
+def test_nfd_without_nfd_says_how_to_use_output_or_print(cli) -> None:  # type: ignore[no-untyped-def]
+    result = cli(["nfd"])
+    assert result.exit_status == 1
+    assert "does not exist" in result.stderr
+    assert "--output DIR" in result.stderr and "--print" in result.stderr

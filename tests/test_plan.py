@@ -41,7 +41,7 @@ def test_this_machine_shape_two_cores_stock_tf(knowledge: Knowledge) -> None:
     left = {item.name: item.reason for item in profile.left_out}
     assert left["KMP_AFFINITY"].startswith(
         "left out: this TensorFlow runs oneDNN on its Eigen thread pool (no OpenMP linked), so "
-        "KMP_* has no effect — anchors.md §0 / TF #56697"
+        "KMP_* has no effect (TensorFlow issue #56697"
     )
     assert profile.distribution is None
     assert profile.data_format.value == "channels_last"

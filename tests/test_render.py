@@ -127,7 +127,8 @@ def test_comments_cannot_swallow_the_next_line() -> None:
     for fmt in ("sh", "systemd", "dotenv"):
         lines = render_env_entries([entry], fmt).splitlines()
         assert lines[0].startswith("# A: first A=evil") and not lines[0].endswith("\\")
-        assert len(lines) == 2
+        # The entry, then the HWTUNE_PROFILE marker (hwtune.apply.marker): no third variable.
+        assert len(lines) == 4 and "HWTUNE_PROFILE=" in lines[3]
 
 
 def test_json_format_is_the_env_map() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import hwtune
+from hwtune.apply.marker import marker_value
 from hwtune.apply.render import env_map, thread_counts
 from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON
@@ -184,7 +185,9 @@ def test_tensorflow_gets_the_plan_when_configured_before_import(clean_env: dict[
     intra, inter = thread_counts(profile)
     assert (seen["intra"], seen["inter"]) == (intra, inter)
     assert seen["compute_threads"] == inter  # the inter-op pool really has that size
-    assert seen["added"] == env_map(profile)  # only planned knobs
+    planned = env_map(profile)
+    # Only planned knobs, and the marker saying they are hwtune's (hwtune.apply.marker).
+    assert seen["added"] == {**planned, "HWTUNE_PROFILE": marker_value(planned)}
     assert seen["warnings"] == [] and seen["hook_left"] == []
     if profile.precision.enabled:
         assert seen["policy"] == profile.precision.enabled
@@ -291,7 +294,8 @@ def test_eval_hwtune_env_in_bash_sizes_tensorflows_pools(
     profile = profile_for(PlanRequest(clean_env)).profile
     skip = ("PWD", "SHLVL", "_", "OLDPWD")
     added = {k: v for k, v in seen["env"].items() if clean_env.get(k) != v and k not in skip}
-    assert added == env_map(profile)
+    planned = env_map(profile)
+    assert added == {**planned, "HWTUNE_PROFILE": marker_value(planned)}
     intra, inter = thread_counts(profile)
     assert seen["compute_threads"] == inter
     # tf.config.threading reads back only what was set through it: the pools came from the

@@ -217,7 +217,7 @@ def test_workload_specs() -> None:
 # -- progress -----------------------------------------------------------------------------
 
 
-def test_progress_is_silent_when_piped_and_a_bar_on_a_terminal() -> None:
+def test_progress_is_a_line_per_trial_when_piped_and_a_bar_on_a_terminal() -> None:
     result = TrialResult(TrialConfig(intra=1), 1234.0, 9.0)
     line = render_line(30, 120, 4, 1.25, result, 200)
     assert line.startswith("[#####···············] 0:30/2:00  4 trials  best 1.25×")
@@ -233,10 +233,13 @@ def test_progress_is_silent_when_piped_and_a_bar_on_a_terminal() -> None:
             return 6.0
 
     piped = io.StringIO()
-    Progress(piped, enabled=False)(Fake(), result)  # type: ignore[arg-type]
-    assert piped.getvalue() == ""
+    Progress(piped, tty=False)(Fake(), result)  # type: ignore[arg-type]
+    assert piped.getvalue() == (
+        "hwtune tune: trial 1 (0:06/1:00): 1,234/s intra=1 inter=dflt onednn=dflt jit=dflt "
+        "fp32 ×1; best so far 1.00×\n"
+    )
     tty = io.StringIO()
-    progress = Progress(tty, enabled=True)
+    progress = Progress(tty, tty=True)
     progress(Fake(), result)  # type: ignore[arg-type]
     progress.finish()
     assert tty.getvalue().startswith("\r\x1b[2K[##") and tty.getvalue().endswith("\r\x1b[2K")

@@ -19,9 +19,7 @@ from hwtune.apply.verify import (
     compare,
     descendants,
     observe,
-    parse_environ,
     parse_numa_policy,
-    parse_status_affinity,
     render_table,
 )
 from hwtune.pipeline.request import PlanRequest, profile_for
@@ -47,17 +45,10 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def test_parsers() -> None:
-    assert parse_environ(b"A=1\0B=x=y\0\0C=\xff\0") == {
-        "A": "1",
-        "B": "x=y",
-        "C": os.fsdecode(b"\xff"),
-    }
-    assert parse_status_affinity("Name:\tx\nCpus_allowed_list:\t0-2,5\n") == (0, 1, 2, 5)
-    assert parse_status_affinity("Cpus_allowed_list:\tgarbage\n") is None
     assert parse_numa_policy("7f00 bind:0 anon=1\n7f01 default\n") == "bind:0"
 
 
-def test_compare_says_ok_different_and_unknown() -> None:
+def test_compare_says_ok_different_and_cannot_tell() -> None:
     expected = Expectation(env={"A": "1", "B": "2"}, cpus=(0, 1), intra_op=2, inter_op=1)
     quiet = Observation(1, {"A": "1"}, (0,), Counter({"python": 1}), "python")
     checks = {c.setting: c.status for c in compare(expected, quiet)}
@@ -65,8 +56,8 @@ def test_compare_says_ok_different_and_unknown() -> None:
         "env A": "OK",
         "env B": "DIFFERENT",
         "CPU affinity": "DIFFERENT",
-        "inter-op pool (tf_Compute threads)": "UNKNOWN",
-        "intra-op pool (unnamed threads)": "UNKNOWN",
+        "inter-op pool (tf_Compute threads)": "CANNOT TELL",
+        "intra-op pool (unnamed threads)": "CANNOT TELL",
     }
     running = Observation(
         1, {"A": "1", "B": "2"}, (1, 0), Counter({"python": 4, "tf_Compute": 1}), "python"
@@ -114,7 +105,7 @@ def test_verify_pid_of_a_process_started_by_exec(tmp_path: Path) -> None:
             timeout=60,
         )
         assert result.returncode == 0, result.stdout + result.stderr
-        assert "env TF_NUM_INTRAOP_THREADS" in result.stdout and "UNKNOWN" in result.stdout
+        assert "env TF_NUM_INTRAOP_THREADS" in result.stdout and "CANNOT TELL" in result.stdout
         assert "DIFFERENT" not in result.stdout
     finally:
         child.kill()
@@ -233,3 +224,77 @@ def test_verify_plain_command_lacks_the_profile(tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 5 and "(unset)" in result.stdout
+
+
+def test_a_configure_record_and_xla_threads_are_judged_as_what_they_are() -> None:
+    expected = Expectation(env={"A": "1"}, inter_op=1)
+    tf_threads = Counter({"python": 9, "tf_Compute": 2, "tf_XLAEigen": 2})
+    # Started without A, set inside by configure(), which recorded it and the pool it set.
+    record = {
+        "env": {"A": "1"},
+        "threads": {"inter_op": 1},
+        "tensorflow": {"inter_op_parallelism_threads": "applied (1)"},
+    }
+    inside = Observation(1, {}, None, tf_threads, "python", record=record)
+    rows = {c.setting: c for c in compare(expected, inside)}
+    assert rows["env A"].status == "OK" and "record" in rows["env A"].note
+    assert rows["inter-op pool (tf_Compute threads)"].status == "OK"
+    # Without a record, XLA's own tf_Compute threads make the count say nothing exact.
+    outside = Observation(1, {"A": "1"}, None, tf_threads, "python")
+    rows = {c.setting: c for c in compare(expected, outside)}
+    assert rows["inter-op pool (tf_Compute threads)"].status == "CANNOT TELL"
+    # Without XLA, a wrong count is a difference.
+    plain = Observation(1, {"A": "1"}, None, Counter({"python": 3, "tf_Compute": 2}), "python")
+    assert {c.status for c in compare(expected, plain)} == {"OK", "DIFFERENT"}
+    # configure() recorded a value other than the plan: different, whatever /proc says.
+    wrong = Observation(1, {"A": "1"}, None, Counter(), "python", record={"env": {"A": "7"}})
+    assert compare(Expectation(env={"A": "1"}), wrong)[0].status == "DIFFERENT"
+    unreadable = Observation(1, {}, None, Counter(), "python", record_note="not trusted")
+    assert compare(Expectation(env={"A": "1"}), unreadable)[0].status == "CANNOT TELL"
+
+
+# The README's job: Keras with XLA on or off, hwtune.configure() at start or not at all.
+TRAIN = textwrap.dedent(
+    """
+    import sys, time
+    if sys.argv[1] == "configure":
+        import hwtune
+        hwtune.configure()
+    import tensorflow as tf
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8)])
+    model.compile("sgd", "mse", jit_compile=sys.argv[2] == "on")
+    model.fit(tf.random.normal((64, 4)), tf.random.normal((64, 8)), epochs=2, verbose=0)
+    time.sleep(1.5)   # let verify look at the running pools
+    """
+)
+
+
+@needs_tf
+@pytest.mark.parametrize("xla", ["on", "off"])
+@pytest.mark.parametrize("how", ["configure", "eval"])
+def test_the_readme_verify_example_passes(tmp_path: Path, how: str, xla: str) -> None:
+    """`hwtune verify -- python train.py` on a job that calls configure() and on one started
+    with `eval "$(hwtune env)"`, with XLA on and off: nothing DIFFERENT, exit 0."""
+    env = _env(tmp_path)
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    hwtune = " ".join(HWTUNE)
+    job = f"{hwtune} verify --json -- {PYTHON} {script} {how} {xla}"
+    if how == "eval":
+        job = f'eval "$({hwtune} env)"; {job}'
+    result = subprocess.run(
+        ["bash", "-c", job], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    shown = json.loads(result.stdout[result.stdout.index("{") :])
+    rows = {c["setting"]: c for c in shown["checks"]}
+    assert shown["configure_record"] == (how == "configure")
+    planned = env_map(profile_for(PlanRequest(environ=env)).profile)
+    for name in planned:
+        assert rows[f"env {name}"]["status"] == "OK", rows[f"env {name}"]
+    pool = rows["inter-op pool (tf_Compute threads)"]
+    if how == "configure" or xla == "off":
+        assert pool["status"] == "OK", pool
+    else:
+        assert pool["status"] in ("OK", "CANNOT TELL"), pool
+    assert not [c for c in rows.values() if c["status"] == "DIFFERENT"]

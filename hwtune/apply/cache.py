@@ -7,8 +7,9 @@ recomputes the fingerprint and uses the file only when it is equal; otherwise it
 plans again and rewrites the file atomically (ranks starting together may race; each writes a
 complete file and the last rename wins).
 
-The warm path imports only the standard library's json, os and sys plus hwtune.apply.fingerprint
-and hwtune.pipeline.ranks: no pydantic, psutil, dataclasses, probes or planner.
+The warm path imports only the standard library's json, os and sys plus hwtune.paths (where
+the file lives: XDG resolution is done there, once), hwtune.apply.fingerprint and
+hwtune.pipeline.ranks: no pydantic, psutil, dataclasses, probes or planner.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from hwtune import paths
 from hwtune.apply.fingerprint import fingerprint
 
 CACHE_SCHEMA = 1
@@ -25,10 +27,7 @@ INTENT_KEYS = ("mode", "instances", "instance", "precision", "model")
 
 
 def cache_dir(environ: Mapping[str, str]) -> str:
-    base = environ.get("XDG_CACHE_HOME", "")
-    if not base or not os.path.isabs(base):  # XDG spec: ignore relative values
-        base = os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "hwtune")
+    return paths.cache_dir(environ)
 
 
 def cache_key(explicit: Mapping[str, Any], rank: tuple[int, int] | None) -> str:

@@ -24,7 +24,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from hwtune import __version__
+from hwtune import __version__, paths
 
 # Distribution names whose presence or version changes a plan (tensorflow-cpu installs as
 # "tensorflow_cpu-2.21.0.dist-info", PEP 427 name normalisation). No `re`: it is not
@@ -136,22 +136,12 @@ def _tensorflow_dists() -> list[list[object]]:
 def config_paths(environ: Mapping[str, str]) -> list[str]:
     """The files the overrides are read from (kept equal to hwtune.pipeline.config's; a test
     checks)."""
-    config_home = environ.get("XDG_CONFIG_HOME") or os.path.join(
-        environ.get("HOME") or os.path.expanduser("~"), ".config"
-    )
-    return ["/etc/hwtune/config.toml", os.path.join(config_home, "hwtune", "config.toml")]
+    return list(paths.config_files(environ))
 
 
 def _knowledge_files(environ: Mapping[str, str]) -> dict[str, list[int] | None]:
-    config_home = environ.get("XDG_CONFIG_HOME") or os.path.join(
-        os.path.expanduser("~"), ".config"
-    )
-    dirs = [
-        os.path.join(os.path.dirname(__file__), "knowledge", "data"),
-        os.path.join(config_home, "hwtune", "knowledge"),
-    ]
-    if environ.get("HWTUNE_KNOWLEDGE_DIR"):
-        dirs.append(environ["HWTUNE_KNOWLEDGE_DIR"])
+    shipped = os.path.join(os.path.dirname(os.path.dirname(__file__)), "knowledge", "data")
+    dirs = [shipped, *paths.knowledge_dirs(environ)]
     files: dict[str, list[int] | None] = {}
     for directory in dirs:
         for name in _listdir(directory):
@@ -164,12 +154,7 @@ def _tuned_results(environ: Mapping[str, str]) -> dict[str, list[int] | None]:
     """Stat of `hwtune tune`'s stored results, which plan() takes as measurements: as
     hwtune.pipeline.measured.tuned_dir, $HWTUNE_TUNED_DIR else $XDG_STATE_HOME/hwtune/tuned,
     holding <plan fingerprint>/<workload>.json."""
-    base = environ.get("HWTUNE_TUNED_DIR") or os.path.join(
-        environ.get("XDG_STATE_HOME")
-        or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".local", "state"),
-        "hwtune",
-        "tuned",
-    )
+    base = paths.tuned_dir(environ)
     return {
         os.path.join(key, name): _stat(os.path.join(base, key, name))
         for key in _listdir(base)
@@ -216,5 +201,8 @@ def fingerprint(environ: Mapping[str, str] | None = None) -> dict[str, object]:
         "config": {p: _stat(p) for p in config_paths(env)},
         "knowledge": _knowledge_files(env),
         "tuned": _tuned_results(env),
-        "hwtune_env": sorted([k, v] for k, v in env.items() if k.startswith("HWTUNE_")),
+        # HWTUNE_PROFILE (hwtune.apply.marker) marks hwtune's own output, not an input.
+        "hwtune_env": sorted(
+            [k, v] for k, v in env.items() if k.startswith("HWTUNE_") and k != "HWTUNE_PROFILE"
+        ),
     }

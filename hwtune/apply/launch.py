@@ -112,17 +112,18 @@ def merge_environment(
 ) -> tuple[dict[str, str], list[str]]:
     """`base` plus `planned`; a variable the user already set to another value wins (noted).
 
-    HWTUNE_INSTANCE(S) are hwtune's own protocol with its children and always set.
+    Values hwtune itself wrote earlier (`eval "$(hwtune env)"`, an outer `hwtune exec`; see
+    hwtune.apply.marker) are not the user's: they are replaced. HWTUNE_INSTANCE(S) are
+    hwtune's own protocol with its children and always set.
     """
-    env = dict(base)
-    notes: list[str] = []
-    for name, value in planned.items():
-        if name in base and base[name] != value and not name.startswith("HWTUNE_INSTANCE"):
-            notes.append(
-                f"keeping {name}={base[name]!r} from the environment (profile: {value!r})"
-            )
-            continue
-        env[name] = value
+    from hwtune.apply.marker import replace_own
+
+    always = [name for name in planned if name.startswith("HWTUNE_INSTANCE")]
+    env, kept = replace_own(base, planned, always=always)
+    notes = [
+        f"keeping {name}={user!r} from the environment (profile: {value!r})"
+        for name, (user, value) in kept.items()
+    ]
     return env, notes
 
 

@@ -43,6 +43,14 @@ class ApplyReport:
     journal_id: str | None  # None when nothing changed or on a dry run
     dry_run: bool = False
     recovered: tuple[str, ...] = ()  # journal ids of interrupted applies rolled back first
+    created: tuple[Path, ...] = ()  # of `changed`: files that did not exist
+    removed: tuple[Path, ...] = ()  # of `changed`: files this profile no longer has
+
+    def verb(self, path: Path) -> str:
+        """What happens to a changed file: created, updated or removed."""
+        return (
+            "created" if path in self.created else "removed" if path in self.removed else "updated"
+        )
 
     @property
     def would_change(self) -> bool:
@@ -123,7 +131,15 @@ def apply_files(
         journal.mark_complete(output_dir, entry)
         journal.prune(output_dir)
         return ApplyReport(
-            output_dir, report.changed, report.unchanged, report.diff, entry.id, False, recovered
+            output_dir,
+            report.changed,
+            report.unchanged,
+            report.diff,
+            entry.id,
+            False,
+            recovered,
+            report.created,
+            report.removed,
         )
 
 
@@ -149,6 +165,8 @@ def _plan_changes(
 ) -> ApplyReport:
     changed: list[Path] = []
     unchanged: list[Path] = []
+    created: list[Path] = []
+    removed: list[Path] = []
     diffs: list[str] = []
     for name, data in files.items():
         path = output_dir / name
@@ -160,8 +178,20 @@ def _plan_changes(
         else:
             changed.append(path)
             diffs.append(_diff(name, old, data))
+            if old is None:
+                created.append(path)
+            elif data is None:
+                removed.append(path)
     return ApplyReport(
-        output_dir, tuple(changed), tuple(unchanged), "".join(diffs), None, dry_run, recovered
+        output_dir,
+        tuple(changed),
+        tuple(unchanged),
+        "".join(diffs),
+        None,
+        dry_run,
+        recovered,
+        tuple(created),
+        tuple(removed),
     )
 
 

@@ -228,7 +228,7 @@ def render_env_entries(
     if fmt == "json":
         return json.dumps({e.name: e.value for e in entries}, indent=2, ensure_ascii=False) + "\n"
     lines = [f"# {_comment(line)}" for line in header]
-    for entry in entries:
+    for entry in [*entries, _marker_entry(entries)]:
         if entry.reason:
             lines.append(f"# {entry.name}: {_comment(entry.reason)} [{entry.source}]")
         if fmt == "sh":
@@ -238,6 +238,15 @@ def render_env_entries(
         else:
             lines.append(dotenv_line(entry.name, entry.value))
     return "\n".join(lines) + "\n"
+
+
+def _marker_entry(entries: Sequence[EnvEntry]) -> EnvEntry:
+    """HWTUNE_PROFILE: which of these values hwtune wrote (hwtune.apply.marker), so a later
+    `hwtune exec`, `env` or `configure()` replaces them instead of keeping them as the user's."""
+    from hwtune.apply.marker import MARKER, marker_value
+
+    own = {e.name: e.value for e in entries if e.name != MARKER}
+    return EnvEntry(MARKER, marker_value(own), "the variables above that hwtune wrote", "hwtune")
 
 
 def _version() -> str:

@@ -88,6 +88,7 @@ class ConfigureReport:
         self._undo: list[Callable[[], None]] = []
         self._tf_pending = False
         self._warned = 0
+        self._marker: tuple[str | None, str] | None = None  # HWTUNE_PROFILE (before, set)
 
     # -- what was planned -------------------------------------------------------------------
     @property
@@ -132,15 +133,21 @@ class ConfigureReport:
 
     # -- applying ---------------------------------------------------------------------------
     def _apply_environment(self) -> None:
+        from hwtune.apply.marker import hwtune_owned
+
         tf_loaded = "tensorflow" in sys.modules
         late: list[str] = []
         refused: list[str] = []
+        # Values an earlier `eval "$(hwtune env)"` or `hwtune exec` wrote are hwtune's too.
+        earlier = hwtune_owned(os.environ) | {
+            n for n, v in _OWNED.items() if os.environ.get(n) == v
+        }
         for name, value, *_ in self.payload.get("env", []):
             current = os.environ.get(name)
             if current == value:
                 self.env_already[name] = value
                 continue
-            if current is not None and _OWNED.get(name) != current:
+            if current is not None and name not in earlier:
                 self.env_user[name] = (current, value)
                 continue
             try:
@@ -157,6 +164,7 @@ class ConfigureReport:
                 _SET_LATE.add(name)
                 if name not in (INTRA_OP_ENV, INTER_OP_ENV):
                     late.append(name)
+        self._mark_own(earlier)
         if refused:
             self.problems.append(f"could not set {', '.join(refused)}; left unset")
         if late:
@@ -165,6 +173,33 @@ class ConfigureReport:
                 "variables when it loads or starts, so they may not take effect in this process "
                 "(they do in processes it starts); call hwtune.configure() before importing it"
             )
+
+    def _mark_own(self, earlier: set[str]) -> None:
+        """Drop hwtune's earlier values this plan no longer sets; rewrite HWTUNE_PROFILE."""
+        from hwtune.apply.marker import MARKER, marker_value
+
+        planned = {str(e[0]) for e in self.payload.get("env", [])}
+        for name in sorted(earlier - planned - {MARKER}):
+            self._previous_env.setdefault(name, os.environ.pop(name, None))
+            _OWNED.pop(name, None)
+        own = set(self.env_set) | (set(self.env_already) & earlier)
+        self._marker = (os.environ.get(MARKER), marker_value({n: os.environ[n] for n in own}))
+        os.environ[MARKER] = self._marker[1]
+
+    def _record(self) -> None:
+        """Leave what this process now runs with where `hwtune verify` can read it: a
+        setenv never shows in /proc/PID/environ (hwtune.apply.record)."""
+        from hwtune.apply import record
+
+        names = [str(e[0]) for e in self.payload.get("env", [])]
+        record.write(
+            {
+                "env": {name: os.environ.get(name) for name in names},
+                "threads": self.payload.get("threads", {}),
+                "jit": self.jit,
+                "tensorflow": dict(self.tensorflow),
+            }
+        )
 
     def _schedule_tensorflow(self) -> None:
         tf = sys.modules.get("tensorflow")
@@ -192,6 +227,7 @@ class ConfigureReport:
         if self.precision is not None and not self._policy_applied() and keras is not None:
             _HOOK.forget(self._on_keras)
             self._guarded(lambda: self._apply_policy(keras))
+        self._record()
         self._warn_new_problems(stacklevel=5)
 
     def _on_keras(self, module: ModuleType) -> None:
@@ -326,6 +362,7 @@ class ConfigureReport:
         self._tf_pending = False
         self.tensorflow.pop("threads/jit", None)
         self._apply_to_tensorflow(tf)
+        self._record()
         self._finish(stacklevel=3)
         return self
 
@@ -360,6 +397,14 @@ class ConfigureReport:
             else:
                 os.environ[name] = previous
         self._previous_env.clear()
+        if self._marker is not None and os.environ.get("HWTUNE_PROFILE") == self._marker[1]:
+            if self._marker[0] is None:
+                os.environ.pop("HWTUNE_PROFILE", None)
+            else:
+                os.environ["HWTUNE_PROFILE"] = self._marker[0]
+        self._marker = None
+        if self.payload.get("env"):
+            self._record()
 
     def __enter__(self) -> ConfigureReport:
         return self
@@ -486,6 +531,7 @@ def configure(
     report._apply_environment()
     if tensorflow:
         report._schedule_tensorflow()
+    report._record()
     report._finish(stacklevel=3)
     return report
 

@@ -1,18 +1,28 @@
 """`hwtune verify`: did a running TensorFlow process really get the profile?
 
-What can be checked from outside, honestly (read from /proc, proc(5)):
-- its environment: `/proc/PID/environ` is the environment execve gave it (later setenv calls
-  inside the process are not visible there), compared variable by variable;
-- its CPU affinity: `Cpus_allowed_list` in `/proc/PID/status`;
+What can be checked from outside, honestly:
+- its environment: the one it started with (psutil's `Process.environ()`, i.e.
+  `/proc/PID/environ`), overlaid with what `hwtune.configure()` set inside it, which it
+  records for verify (`hwtune.apply.record`): a setenv never shows in /proc (proc(5));
+- its CPU affinity (psutil `cpu_affinity()`, sched_getaffinity(2));
 - its inter-op pool: TensorFlow names those threads "tf_Compute" (the "Compute" pool of
   tensorflow/core/common_runtime/process_util.cc, "tf_" prefixed by tsl's thread naming), so
-  their number is exactly the inter-op size once the runtime has started;
+  their number is the inter-op size once the runtime has started. XLA's CPU runtime (its
+  threads are "tf_XLA…") starts tf_Compute threads of its own: with a Keras model compiled
+  with jit_compile=True, TF 2.21 showed inter-op + 1 tf_Compute threads (on a 2-vCPU EPYC VM,
+  for inter-op 1, 2 and 3). Then the count says nothing exact, and configure()'s record of
+  `tf.config.threading` having taken the value is the evidence, else it cannot tell;
 - its intra-op pool only as a lower bound: the Eigen pool's threads are not named (they keep
   the process's name, like BLAS and Python threads), so "at least N such threads" is what
   can be said;
 - its NUMA memory policy, where the node has several NUMA nodes: `/proc/PID/numa_maps`
   prints the task's policy ("bind:0") for mappings without their own.
-Each check is OK, DIFFERENT, or UNKNOWN when the evidence is not there yet (no TF threads).
+Thread names come from /proc/PID/task/TID/comm: psutil lists a process's threads (ids and
+times) but not their names. Each check is OK, DIFFERENT, or CANNOT TELL when the evidence is
+not there (TensorFlow has not started, XLA's threads blur the pool, a record is unreadable).
+psutil is imported here and in the daemon only, never on detect/configure/env's path: its
+import costs about 28 ms (`python -X importtime`, on a 2-vCPU EPYC VM), configure()'s whole
+budget is 30 ms.
 """
 
 from __future__ import annotations
@@ -21,13 +31,14 @@ import os
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from hwtune.models.cpulist import CpuListError, format_cpulist, parse_cpulist
-from hwtune.models.digits import is_ascii_digits
+from hwtune.models.cpulist import format_cpulist
 
-Status = Literal["OK", "DIFFERENT", "UNKNOWN"]
+Status = Literal["OK", "DIFFERENT", "CANNOT TELL"]
+CANNOT_TELL: Status = "CANNOT TELL"
 INTER_OP_THREAD = "tf_Compute"  # comm is cut to 15 characters (TASK_COMM_LEN 16)
+XLA_THREAD_PREFIX = "tf_XLA"  # tf_XLAEigen: XLA's CPU runtime pool
 
 
 @dataclass(frozen=True)
@@ -57,10 +68,21 @@ class Observation:
     threads: Counter[str] = field(default_factory=Counter)
     comm: str = ""
     numa_policy: str | None = None
+    record: Mapping[str, Any] | None = None  # what configure() set inside (hwtune.apply.record)
+    record_note: str = ""  # why a record was not used
+    rss_bytes: int | None = None
 
     @property
     def tf_started(self) -> bool:
         return any(name.startswith("tf_") for name in self.threads)
+
+    @property
+    def xla_started(self) -> bool:
+        return any(name.startswith(XLA_THREAD_PREFIX) for name in self.threads)
+
+    def recorded(self, section: str) -> dict[str, Any]:
+        value = (self.record or {}).get(section)
+        return value if isinstance(value, dict) else {}
 
 
 def _read(path: str) -> bytes | None:
@@ -69,26 +91,6 @@ def _read(path: str) -> bytes | None:
             return handle.read()
     except OSError:
         return None
-
-
-def parse_environ(data: bytes) -> dict[str, str]:
-    """NUL-separated NAME=VALUE records; bytes that are not UTF-8 are kept (surrogateescape)."""
-    env: dict[str, str] = {}
-    for record in data.split(b"\0"):
-        name, sep, value = record.partition(b"=")
-        if sep and name:
-            env[os.fsdecode(name)] = os.fsdecode(value)
-    return env
-
-
-def parse_status_affinity(text: str) -> tuple[int, ...] | None:
-    for line in text.splitlines():
-        if line.startswith("Cpus_allowed_list:"):
-            try:
-                return parse_cpulist(line.split(":", 1)[1])
-            except CpuListError:
-                return None
-    return None
 
 
 def parse_numa_policy(text: str) -> str | None:
@@ -100,53 +102,56 @@ def parse_numa_policy(text: str) -> str | None:
     return None
 
 
-def observe(pid: int) -> Observation | None:
-    """Read what /proc shows about `pid`; None when it is gone."""
-    base = f"/proc/{pid}"
-    status = _read(f"{base}/status")
-    environ = _read(f"{base}/environ")
-    if status is None or environ is None:
-        return None
+def _thread_names(pid: int, tids: list[int]) -> Counter[str]:
     threads: Counter[str] = Counter()
-    try:
-        tids = os.listdir(f"{base}/task")
-    except OSError:
-        tids = []
     for tid in tids:
-        comm = _read(f"{base}/task/{tid}/comm")
+        comm = _read(f"/proc/{pid}/task/{tid}/comm")
         if comm is not None:
             threads[comm.decode("utf-8", "replace").strip()] += 1
-    comm_bytes = _read(f"{base}/comm") or b""
-    numa = _read(f"{base}/numa_maps")
+    return threads
+
+
+def observe(pid: int) -> Observation | None:
+    """What psutil and /proc show about `pid`; None when it is gone or not ours to read."""
+    import psutil
+
+    from hwtune.apply import record
+
+    try:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            environ = process.environ()
+            cpus = tuple(sorted(process.cpu_affinity() or ()))
+            tids = [thread.id for thread in process.threads()]
+            comm = process.name()
+            rss = process.memory_info().rss
+            uid = process.uids().real
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+    numa = _read(f"/proc/{pid}/numa_maps")
+    found, note = record.read(pid, [environ, os.environ], owner=uid)
     return Observation(
         pid=pid,
-        environ=parse_environ(environ),
-        cpus=parse_status_affinity(status.decode("utf-8", "replace")),
-        threads=threads,
-        comm=comm_bytes.decode("utf-8", "replace").strip(),
+        environ=dict(environ),
+        cpus=cpus or None,
+        threads=_thread_names(pid, tids),
+        comm=comm,
         numa_policy=parse_numa_policy(numa.decode("utf-8", "replace")) if numa else None,
+        record=found,
+        record_note=note,
+        rss_bytes=rss,
     )
 
 
 def descendants(pid: int) -> list[int]:
-    """`pid` and every process below it, parents first (from /proc/*/stat)."""
-    parents: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not is_ascii_digits(name):
-            continue
-        stat = _read(f"/proc/{name}/stat")
-        if stat is None:
-            continue
-        # The 2nd field (comm) is parenthesised and may contain spaces: split after the last ')'.
-        after = stat[stat.rfind(b")") + 2 :].split()
-        if len(after) >= 2:
-            parents.setdefault(int(after[1]), []).append(int(name))
-    order, queue = [], [pid]
-    while queue:
-        current = queue.pop(0)
-        order.append(current)
-        queue.extend(sorted(parents.get(current, [])))
-    return order
+    """`pid` and every process below it, parents first."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return [pid]
+    return [pid, *(child.pid for child in children)]
 
 
 def observe_tree(pid: int) -> Observation | None:
@@ -160,39 +165,71 @@ def observe_tree(pid: int) -> Observation | None:
     return seen[-1]
 
 
+def _env_check(name: str, want: str, seen: Observation) -> Check:
+    inside = seen.recorded("env")
+    if name in inside:
+        have = inside[name]
+        shown = "(unset)" if have is None else str(have)
+        return Check(
+            f"env {name}",
+            want,
+            shown,
+            "OK" if have == want else "DIFFERENT",
+            "as hwtune.configure() left it inside the process (its record)",
+        )
+    started = seen.environ.get(name)
+    if started is None and seen.record_note:
+        return Check(
+            f"env {name}",
+            want,
+            "(unset at start)",
+            CANNOT_TELL,
+            f"configure()'s record could not be used: {seen.record_note}",
+        )
+    return Check(
+        f"env {name}",
+        want,
+        "(unset)" if started is None else started,
+        "OK" if started == want else "DIFFERENT",
+    )
+
+
+def _inter_op_check(expected: int, seen: Observation) -> Check:
+    setting = "inter-op pool (tf_Compute threads)"
+    count = seen.threads[INTER_OP_THREAD]
+    if not seen.tf_started:
+        note = "TensorFlow's runtime has not started in this process"
+        return Check(setting, str(expected), str(count), CANNOT_TELL, note)
+    if count == expected:
+        return Check(setting, str(expected), str(count), "OK")
+    if not seen.xla_started:
+        return Check(setting, str(expected), str(count), "DIFFERENT")
+    applied = str(seen.recorded("tensorflow").get("inter_op_parallelism_threads", ""))
+    taken = seen.recorded("threads").get("inter_op") == expected and (
+        applied.startswith(("applied", "in effect"))
+    )
+    xla = "XLA's runtime starts tf_Compute threads of its own, so the count is not the pool"
+    if taken:
+        return Check(
+            setting, str(expected), str(count), "OK", f"{xla}; configure() recorded: {applied}"
+        )
+    return Check(setting, str(expected), str(count), CANNOT_TELL, xla)
+
+
 def compare(expected: Expectation, seen: Observation) -> list[Check]:
     checks: list[Check] = []
     for name in sorted(expected.env):
-        want, have = expected.env[name], seen.environ.get(name)
-        checks.append(
-            Check(
-                f"env {name}",
-                want,
-                "(unset)" if have is None else have,
-                "OK" if have == want else "DIFFERENT",
-            )
-        )
+        checks.append(_env_check(name, expected.env[name], seen))
     if expected.cpus:
         have_cpus = "(unreadable)" if seen.cpus is None else format_cpulist(seen.cpus)
         status: Status = (
-            "UNKNOWN"
+            CANNOT_TELL
             if seen.cpus is None
             else ("OK" if set(seen.cpus) == set(expected.cpus) else "DIFFERENT")
         )
         checks.append(Check("CPU affinity", format_cpulist(expected.cpus), have_cpus, status))
     if expected.inter_op is not None:
-        count = seen.threads[INTER_OP_THREAD]
-        checks.append(
-            Check(
-                "inter-op pool (tf_Compute threads)",
-                str(expected.inter_op),
-                str(count),
-                "UNKNOWN"
-                if not seen.tf_started
-                else ("OK" if count == expected.inter_op else "DIFFERENT"),
-                "" if seen.tf_started else "TensorFlow's runtime has not started in this process",
-            )
-        )
+        checks.append(_inter_op_check(expected.inter_op, seen))
     if expected.intra_op is not None:
         # Unnamed threads besides the main thread: the intra-op pool plus BLAS/Python threads.
         unnamed = max(0, seen.threads[seen.comm] - 1)
@@ -201,7 +238,7 @@ def compare(expected: Expectation, seen: Observation) -> list[Check]:
                 "intra-op pool (unnamed threads)",
                 f">= {expected.intra_op}",
                 str(unnamed),
-                "UNKNOWN"
+                CANNOT_TELL
                 if not seen.tf_started
                 else ("OK" if unnamed >= expected.intra_op else "DIFFERENT"),
                 "a lower bound: TensorFlow does not name these threads",
@@ -219,10 +256,23 @@ def compare(expected: Expectation, seen: Observation) -> list[Check]:
                 "NUMA memory policy",
                 want,
                 have,
-                "UNKNOWN" if seen.numa_policy is None else ("OK" if have == want else "DIFFERENT"),
+                CANNOT_TELL
+                if seen.numa_policy is None
+                else ("OK" if have == want else "DIFFERENT"),
             )
         )
     return checks
+
+
+def describe(seen: Observation) -> str:
+    """The header line: which process, its memory and threads, and whether configure() ran."""
+    parts = [f"pid {seen.pid} ({seen.comm})"]
+    if seen.rss_bytes is not None:
+        parts.append(f"{seen.rss_bytes / (1 << 20):.0f} MiB resident")
+    parts.append(f"{sum(seen.threads.values())} threads")
+    if seen.record is not None:
+        parts.append("hwtune.configure() ran inside")
+    return ", ".join(parts)
 
 
 def render_table(checks: list[Check]) -> str:
@@ -230,7 +280,11 @@ def render_table(checks: list[Check]) -> str:
     rows = [header] + [(c.setting, _cell(c.expected), _cell(c.actual), c.status) for c in checks]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
-    notes = sorted({f"note: {c.setting}: {c.note}" for c in checks if c.note})
+    by_note: dict[str, list[str]] = {}
+    for check in checks:
+        if check.note:
+            by_note.setdefault(check.note, []).append(check.setting)
+    notes = [f"note: {', '.join(settings)}: {note}" for note, settings in by_note.items()]
     return "\n".join(lines + notes) + "\n"
 
 

@@ -57,6 +57,13 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.pipeline.request import profile_for
 
     output = Path(args.output) if args.output else default_output_dir(env.environ)
+    if output.exists() and not output.is_dir():
+        print(
+            f"hwtune apply: error: --output {output}: not a directory (apply writes its "
+            "files into a directory)",
+            file=env.stderr,
+        )
+        return ExitStatus.USAGE
     planned = profile_for(request_from_args(args, env.environ))
     preview = args.dry_run or args.diff
     try:
@@ -78,9 +85,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         env.stdout.write(f"rolled back an interrupted apply ({recovered}) first\n")
     if args.diff:
         env.stdout.write(report.diff)
-    verb = "would change" if preview else "changed"
     for path in report.changed:
-        env.stdout.write(f"{verb}: {path}\n")
+        verb = report.verb(path)
+        env.stdout.write(f"{'would be ' + verb if preview else verb}: {path}\n")
     if not report.changed:
         env.stdout.write(f"up to date: {output}\n")
     elif not preview:

@@ -47,6 +47,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _check_output(output: str) -> None:
+    """A missing features.d directory, with what to do instead: on a machine without NFD the
+    default one does not exist (nfd-worker's local feature source reads it: NFD
+    Customization guide, "Local feature source",
+    https://kubernetes-sigs.github.io/node-feature-discovery/v0.14/usage/customization-guide)."""
+    from hwtune.apply.nfd import DEFAULT_DIR
+
+    if Path(output).is_dir():
+        return
+    if output == DEFAULT_DIR:
+        raise HwtuneError(
+            f"{DEFAULT_DIR} does not exist: Node Feature Discovery's worker is not set up on "
+            "this machine (it reads feature files from there)",
+            hint="write where your NFD worker's features.d is mounted with --output DIR, "
+            "or print the file with --print (e.g. --print > FILE)",
+        )
+    raise HwtuneError(
+        f"--output {output}: not a directory",
+        hint="give NFD's features.d directory (it must exist), or use --print",
+    )
+
+
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply import nfd
     from hwtune.probes import detect
@@ -76,6 +98,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if args.print_only:
         env.stdout.write(text)
         return ExitStatus.SUCCESS
+    _check_output(args.output)
     try:
         path = nfd.write_feature_file(args.output, text)
     except ValueError as err:

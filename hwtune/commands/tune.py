@@ -145,6 +145,10 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     progress = Progress(env.stderr, bool(getattr(env.stderr, "isatty", lambda: False)()))
     try:
         report = tune(hw, request, environ=env.environ, on_trial=progress)
+    except KeyboardInterrupt:  # Ctrl-C: say what was found so far, exit 130 as shells do
+        progress.finish()
+        print(progress.summary(), file=env.stderr)
+        return ExitStatus.INTERRUPTED
     finally:
         progress.finish()
     if args.json:

@@ -1,16 +1,18 @@
 """`hwtune verify [--pid PID | -- CMD]`: check a running TensorFlow process got the profile.
 
-Compares the process's environment, CPU affinity, inter-op pool size (exact, from its
+Compares the process's environment (the one it started with, plus what `hwtune.configure()`
+set inside it and recorded for verify), CPU affinity, inter-op pool size (from its
 "tf_Compute" threads), intra-op pool (a lower bound: those threads are unnamed) and, on
-multi-NUMA machines, its memory policy with the profile, and prints an OK / DIFFERENT table
-(UNKNOWN where TensorFlow's runtime has not started yet). The expected slice follows the
-process's own HWTUNE_INSTANCE / launcher rank variables.
+multi-NUMA machines, its memory policy with the profile, and prints an OK / DIFFERENT table,
+CANNOT TELL where the evidence is not there (TensorFlow's runtime not started yet, XLA's own
+threads among the inter-op ones). The expected slice follows the process's own
+HWTUNE_INSTANCE / launcher rank variables.
 
 With `-- CMD` it runs CMD (a short smoke test), watches it and the processes it starts, and
 judges the last moment TensorFlow was seen running. With `--pid` it looks at that process
 and its children, waiting up to --wait seconds for TensorFlow to start.
-Exit status: 0 all OK; 5 (MISMATCH) on any DIFFERENT; 1 when nothing could be observed or
-CMD failed; 2 bad usage.
+Exit status: 0 nothing DIFFERENT; 5 (MISMATCH) on any DIFFERENT; 1 when nothing could be
+observed or CMD failed; 2 bad usage.
 """
 
 from __future__ import annotations
@@ -49,15 +51,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _watch_command(command: list[str]) -> tuple[object, int]:
-    """Run CMD to the end; the last observation with TensorFlow running, else the last one."""
+    """Run CMD to the end; the last observation with TensorFlow running, else the last one.
+
+    A process removes its configure() record when it exits (hwtune.apply.record), while
+    TensorFlow's threads still show during interpreter shutdown: a record seen earlier for
+    the same process is kept for the observations after it.
+    """
+    from dataclasses import replace
+
     from hwtune.apply.verify import Observation, observe_tree
 
     last: Observation | None = None
     last_tf: Observation | None = None
+    records: dict[int, Observation] = {}
     child = subprocess.Popen(command)
     while True:
         seen = observe_tree(child.pid)
         if seen is not None:
+            if seen.record is not None:
+                records[seen.pid] = seen
+            elif seen.pid in records:
+                earlier = records[seen.pid]
+                seen = replace(seen, record=earlier.record, record_note=earlier.record_note)
             if seen.tf_started:
                 last_tf = seen
             else:
@@ -81,7 +96,7 @@ def _watch_pid(pid: int, wait: float) -> object:
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply.launch import instance_slice
     from hwtune.apply.render import env_map, thread_counts
-    from hwtune.apply.verify import Expectation, Observation, compare, render_table
+    from hwtune.apply.verify import Expectation, Observation, compare, describe, render_table
     from hwtune.pipeline.request import profile_for
 
     command = list(args.command)
@@ -116,11 +131,15 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     )
     checks = compare(expected, seen)
     if args.json:
-        env.stdout.write(
-            json.dumps({"pid": seen.pid, "checks": [c.__dict__ for c in checks]}, indent=2) + "\n"
-        )
+        shown = {
+            "pid": seen.pid,
+            "rss_bytes": seen.rss_bytes,
+            "configure_record": seen.record is not None,
+            "checks": [c.__dict__ for c in checks],
+        }
+        env.stdout.write(json.dumps(shown, indent=2) + "\n")
     else:
-        env.stdout.write(f"pid {seen.pid} ({seen.comm})\n" + render_table(checks))
+        env.stdout.write(describe(seen) + "\n" + render_table(checks))
     if any(c.status == "DIFFERENT" for c in checks):
         return ExitStatus.MISMATCH
     if status != 0:

@@ -2,9 +2,9 @@
 
     run_daemon(root="/", output="/etc/hwtune", interval=30.0, nfd_dir=None)
 
-runs until SIGTERM/SIGINT (exit 0) and re-reads everything on SIGHUP. It talks to systemd with
-sd_notify (`sdnotify.py`), notices changes with inotify plus polling (`watch.py`, `inputs.py`),
-and logs one line per change (`changes.py`). See docs/daemon.md.
+runs until SIGTERM (exit 0) or SIGINT (exit 130) and re-reads everything on SIGHUP. It talks to
+systemd with sd_notify (`sdnotify.py`), notices changes with inotify plus polling (`watch.py`,
+`inputs.py`), and logs one line per change (`changes.py`). See docs/daemon.md.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def run_daemon(
     log: TextIO | None = None,
     use_inotify: bool = True,
 ) -> int:
-    """Run the daemon in this process until SIGTERM or SIGINT; returns the exit status (0).
+    """Run the daemon in this process until SIGTERM (returns 0) or SIGINT (returns 130).
 
     Must run in the main thread (it installs signal handlers).
     """

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -33,13 +32,9 @@ E = TypeVar("E", bound=Entry)
 
 def user_dirs(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     """Where user-added knowledge is looked for, lowest precedence first."""
-    environ = os.environ if environ is None else environ
-    dirs = []
-    config_home = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    dirs.append(Path(config_home) / "hwtune" / "knowledge")
-    if environ.get("HWTUNE_KNOWLEDGE_DIR"):
-        dirs.append(Path(environ["HWTUNE_KNOWLEDGE_DIR"]))
-    return tuple(dirs)
+    from hwtune.paths import knowledge_dirs
+
+    return tuple(Path(d) for d in knowledge_dirs(environ))
 
 
 def _read_entries(path: Path) -> list[Any]:

@@ -110,11 +110,9 @@ def config_paths(environ: Mapping[str, str]) -> tuple[Path, ...]:
 
     A relative $XDG_CONFIG_HOME is ignored, as the XDG Base Directory spec requires.
     """
-    config_home = environ.get("XDG_CONFIG_HOME", "")
-    if not Path(config_home).is_absolute():
-        home = environ.get("HOME") or str(Path.home())
-        config_home = str(Path(home) / ".config")
-    return (SYSTEM_CONFIG, Path(config_home) / "hwtune" / "config.toml")
+    from hwtune.paths import config_files
+
+    return tuple(Path(p) for p in config_files(environ))
 
 
 default_config_paths = config_paths  # for callers whose parameter is named config_paths

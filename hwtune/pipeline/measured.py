@@ -78,13 +78,9 @@ _MAX_ENV_VALUE = 4096
 
 
 def tuned_dir(environ: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    if env.get("HWTUNE_TUNED_DIR"):
-        return Path(env["HWTUNE_TUNED_DIR"])
-    state = env.get("XDG_STATE_HOME") or os.path.join(
-        env.get("HOME") or os.path.expanduser("~"), ".local", "state"
-    )
-    return Path(state) / "hwtune" / "tuned"
+    from hwtune.paths import tuned_dir as tuned_path
+
+    return Path(tuned_path(environ))
 
 
 def file_name(workload: str) -> str:

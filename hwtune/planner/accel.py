@@ -25,20 +25,20 @@ CPU_XLA_REASONS: dict[str, tuple[str, str]] = {
     "dense": (
         "autoclustering",
         "dense model on a CPU: XLA fuses the elementwise ops and the optimizer update between "
-        "the matmuls (a 3×512 Keras MLP trained 1.3-1.45× faster here, TF 2.21, 2-core EPYC); "
+        "the matmuls (a 3×512 Keras MLP trained 1.3-1.45× faster on a 2-vCPU EPYC VM, TF 2.21); "
         "Keras keeps XLA off on CPU-only machines unless compile() gets "
         "jit_compile=report.jit_compile",
     ),
     "conv": (
         "off",
         "convolutional model on a CPU: XLA runs convolutions with Eigen instead of oneDNN "
-        "(xla/service/cpu/runtime_conv2d.cc): a small Keras CNN trained at 0.76-0.8× here "
-        "(TF 2.21, 2-core EPYC)",
+        "(xla/service/cpu/runtime_conv2d.cc): a small Keras CNN trained at 0.76-0.8× "
+        "(on a 2-vCPU EPYC VM, TF 2.21)",
     ),
     "unknown": (
         "off",
         "model kind unknown: on a CPU, XLA made a small Keras CNN 0.76-0.8× and a 3×512 MLP "
-        "1.3-1.45× as fast here (TF 2.21, 2-core EPYC); off is the safe side — say --model "
+        "1.3-1.45× as fast (on a 2-vCPU EPYC VM, TF 2.21); off is the safe side — say --model "
         "dense, or let `hwtune tune` measure",
     ),
 }
@@ -168,9 +168,13 @@ def enabled_precision(
     if not onednn_on:
         return None, (
             "auto: mixed_bfloat16 is eligible but TF_ENABLE_ONEDNN_OPTS=0: bf16 without oneDNN "
-            "ran 40× slower here"
+            "ran 40× slower (on a 2-vCPU EPYC VM, TF 2.21)"
         )
-    return "mixed_bfloat16", "auto: mixed_bfloat16 with oneDNN on (1.5× on a small Keras CNN here)"
+    return (
+        "mixed_bfloat16",
+        "auto: mixed_bfloat16 with oneDNN on (1.5× on a small Keras CNN, on a 2-vCPU EPYC VM, "
+        "TF 2.21)",
+    )
 
 
 def jit_rule(on_gpu: bool, model: str = "unknown") -> Setting:

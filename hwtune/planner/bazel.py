@@ -3,7 +3,7 @@
 Facts per TensorFlow version come from knowledge (tensorflow_versions.json, compilers.json);
 the rules: one -march/-mcpu for the microarchitecture, checked against the clang the version's
 official build uses and against the CPU flags the guest really shows, else the next safer
-target, down to an x86-64-vN level (tf-build.md §5); the GPUs' compute capabilities in the
+target, down to an x86-64-vN level (x86-64 psABI levels); the GPUs' compute capabilities in the
 version's scheme (TF_CUDA_COMPUTE_CAPABILITIES ≤ 2.17, HERMETIC_CUDA_COMPUTE_CAPABILITIES from
 2.18), SASS for all but the highest, PTX+SASS for it; `--config` names only from that
 version's .bazelrc; a GPU host always gets a CUDA build (the official capability list when the
@@ -334,7 +334,8 @@ def render_bazelrc(
             "bazel_version": tf.bazel,
             "clang": tf.clang,
             "fingerprint": fingerprint or "-",
-            "build_command": f"bazel --bazelrc=hwtune.bazelrc build {tf.pip_target}",
+            # The name `hwtune apply` writes it under (hwtune.apply.render.BAZELRC_FILE).
+            "build_command": f"bazel --bazelrc=tensorflow.bazelrc build {tf.pip_target}",
             "reasons": "\n".join(f"#   {line}" for line in bazel.reasons),
             "build_lines": "\n".join(f"build {option}" for option in bazel.options),
         },

@@ -122,7 +122,10 @@ def _async_allocator(
             f"TensorFlow CUDA {tf_cuda or 'unknown'})"
         )
     if any(len(cc) < 2 or cc < ASYNC_MIN_CC for cc in ccs):
-        return None, "cuda_malloc_async needs compute capability ≥ 6.0, which is not known here"
+        return (
+            None,
+            "cuda_malloc_async needs compute capability ≥ 6.0, which is not known for this GPU",
+        )
     return Setting(
         "cuda_malloc_async",
         f"{n} instances share {what}: cudaMallocAsync allocates from the driver's memory pool "

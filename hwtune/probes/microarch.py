@@ -203,7 +203,9 @@ def identify(
             hidden = sorted(set(best.extra_flags) - cpu.flags)
             basis += "; its required flags are present"
             if hidden:
-                basis += f"; not visible here (hidden by a hypervisor?): {' '.join(hidden)}"
+                basis += (
+                    f"; not visible to this system (hidden by a hypervisor?): {' '.join(hidden)}"
+                )
         return Identification(best.key, basis, level, best.threads_per_core)
     fallback = _by_flags(table, cpu) if flags_known else None
     if candidates:

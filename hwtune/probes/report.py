@@ -16,7 +16,7 @@ from hwtune.models.hardware import CpuInfo, Gpu, Hardware, Limits, Memory, Tenso
 LABEL_WIDTH = 12
 
 # Kernel flag -> how people write it, in the order that reads as a progression. These are the
-# extensions TensorFlow's kernels and oneDNN dispatch on (tf-build.md: -mavx baseline,
+# extensions TensorFlow's kernels and oneDNN dispatch on (TF's .bazelrc: -mavx baseline,
 # AVX2/FMA for x86-64-v3, AVX-512 + VNNI/BF16 and AMX for the oneDNN BF16/INT8 paths).
 X86_ISA = (
     ("sse4_2", "SSE4.2"),

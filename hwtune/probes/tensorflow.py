@@ -6,7 +6,7 @@ leaves on disk into plain facts (`TfInstall`), and `describe` (pure) joins them 
 with `knowledge/data/tf_distributions.json` into the model's `TensorFlowInfo`:
 
 - threading_runtime: "openmp" when a TF object has an OpenMP runtime among its DT_NEEDED
-  entries or the ITEX CPU plugin is installed; otherwise "eigen" (anchors.md §0).
+  entries or the ITEX CPU plugin is installed; otherwise "eigen" (tensorflow/tensorflow#56697).
 - compiled_isa: from the distribution's build configuration, trusted only for wheels from PyPI
   (a manylinux tag, not installed by conda). The binary itself cannot tell this cheaply:
   cpu_feature_guard's feature names are immediates inside its code, not strings to scan, and
@@ -47,7 +47,7 @@ from hwtune.probes.tf_knowledge import (
 
 SNAPSHOT_FILE = "tensorflow.json"
 SNAPSHOT_FORMAT = 1
-# anchors.md §0 in the project's research notes, with its primary sources:
+# Why, with the primary sources:
 EIGEN_BASIS = (
     "oneDNN runs on TF's own Eigen threadpool, so OMP_*/KMP_* do not apply (stock wheels build "
     "oneDNN with its threadpool runtime; only --config=mkl sets build_with_openmp: TF .bazelrc, "

@@ -64,8 +64,8 @@ _GUARD_FP16_ERA = ("AVX512_FP16", "AVX_VNNI_INT8", "AVX_NE_CONVERT", "AMX_FP16")
 _GUARD_NN_ERA = ("AVX512_VNNI", "AVX512_BF16", "AVX_VNNI", "AMX_TILE", "AMX_INT8", "AMX_BF16")
 # (first TF version, features checked), newest first.
 # - 2.16: user logs from cpu_feature_guard.cc:210 (2.16+) on Sapphire Rapids list AVX512_FP16;
-#   logs from cc:182 (2.13-2.15) on the same CPU do not (tf-build.md §6 [S13]; index ids
-#   14838640762, 15109568716). The four FP16-era names arrived together in the copy read.
+#   logs from cc:182 (2.13-2.15) on the same CPU do not (user logs in public GitHub issues).
+#   The four FP16-era names arrived together in the copy read.
 # - 2.9: a TF 2.9 log (tensorflow/tensorflow#56350, June 2022) already lists AVX_VNNI and AMX_*;
 #   the exact first release is an estimate (M): older copies list only SSE..AVX512F and FMA.
 GUARD_FEATURES: tuple[tuple[tuple[int, int], tuple[str, ...]], ...] = (
@@ -75,7 +75,7 @@ GUARD_FEATURES: tuple[tuple[tuple[int, int], tuple[str, ...]], ...] = (
 )
 
 # util/port.cc DefaultOneDnnPolicy(): on Linux, oneDNN is on by default when the CPU has one of
-# these (TF 2.9 release notes, PR tensorflow/tensorflow#56039; anchors.md §0). Before 2.9 it was
+# these (TF 2.9 release notes, PR tensorflow/tensorflow#56039). Before 2.9 it was
 # opt-in (TF_ENABLE_ONEDNN_OPTS=1, TF 2.5-2.8).
 ONEDNN_X86_FLAGS = ("avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16")
 # ...and on aarch64 ACL builds, on Arm Neoverse V1 cores (implementer 0x41, part 0xd40):

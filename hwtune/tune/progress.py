@@ -1,10 +1,16 @@
-"""A one-line progress bar for `hwtune tune` on a terminal; nothing at all when piped.
+"""Progress of `hwtune tune`: a one-line bar on a terminal, a line per trial otherwise.
 
     [########··········] 2:31/10:00  14 trials  best 1.62×  last 1,020/s: intra=2 inter=1 …
 
-Redrawn after every trial with a carriage return, cut to the terminal's width, cleared at the
-end so the report starts on a clean line. Time is the fraction of the budget: the search
-usually ends before it (when no neighbour is clearly better), and the bar then just stops.
+On a terminal the bar is redrawn after every trial with a carriage return, cut to the
+terminal's width, and cleared at the end so the report starts on a clean line. Time is the
+fraction of the budget: the search usually ends before it (when no neighbour is clearly
+better), and the bar then just stops. When the stream is not a terminal (a CI log, `2>file`,
+a pipe) each trial is one plain line instead, so a log shows the run as it goes:
+
+    hwtune tune: trial 14 (2:31/10:00): 1,020/s intra=2 inter=1 …; best so far 1.62×
+
+`summary()` is the one line printed when the run is interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -39,14 +45,39 @@ def render_line(
     return line[: max(10, width - 1)]
 
 
+def trial_line(elapsed: float, budget: float, trials: int, ratio: float, last: TrialResult) -> str:
+    """One trial as a plain log line (no bar, no carriage return)."""
+    if last.ok and last.value is not None:
+        outcome = f"{last.value:,.0f}/s"
+    else:
+        outcome = f"failed ({last.failure})"
+    return (
+        f"hwtune tune: trial {trials} ({clock_text(elapsed)}/{clock_text(budget)}): "
+        f"{outcome} {last.config.label()}; best so far {ratio:.2f}×"
+    )
+
+
 class Progress:
-    def __init__(self, stream: TextIO, enabled: bool) -> None:
+    """`tty`: draw the bar; otherwise write a line per trial."""
+
+    def __init__(self, stream: TextIO, tty: bool) -> None:
         self.stream = stream
-        self.enabled = enabled
+        self.tty = tty
         self._drawn = False
+        self._search: Search | None = None
 
     def __call__(self, search: Search, result: TrialResult) -> None:
-        if not self.enabled:
+        self._search = search
+        if not self.tty:
+            line = trial_line(
+                search.elapsed(),
+                search.settings.budget_s,
+                len(search.trials),
+                search.ratio,
+                result,
+            )
+            self.stream.write(line + "\n")
+            self.stream.flush()
             return
         width = shutil.get_terminal_size((100, 20)).columns
         line = render_line(
@@ -62,6 +93,27 @@ class Progress:
         self._drawn = True
 
     def finish(self) -> None:
-        if self.enabled and self._drawn:
+        if self.tty and self._drawn:
             self.stream.write("\r\x1b[2K")
             self.stream.flush()
+
+    def summary(self) -> str:
+        """What an interrupted run had found: trials, time, the best configuration so far."""
+        search = self._search
+        if search is None or not search.trials:
+            return "hwtune tune: interrupted before the first trial finished; nothing stored"
+        best = max(
+            (t for t in search.trials if t.ok and t.value is not None),
+            key=lambda t: t.value or 0.0,
+            default=None,
+        )
+        found = (
+            f"fastest trial {best.value:,.0f}/s with {best.config.label()}"
+            if best is not None and best.value is not None
+            else "no trial succeeded"
+        )
+        return (
+            f"hwtune tune: interrupted after {len(search.trials)} trial(s) in "
+            f"{clock_text(search.elapsed())}: {found}; best so far {search.ratio:.2f}× the plan "
+            "(not confirmed, nothing stored)"
+        )

@@ -777,14 +777,13 @@ def test_launcher_rank_variables(environ: dict[str, str], figures: Figures) -> N
 @secondary_settings
 @given(text=st.text(max_size=200), blob=st.binary(max_size=200))
 def test_proc_readers_of_verify_and_tune(text: str, blob: bytes, figures: Figures) -> None:
-    """`hwtune verify` reads /proc/PID/{environ,status,numa_maps}; the tuner reads metric lines."""
-    from hwtune.apply.verify import parse_environ, parse_numa_policy, parse_status_affinity
+    """`hwtune verify` reads /proc/PID/numa_maps (psutil reads the rest); the tuner reads metric
+    lines."""
+    from hwtune.apply.verify import parse_numa_policy
     from hwtune.tune.trial import parse_metrics
 
     figures.count("inputs")
-    parse_environ(blob + b"\0" + text.encode("utf-8", "surrogatepass"))
-    parse_status_affinity("Cpus_allowed_list:\t" + text)
-    parse_numa_policy(text)
+    parse_numa_policy(text + blob.decode("utf-8", "replace"))
     parse_metrics(text + "\nhwtune-metric: x=" + text[:10])
     figures.count("result")
 

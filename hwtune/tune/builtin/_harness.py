@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 # Sub-windows per measurement: enough for a median to shed one disturbed slice, few enough that
-# each still spans several steps at ~0.3 s per step (CNN training on 1 CPU, this VM).
+# each still spans several steps at ~0.3 s per step (CNN training on 1 CPU of a 2-vCPU EPYC VM).
 SUB_WINDOWS = 5
-# A configuration 40× slower than the best (bf16 without oneDNN, here) must not spend a minute
-# warming up: after this long past the first step, two steps are warm-up enough.
+# A configuration 40× slower than the best (bf16 without oneDNN, on a 2-vCPU EPYC VM, TF 2.21)
+# must not spend a minute warming up: after this long past the first step, two steps are
+# warm-up enough.
 WARMUP_CAP_S = 2.0
 
 

@@ -1,0 +1,86 @@
+"""`HWTUNE_PROFILE`: which variables of an environment hwtune wrote, so it can replace them.
+
+Every environment hwtune hands on (the sh, systemd and dotenv files, `hwtune env`, the
+children of `hwtune exec`, a process after `configure()`) carries one extra variable,
+
+    HWTUNE_PROFILE=1:TF_NUM_INTEROP_THREADS=8d3a2a37,TF_NUM_INTRAOP_THREADS=e0b5b2cb,...
+
+the fingerprint of what hwtune wrote: each variable's name and the CRC-32 of the value it
+gave it. A later `hwtune exec`, `hwtune env` or `configure()` treats a variable whose value
+still matches its fingerprint as hwtune's own and replaces it with the new plan's value;
+a variable the user changed afterwards (its CRC no longer matches) or set without hwtune is
+the user's and is kept. Without this, `eval "$(hwtune env)"` followed by `hwtune exec
+--instances 2` kept the whole-node thread counts for each half-node copy, "from the
+environment".
+
+CRC-32 (zlib: about 0.3 ms to import, `python -X importtime`) rather than a cryptographic
+hash: this tells hwtune's own values from the user's edits, it guards nothing, and hashlib
+would add an OpenSSL load to configure()'s start-up. A user value that collides with hwtune's CRC
+(1 in 2**32) would be replaced by the new plan's value.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Mapping
+
+MARKER = "HWTUNE_PROFILE"
+_VERSION = "1"
+
+
+def _crc(value: str) -> str:
+    return f"{zlib.crc32(value.encode('utf-8', 'surrogateescape')):08x}"
+
+
+def marker_value(written: Mapping[str, str]) -> str:
+    """The HWTUNE_PROFILE value for the variables hwtune wrote (name -> value)."""
+    pairs = ",".join(f"{name}={_crc(written[name])}" for name in sorted(written) if name != MARKER)
+    return f"{_VERSION}:{pairs}"
+
+
+def parse(value: str | None) -> dict[str, str]:
+    """name -> CRC from a HWTUNE_PROFILE value; {} for a missing or unknown one."""
+    if not value:
+        return {}
+    version, sep, pairs = value.partition(":")
+    if not sep or version != _VERSION:
+        return {}
+    found: dict[str, str] = {}
+    for pair in pairs.split(","):
+        name, sep, crc = pair.partition("=")
+        if sep and name and len(crc) == 8:
+            found[name] = crc
+    return found
+
+
+def hwtune_owned(environ: Mapping[str, str]) -> set[str]:
+    """Names in `environ` whose value is still the one hwtune wrote."""
+    recorded = parse(environ.get(MARKER))
+    return {
+        name for name, crc in recorded.items() if name in environ and _crc(environ[name]) == crc
+    }
+
+
+def replace_own(
+    base: Mapping[str, str], planned: Mapping[str, str], *, always: Iterable[str] = ()
+) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """`base` with hwtune's earlier values replaced by `planned`, and the marker rewritten.
+
+    Returns (the environment, the user's values kept: name -> (user's, planned)). A variable
+    hwtune set earlier that the new plan no longer sets is removed; names in `always` (hwtune's
+    own protocol, HWTUNE_INSTANCE…) are set whatever the environment held.
+    """
+    owned = hwtune_owned(base)
+    forced = set(always)
+    env = {name: value for name, value in base.items() if name not in owned}
+    env.pop(MARKER, None)
+    kept: dict[str, tuple[str, str]] = {}
+    written: dict[str, str] = {}
+    for name, value in planned.items():
+        if name in env and env[name] != value and name not in forced:
+            kept[name] = (env[name], value)
+            continue
+        env[name] = value
+        written[name] = value
+    env[MARKER] = marker_value(written)
+    return env, kept

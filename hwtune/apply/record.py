@@ -1,0 +1,139 @@
+"""configure()'s record of what it set inside its process, for `hwtune verify` to read.
+
+`/proc/PID/environ` holds the environment a process was started with; a `setenv` inside it
+(which is what `hwtune.configure()` does) never shows there (proc(5)). So configure() writes
+what it did to `configure-<pid>.json` in hwtune's runtime directory (`hwtune.paths.runtime_dir`:
+`$XDG_RUNTIME_DIR/hwtune`, else `$TMPDIR/hwtune-<uid>`), and verify reads it back.
+
+- Written atomically: a temporary file opened O_EXCL|O_NOFOLLOW with mode 0600, then
+  rename(2) over the record, so a reader sees a whole record or none.
+- The directory is created 0700; a fallback directory in a shared /tmp is used only when it is
+  a real directory (not a symbolic link) owned by this user and writable by nobody else.
+- A record names its pid and the process's start time (field 22 of /proc/PID/stat), so a
+  recycled pid never inherits another process's record; it is removed when the process exits.
+- The reader trusts a record only when it is owned by the process's user or by the reader,
+  and writable by nobody else.
+
+This runs on configure()'s warm path, so it imports only small standard modules (atexit,
+contextlib, json, os, stat). A failure to write only means verify cannot see inside the
+process; configure() goes on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hwtune import paths
+
+RECORD_SCHEMA = 1
+_written: set[str] = set()
+
+
+def start_time(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat (clock ticks after boot): with the pid, names one process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    # The 2nd field (comm) is parenthesised and may hold spaces: split after the last ')'.
+    fields = text[text.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def record_path(environ: Mapping[str, str], pid: int, *, uid: int | None = None) -> str:
+    return os.path.join(paths.runtime_dir(environ, uid=uid), f"configure-{pid}.json")
+
+
+def _private_dir(directory: str) -> bool:
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        info = os.lstat(directory)
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.geteuid()
+        and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
+def write(data: dict[str, Any], environ: Mapping[str, str] | None = None) -> str | None:
+    """Write this process's record; its path, or None when it could not be written."""
+    env = os.environ if environ is None else environ
+    pid = os.getpid()
+    path = record_path(env, pid)
+    if not _private_dir(os.path.dirname(path)):
+        return None
+    body = {"schema": RECORD_SCHEMA, "pid": pid, "start": start_time(pid), **data}
+    temporary = f"{path}.{pid}.tmp"
+    _unlink(temporary)  # left by a killed process with this pid; the directory is ours
+    try:
+        fd = os.open(
+            temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(body, handle)
+        os.replace(temporary, path)
+    except (OSError, TypeError, ValueError):
+        _unlink(temporary)
+        return None
+    if path not in _written:
+        _written.add(path)
+        atexit.register(_remove, path, pid)
+    return path
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def _remove(path: str, pid: int) -> None:
+    if os.getpid() == pid:  # not in a forked child, whose parent still runs
+        _unlink(path)
+
+
+def read(
+    pid: int, environs: Sequence[Mapping[str, str]], *, owner: int | None = None
+) -> tuple[dict[str, Any] | None, str]:
+    """(the record of `pid`, "") or (None, why not) from the first runtime dir that has one.
+
+    `environs`: the process's own environment first (its configure() resolved the directory
+    with it), then the reader's. `owner`: the process's uid, whose files are trusted.
+    """
+    start = start_time(pid)
+    trusted = {os.geteuid()} | ({owner} if owner is not None else set())
+    why = ""
+    for path in dict.fromkeys(record_path(env, pid, uid=owner) for env in environs):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if info.st_uid not in trusted or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                why = f"{path} is not trusted (owner uid {info.st_uid}, mode {info.st_mode:o})"
+                continue
+            try:
+                data = json.loads(handle.read(1 << 20))
+            except ValueError:
+                why = f"{path} is not a record"
+                continue
+        if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
+            why = f"{path} is not a record of this hwtune"
+            continue
+        if data.get("pid") != pid or data.get("start") != start:
+            why = f"{path} belongs to an earlier process with the same pid"
+            continue
+        return data, ""
+    return None, why

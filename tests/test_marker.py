@@ -1,0 +1,138 @@
+"""HWTUNE_PROFILE: hwtune replaces the values it wrote itself and keeps only the user's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hwtune.apply.marker import MARKER, hwtune_owned, marker_value, parse, replace_own
+from hwtune.apply.render import ENV_FILES, env_map, render_env
+from hwtune.pipeline.request import PlanRequest, profile_for
+from tests.apply_profiles import PYTHON, make_profile
+
+HWTUNE = f"{PYTHON} -m hwtune"
+SHOW = (
+    "import os, json; print(json.dumps({k: v for k, v in os.environ.items() "
+    "if k.startswith(('TF_NUM_', 'HWTUNE_'))}))"
+)
+
+
+def _environ(tmp_path: Path) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HWTUNE_", "SLURM_", "OMPI_", "TF_", "OMP_", "KMP_"))
+        and k not in ("LOCAL_RANK", "LOCAL_WORLD_SIZE")
+    }
+    env.update(
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        TF_CPP_MIN_LOG_LEVEL="3",
+    )
+    return env
+
+
+def _bash(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", f"set -e; {script}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_owned_values_are_replaced_and_the_users_kept() -> None:
+    mine = {"A": "1", "B": "x y", "GONE": "old"}
+    base = {**mine, MARKER: marker_value(mine), "USER": "u"}
+    base["B"] = "edited by the user"
+    assert hwtune_owned(base) == {"A", "GONE"}
+    env, kept = replace_own(base, {"A": "2", "B": "planned", "USER": "p", "NEW": "n"})
+    assert env["A"] == "2" and env["NEW"] == "n"
+    assert "GONE" not in env  # hwtune's earlier value the new plan does not set
+    assert kept == {"B": ("edited by the user", "planned"), "USER": ("u", "p")}
+    assert hwtune_owned(env) == {"A", "NEW"}
+    assert parse("garbage") == {} and parse(None) == {} and parse("2:A=00000000") == {}
+
+
+@pytest.mark.parametrize("name", sorted(ENV_FILES))
+def test_every_env_file_marks_its_values(name: str, tmp_path: Path) -> None:
+    profile = make_profile()
+    fmt = ENV_FILES[name]
+    path = tmp_path / name
+    path.write_text(render_env(profile, fmt))
+    if fmt == "json":
+        assert MARKER not in json.loads(path.read_text())  # not an environment file
+        return
+    if fmt == "dotenv":  # docker's reader: NAME=VALUE lines, verbatim
+        lines = [line for line in path.read_text().splitlines() if line and line[0] != "#"]
+        loaded = dict(line.split("=", 1) for line in lines)
+    else:  # hwtune.env (systemd) is valid POSIX sh with the same meaning
+        out = _bash(f'set -a; . {path}; {PYTHON} -c "{SHOW.replace("TF_NUM_", "")}"', {})
+        loaded = json.loads(out.stdout)
+    assert hwtune_owned(loaded) == set(env_map(profile))
+
+
+needs_two_cpus = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to split between two instances"
+)
+
+
+@needs_two_cpus
+def test_exec_after_eval_env_gives_each_instance_its_own_threads(tmp_path: Path) -> None:
+    """`eval "$(hwtune env)"` then `hwtune exec --instances 2`: the node's thread counts are
+    hwtune's own, so each instance gets its slice's counts, with no "keeping" warning."""
+    env = _environ(tmp_path)
+    result = _bash(
+        f'eval "$({HWTUNE} env)"; {HWTUNE} exec --instances 2 -- {PYTHON} -c "{SHOW}"', env
+    )
+    assert result.returncode == 0, result.stderr
+    assert "keeping" not in result.stderr
+    seen = {}
+    for line in result.stdout.splitlines():
+        index, _, text = line.partition("] ")
+        seen[int(index.strip("["))] = json.loads(text)
+    for index in (0, 1):
+        planned = env_map(
+            profile_for(PlanRequest(environ=env, instances=2, instance=index)).profile
+        )
+        for name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+            assert seen[index][name] == planned[name], (index, name)
+        assert hwtune_owned(seen[index]) >= {"TF_NUM_INTRAOP_THREADS", "HWTUNE_INSTANCE"}
+
+
+@needs_two_cpus
+def test_a_value_the_user_changed_after_eval_is_kept(tmp_path: Path) -> None:
+    env = _environ(tmp_path)
+    result = _bash(
+        f'eval "$({HWTUNE} env)"; export TF_NUM_INTRAOP_THREADS=7; '
+        f'{HWTUNE} exec --instances 2 -- {PYTHON} -c "{SHOW}"',
+        env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "keeping TF_NUM_INTRAOP_THREADS='7'" in result.stderr
+    for line in result.stdout.splitlines():
+        assert json.loads(line.partition("] ")[2])["TF_NUM_INTRAOP_THREADS"] == "7"
+
+
+@needs_two_cpus
+def test_configure_replaces_values_an_earlier_hwtune_env_wrote(tmp_path: Path) -> None:
+    env = _environ(tmp_path)
+    probe = (
+        "import hwtune, json, os; r = hwtune.configure(tensorflow=False); "
+        "print(json.dumps([r.as_dict(), dict(os.environ)]))"
+    )
+    result = _bash(
+        f'eval "$({HWTUNE} env --instances 2 --instance 1)"; {PYTHON} -c "{probe}"', env
+    )
+    assert result.returncode == 0, result.stderr
+    report, after = json.loads(result.stdout.splitlines()[-1])
+    planned = env_map(profile_for(PlanRequest(environ=env)).profile)
+    assert report["env_user"] == {}
+    for name, value in planned.items():
+        assert after[name] == value
+    assert hwtune_owned(after) == set(planned)

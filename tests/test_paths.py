@@ -1,0 +1,98 @@
+"""hwtune.paths: XDG resolution in one place, used by config, cache, fingerprint, store, daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hwtune import paths
+from tests.apply_profiles import PYTHON
+
+
+def test_relative_xdg_values_are_ignored_everywhere() -> None:
+    environ = {
+        "HOME": "/home/u",
+        "XDG_CONFIG_HOME": "rel/config",
+        "XDG_CACHE_HOME": "rel/cache",
+        "XDG_STATE_HOME": "rel/state",
+        "XDG_RUNTIME_DIR": "rel/run",
+        "TMPDIR": "rel/tmp",
+    }
+    assert paths.config_files(environ)[1] == "/home/u/.config/hwtune/config.toml"
+    assert paths.cache_dir(environ) == "/home/u/.cache/hwtune"
+    assert paths.tuned_dir(environ) == "/home/u/.local/state/hwtune/tuned"
+    assert paths.knowledge_dirs(environ) == ("/home/u/.config/hwtune/knowledge",)
+    assert paths.runtime_dir(environ, uid=1234) == "/tmp/hwtune-1234"
+    assert str(paths.default_output_dir(environ, euid=1000)) == "/home/u/.config/hwtune"
+
+
+def test_absolute_xdg_values_are_used() -> None:
+    environ = {
+        "HOME": "/home/u",
+        "XDG_CONFIG_HOME": "/c",
+        "XDG_CACHE_HOME": "/k",
+        "XDG_STATE_HOME": "/s",
+        "XDG_RUNTIME_DIR": "/run/user/7",
+        "HWTUNE_KNOWLEDGE_DIR": "/kn",
+    }
+    assert paths.config_files(environ) == ("/etc/hwtune/config.toml", "/c/hwtune/config.toml")
+    assert paths.cache_dir(environ) == "/k/hwtune"
+    assert paths.tuned_dir(environ) == "/s/hwtune/tuned"
+    assert paths.tuned_dir({**environ, "HWTUNE_TUNED_DIR": "/t"}) == "/t"
+    assert paths.knowledge_dirs(environ) == ("/c/hwtune/knowledge", "/kn")
+    assert paths.runtime_dir(environ) == "/run/user/7/hwtune"
+    assert str(paths.default_output_dir(environ, euid=0)) == "/etc/hwtune"
+
+
+@pytest.mark.parametrize("xdg", ["rel/config", "/abs"])
+def test_every_reader_asks_paths(xdg: str, tmp_path: Path) -> None:
+    """The config loader, the cache fingerprint, the daemon, the knowledge loader and the
+    tuned-result store name the same files for the same environment."""
+    from hwtune.apply.fingerprint import config_paths as fingerprinted
+    from hwtune.daemon.inputs import config_paths as watched
+    from hwtune.daemon.inputs import tuned_directory
+    from hwtune.knowledge import user_dirs
+    from hwtune.pipeline.config import config_paths as loaded
+    from hwtune.pipeline.measured import tuned_dir
+
+    environ = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": xdg, "XDG_STATE_HOME": "rel"}
+    expected = list(paths.config_files(environ))
+    assert fingerprinted(environ) == expected
+    assert [str(p) for p in loaded(environ)] == expected
+    assert [str(p) for p in watched(environ)] == expected
+    assert [str(p) for p in user_dirs(environ)] == list(paths.knowledge_dirs(environ))
+    assert str(tuned_dir(environ)) == str(tuned_directory(environ)) == paths.tuned_dir(environ)
+
+
+def test_a_config_edit_reaches_the_cached_profile_with_a_relative_xdg_config_home(
+    tmp_path: Path,
+) -> None:
+    """With XDG_CONFIG_HOME relative, `config` reads ~/.config/hwtune/config.toml (the spec
+    ignores the relative value); the cache fingerprint must watch that same file, or an edit
+    is served stale from the configure() cache."""
+    home = tmp_path / "home"
+    config = home / ".config" / "hwtune" / "config.toml"
+    config.parent.mkdir(parents=True)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "XDG_", "TF_"))}
+    environ.update(HOME=str(home), XDG_CONFIG_HOME="relative-config")
+
+    def inter_op() -> str:
+        out = subprocess.run(
+            [PYTHON, "-m", "hwtune", "env", "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=environ,
+            cwd=tmp_path,
+            timeout=120,
+            check=True,
+        ).stdout
+        return str(json.loads(out)["TF_NUM_INTEROP_THREADS"])
+
+    config.write_text("[threads]\ninter_op = 1\n")
+    assert inter_op() == "1"
+    config.write_text("[threads]\ninter_op = 3\n")
+    assert inter_op() == "3"

@@ -1,0 +1,52 @@
+"""`hwtune tune` progress: a line per trial when not on a terminal; a summary on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from tests.apply_profiles import PYTHON
+
+SLOW_TRIAL = [PYTHON, "-c", "import time; time.sleep(1.0)"]
+TUNE = [PYTHON, "-m", "hwtune", "tune", "--time-whole", "--budget", "300", "--name", "slow"]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "TF_"))}
+    env.update(
+        HWTUNE_TUNED_DIR=str(tmp_path / "tuned"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+    )
+    return env
+
+
+def test_trials_are_logged_when_not_on_a_terminal_and_ctrl_c_prints_a_summary(
+    tmp_path: Path,
+) -> None:
+    tune = subprocess.Popen(
+        [*TUNE, "--", *SLOW_TRIAL],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
+    try:
+        assert tune.stderr is not None
+        first = tune.stderr.readline()
+        # stderr is a pipe: a plain line per trial, no carriage-return bar.
+        assert first.startswith("hwtune tune: trial 1 (") and "\r" not in first, first
+        tune.send_signal(signal.SIGINT)  # what Ctrl-C delivers
+        _, err = tune.communicate(timeout=120)
+    finally:
+        if tune.poll() is None:
+            tune.kill()
+            tune.wait()
+    assert tune.returncode == 130, err
+    summary = err.strip().splitlines()[-1]
+    assert summary.startswith("hwtune tune: interrupted after "), err
+    assert "trial(s)" in summary and "nothing stored" in summary
+    assert "Traceback" not in err
+    assert not (tmp_path / "tuned").exists() or not any((tmp_path / "tuned").rglob("*.json"))
