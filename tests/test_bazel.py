@@ -11,7 +11,7 @@ import pytest
 
 from hwtune.errors import PlanError
 from hwtune.knowledge import DATA_DIR
-from hwtune.models.hardware import CpuInfo
+from hwtune.models.hardware import CpuInfo, Gpu
 from hwtune.planner import Knowledge, load_knowledge, plan
 from hwtune.planner.bazel import cuda_capabilities, render_configure_env
 from hwtune.planner.knowledge import version_tuple
@@ -214,3 +214,14 @@ def test_tables_validate_with_pydantic() -> None:
         TypeAdapter(list[cls]).validate_python(entries, strict=False)  # type: ignore[valid-type]
         keys = [e["key"] for e in entries]
         assert len(keys) == len(set(keys)), table
+
+
+def test_caps_reason_says_which_list_it_is(knowledge: Knowledge) -> None:
+    def reason(gpus: tuple[Gpu, ...]) -> str:
+        profile = plan(make_hardware(gpus=gpus), knowledge=knowledge, tf_version="2.19")
+        assert profile.bazel is not None
+        return next(line for line in profile.bazel.reasons if "COMPUTE_CAPABILITIES" in line)
+
+    assert "the detected GPUs' compute capabilities" in reason(make_gpus(2, cc="8.0"))
+    unknown = dataclasses.replace(make_gpus(1)[0], compute_capability=None)
+    assert "official list (a GPU's compute capability is unknown)" in reason((unknown,))

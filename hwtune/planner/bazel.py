@@ -268,10 +268,13 @@ def plan_bazel(
             else "TF_CUDA_COMPUTE_CAPABILITIES"
         )
         # After the configs: cuda_clang sets the official list, and the last --repo_env wins.
-        add(
-            f"--repo_env={var}={caps}",
-            f"the detected GPUs, {tf.cuda_scheme} scheme of TF {tf.key}",
+        unknown = any(len(version_tuple(g.compute_capability or "")) < 2 for g in gpus)
+        what = (
+            f"TF {tf.key}'s official list (a GPU's compute capability is unknown)"
+            if unknown
+            else "the detected GPUs' compute capabilities"
         )
+        add(f"--repo_env={var}={caps}", f"{what}, {tf.cuda_scheme} scheme of TF {tf.key}")
         env[var] = caps
         env["TF_CUDA_CLANG"] = "1"
         if tf.cuda_scheme == "legacy":
