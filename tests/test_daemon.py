@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import REPO
 from tests.daemon_harness import (
     WAIT_S,
     DaemonProcess,
@@ -273,6 +274,43 @@ def test_nfd_file_follows_the_machine(tmp_path: Path, host: Host) -> None:
         when = datetime.strptime(expiry.split("=", 1)[1], "%Y-%m-%dT%H:%M:%SZ")
         assert when.replace(tzinfo=timezone.utc) > datetime.now(timezone.utc)
         assert sorted(p.name for p in features.iterdir()) == ["hwtune"]
+        assert d.stop() == 0
+    finally:
+        d.close()
+
+
+def _haswell_named(directory: Path, name: str) -> None:
+    """A user knowledge file that renames the Haswell entry (visible in hardware.json)."""
+    shipped = json.loads((REPO / "hwtune/knowledge/data/microarchitectures.json").read_text())
+    entry = next(e for e in shipped["entries"] if e["key"] == "haswell")
+    replace_file(
+        directory / "microarchitectures.json",
+        json.dumps({"entries": [{**entry, "name": name}]}),
+    )
+
+
+def test_sighup_rereads_knowledge_overrides(tmp_path: Path, host: Host) -> None:
+    # Issue 15 item 12: SIGHUP cleared default_knowledge's cache but not the per-table one,
+    # so an edited user knowledge file was ignored until a restart.
+    knowledge = tmp_path / "knowledge"
+    knowledge.mkdir()
+    _haswell_named(knowledge, "Haswell (site table 1)")
+    d = DaemonProcess(
+        tmp_path / "d",
+        host.root,
+        tmp_path / "out",
+        extra_env={"HWTUNE_KNOWLEDGE_DIR": str(knowledge)},
+    )
+    try:
+        d.start()
+        d.wait_ready()
+        assert "site table 1" in (d.output / "hardware.json").read_text()
+        _haswell_named(knowledge, "Haswell (site table 2)")
+        mark = len(d.messages)
+        d.signal(signal.SIGHUP)
+        reloading = d.wait_message(lambda m: m.get("RELOADING") == "1", after=mark)
+        d.wait_message(lambda m: m.get("READY") == "1", after=d.messages.index(reloading) + 1)
+        assert "site table 2" in (d.output / "hardware.json").read_text(), d.log()
         assert d.stop() == 0
     finally:
         d.close()

@@ -350,9 +350,9 @@ class Daemon:
         self.notifier.send(RELOADING=1, MONOTONIC_USEC=monotonic_usec(), STATUS="reloading")
         self.log("reloading (SIGHUP)")
         self.config_files = config_paths(self.environ)
-        from hwtune.planner.knowledge import default_knowledge
+        from hwtune.planner.knowledge import reload_knowledge
 
-        default_knowledge.cache_clear()  # user knowledge directories are re-read too
+        reload_knowledge()  # user knowledge directories are re-read too, every table
         self.cycle(["reload"], accept_issues=True)
         self.notifier.send(READY=1, STATUS=self.status)
 
