@@ -26,6 +26,7 @@ from pathlib import Path
 from hwtune.errors import ApplyError
 from hwtune.fs.atomic import failure, fsync_dir, remove_durably, write_atomic
 from hwtune.fs.guard import read_regular
+from hwtune.fs.trust import make_dirs
 
 JOURNAL_DIR = ".journal"
 MANIFEST = "manifest.json"
@@ -102,7 +103,9 @@ def begin(output_dir: Path, new_files: dict[str, bytes | None]) -> JournalEntry:
     directory = output_dir / JOURNAL_DIR / entry_id
     files_dir = directory / "files"
     try:
-        files_dir.mkdir(mode=0o700, parents=True)
+        # Every level 0700 whatever the umask (.journal, the entry, files/): Path.mkdir gave
+        # the parents 0777 under umask 000, and another user could swap an entry's files.
+        make_dirs(files_dir, 0o700)
     except OSError as err:
         raise failure("create the journal", directory, err) from err
     records: list[JournalFile] = []
