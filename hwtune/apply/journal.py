@@ -153,8 +153,20 @@ def _keep_previous(target: Path, backup: Path) -> str | None:
 
 
 def mark_complete(output_dir: Path, entry: JournalEntry) -> JournalEntry:
+    """Mark `entry` complete. ApplyError when the manifest cannot be rewritten (a full disk):
+    the new files are then in place and the entry is still incomplete, which the caller must
+    finish or undo (outputs.apply_files undoes it)."""
     done = replace(entry, complete=True)
-    write_atomic(entry.directory(output_dir) / MANIFEST, _manifest_bytes(done), mode=0o600)
+    manifest = entry.directory(output_dir) / MANIFEST
+    try:
+        write_atomic(manifest, _manifest_bytes(done), mode=0o600)
+    except ApplyError as err:
+        cause = err.__cause__
+        reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(err)
+        raise ApplyError(
+            f"could not mark journal entry {entry.id} complete ({manifest}: {reason})",
+            hint=err.hint,
+        ) from err
     return done
 
 

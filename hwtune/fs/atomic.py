@@ -40,11 +40,15 @@ _HINTS = {
 }
 
 
-def failure(action: str, path: Path, err: OSError) -> ApplyError:
-    """An ApplyError that names the file, the step and the system's reason."""
+INTACT = "the previous file is intact"
+
+
+def failure(action: str, path: Path, err: OSError, state: str = INTACT) -> ApplyError:
+    """An ApplyError that names the file, the step, the system's reason and what is on disk
+    now (`state`: say so when it is not the previous file, issue 15 item 10)."""
     reason = err.strerror or str(err)
     return ApplyError(
-        f"could not {action} {path}: {reason}; the previous file is intact",
+        f"could not {action} {path}: {reason}; {state}",
         hint=_HINTS.get(err.errno or 0),
     )
 
@@ -88,7 +92,12 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = 
         try:
             fsync_dir(directory)
         except OSError as err:  # the rename happened; durability is what is in doubt
-            raise failure("sync the directory of", path, err) from err
+            raise failure(
+                "sync the directory of",
+                path,
+                err,
+                "the new file is in place but may not survive a crash",
+            ) from err
 
 
 def remove_durably(path: Path) -> None:
