@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -314,3 +315,37 @@ def test_sighup_rereads_knowledge_overrides(tmp_path: Path, host: Host) -> None:
         assert d.stop() == 0
     finally:
         d.close()
+
+
+def _write_slowly(daemon: DaemonProcess, pause: float) -> list[str | None]:
+    """Rewrite the config in place as an editor without rename does: the first part (valid
+    TOML on its own, without the [threads] table), a pause, then the rest. Returns the
+    intra_op values the applied files held during the pause."""
+    seen: list[str | None] = []
+    with open(daemon.config, "w") as f:
+        f.write('[env]\nKEEP = "2"\n')
+        f.flush()
+        deadline = time.monotonic() + pause
+        while time.monotonic() < deadline:
+            seen.append(env_value(daemon.output, INTRA))
+            time.sleep(0.05)
+        f.write("[threads]\nintra_op = 3\n")
+    return seen
+
+
+@pytest.mark.parametrize("pause", [1.5, 4.0], ids=["short-write", "longer-than-the-wait"])
+def test_a_config_caught_mid_write_is_never_applied(daemon: DaemonProcess, pause: float) -> None:
+    # Issue 15 item 11: the daemon planned from the first half of an in-place write and
+    # applied it, dropping intra_op = 3 until the writer finished.
+    daemon.config.parent.mkdir(parents=True)
+    daemon.config.write_text('[env]\nKEEP = "1"\n[threads]\nintra_op = 3\n')
+    daemon.start()
+    daemon.wait_ready()
+    follows(daemon, INTRA, "3")
+    seen = _write_slowly(daemon, pause)
+    assert set(seen) == {"3"}, (seen, daemon.log())
+    follows(daemon, "KEEP", "2")
+    assert env_value(daemon.output, INTRA) == "3"
+    if pause > 3.0:  # waited past daemon.stable.WAIT_S: reported, kept, then recovered
+        assert "still being written" in daemon.log(), daemon.log()
+    assert daemon.stop() == 0
