@@ -32,6 +32,7 @@ from hwtune.probes.cpuinfo import (
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.lscpu import LscpuFacts, lscpu_topology, parse_lscpu
 from hwtune.probes.microarch import CpuIdentity, arm_implementer_code, arm_vendor_name, identify
+from hwtune.probes.root import MAX_LARGE
 from hwtune.probes.sysfs_cpu import (
     SysfsCpuFacts,
     read_node_cpulists,
@@ -121,7 +122,7 @@ def probe_cpu(root: Path, issues: IssueLog) -> CpuInfo:
 
 
 def _read_cpuinfo(root: Path, issues: IssueLog) -> CpuinfoFacts | None:
-    text = read_text(root, "proc/cpuinfo", issues)
+    text = read_text(root, "proc/cpuinfo", issues, limit=MAX_LARGE)
     if text is None:
         return None
     facts = parse_cpuinfo(text)
@@ -133,7 +134,7 @@ def _read_cpuinfo(root: Path, issues: IssueLog) -> CpuinfoFacts | None:
 
 
 def _read_lscpu(root: Path, issues: IssueLog) -> LscpuFacts | None:
-    text = read_text(root, "lscpu.txt", issues)
+    text = read_text(root, "lscpu.txt", issues, limit=MAX_LARGE)
     if text is None:
         return None
     facts = parse_lscpu(text)

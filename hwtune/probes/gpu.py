@@ -26,6 +26,7 @@ from pathlib import Path
 from hwtune.models.hardware import Gpu
 from hwtune.probes.gpu_report import NO_GPUS, GpuReport
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.root import read_text
 
 NVIDIA_PCI_VENDOR = "0x10de"  # PCI-SIG vendor ID of NVIDIA Corporation (pci.ids)
 # nvidia-smi initialises every GPU when persistence mode is off, which takes seconds on a big
@@ -153,11 +154,11 @@ def count_nvidia_displays(root: Path) -> int:
         return 0
     for device in devices:
         try:
-            if (device / "vendor").read_text().strip() != NVIDIA_PCI_VENDOR:
+            if read_text(root, device / "vendor").strip() != NVIDIA_PCI_VENDOR:
                 continue
             # PCI class code 0x03xxxx: display controller (PCI Code and ID Assignment spec);
             # NVSwitches (0x0680) and HDMI audio functions (0x0403) are not GPUs.
-            if (device / "class").read_text().strip().startswith("0x03"):
+            if read_text(root, device / "class").strip().startswith("0x03"):
                 found += 1
         except OSError:
             continue

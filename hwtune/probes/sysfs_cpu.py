@@ -25,6 +25,7 @@ from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Cache
 from hwtune.probes.cpuinfo import PROBE, Topology
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.root import read_text
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
@@ -63,19 +64,13 @@ class _Reader:
 
     def text(self, relative: str) -> str | None:
         try:
-            fd = os.open(os.path.join(self.root, relative), os.O_RDONLY)
+            # inside the root, regular files only, capped (probes.root)
+            return read_text(Path(self.root), relative).strip()
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as err:
             self.problems.append(SysfsProblem(relative, f"cannot read: {err.strerror or err}"))
             return None
-        try:
-            return os.read(fd, 65536).decode("utf-8", errors="replace").strip()
-        except OSError as err:
-            self.problems.append(SysfsProblem(relative, f"cannot read: {err.strerror or err}"))
-            return None
-        finally:
-            os.close(fd)
 
     def cpus(self, relative: str) -> tuple[int, ...] | None:
         value = self.text(relative)
