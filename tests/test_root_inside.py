@@ -152,3 +152,21 @@ def test_issue_reasons_are_bounded_one_liners() -> None:
     issues.add("x", "bad: " + "\n".join(["line"] * 1000))
     (issue,) = issues.freeze()
     assert len(issue.reason) <= MAX_REASON and "\n" not in issue.reason
+
+
+@pytest.mark.parametrize("relative", ["proc/self/status", "sys/devices/system/cpu/online"])
+def test_the_daemon_does_not_hang_on_a_fifo_under_its_root(
+    tmp_path: Path, host_root: Path, relative: str
+) -> None:
+    from tests.daemon_harness import DaemonProcess
+
+    (host_root / relative).unlink()
+    os.mkfifo(host_root / relative)
+    daemon = DaemonProcess(tmp_path / "d", host_root, tmp_path / "out")
+    try:
+        daemon.start()
+        daemon.wait_ready()  # detect and the watcher's fingerprints blocked in open() before
+        assert (tmp_path / "out" / "hwtune.env").is_file(), daemon.log()
+        assert daemon.stop() == 0
+    finally:
+        daemon.close()
