@@ -170,3 +170,18 @@ def test_the_daemon_does_not_hang_on_a_fifo_under_its_root(
         assert daemon.stop() == 0
     finally:
         daemon.close()
+
+
+def test_a_linked_directory_out_of_the_root_is_not_listed(host_root: Path, tmp_path: Path) -> None:
+    from hwtune.probes.root import UnsafeRead, list_dir
+
+    outside = tmp_path / "other-machine"
+    (outside / "node7").mkdir(parents=True)
+    (outside / "node7" / "cpulist").write_text("0-23\n")
+    nodes = host_root / "sys/devices/system/node"
+    os.rename(nodes, tmp_path / "kept-nodes")
+    nodes.symlink_to(outside)
+    with pytest.raises(UnsafeRead, match="outside the root"):
+        list_dir(host_root, "sys/devices/system/node")
+    model, _ = detect(host_root)
+    assert 7 not in [node["id"] for node in model["numa"]], model["numa"]  # type: ignore[attr-defined, index]

@@ -26,7 +26,7 @@ from pathlib import Path
 from hwtune.models.hardware import Gpu
 from hwtune.probes.gpu_report import NO_GPUS, GpuReport
 from hwtune.probes.issues import IssueLog
-from hwtune.probes.root import read_text
+from hwtune.probes.root import list_dir, read_text
 
 NVIDIA_PCI_VENDOR = "0x10de"  # PCI-SIG vendor ID of NVIDIA Corporation (pci.ids)
 # nvidia-smi initialises every GPU when persistence mode is off, which takes seconds on a big
@@ -149,7 +149,8 @@ def count_nvidia_displays(root: Path) -> int:
     """NVIDIA PCI functions of class 0x03 (display: VGA or 3D controller) under ROOT/sys."""
     found = 0
     try:
-        devices = list((root / "sys/bus/pci/devices").iterdir())
+        pci = root / "sys/bus/pci/devices"
+        devices = [pci / name for name in list_dir(root, pci)]  # inside the root
     except OSError:
         return 0
     for device in devices:

@@ -63,7 +63,7 @@ def _relative(root: Path, path: str | Path) -> list[str]:
     return [p for p in text.split("/") if p and p != "."]
 
 
-def _open_inside(root: Path, path: str | Path) -> int:
+def _open_inside(root: Path, path: str | Path, *, directory: bool = False) -> int:
     """A descriptor of `path` opened for reading, every link resolved inside `root`."""
     pending = _relative(root, path)[::-1]
     chain = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
@@ -77,7 +77,7 @@ def _open_inside(root: Path, path: str | Path) -> int:
                 os.close(chain.pop())
                 continue
             last = not pending
-            flags = _STEP | (os.O_NONBLOCK if last else os.O_DIRECTORY)
+            flags = _STEP | (os.O_NONBLOCK if last and not directory else os.O_DIRECTORY)
             try:
                 fd = os.open(name, flags, dir_fd=chain[-1])
             except OSError as err:
@@ -126,6 +126,18 @@ def read_bytes(root: Path, path: str | Path, limit: int = MAX_SMALL) -> bytes:
             if size > limit:
                 raise UnsafeRead(path, f"larger than {_size(limit)}: refused", errno.EFBIG)
         return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def list_dir(root: Path, path: str | Path) -> list[str]:
+    """The names in the directory `path` under `root`, reached as `read_bytes` reaches files
+    (a linked directory out of the root is refused, not listed)."""
+    if is_live(root):
+        return os.listdir(path if os.path.isabs(path) else os.path.join("/", path))
+    fd = _open_inside(root, path, directory=True)
+    try:
+        return os.listdir(fd)
     finally:
         os.close(fd)
 

@@ -15,7 +15,6 @@ Offline CPUs have no topology directory (the kernel removes it), so they are lis
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -25,7 +24,7 @@ from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Cache
 from hwtune.probes.cpuinfo import PROBE, Topology
 from hwtune.probes.issues import IssueLog
-from hwtune.probes.root import read_text
+from hwtune.probes.root import list_dir, read_text
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
@@ -94,7 +93,7 @@ class _Reader:
 
     def names(self, relative: str, pattern: re.Pattern[str]) -> list[int]:
         try:
-            entries = os.listdir(os.path.join(self.root, relative))
+            entries = list_dir(Path(self.root), relative)  # inside the root (probes.root)
         except OSError:
             return []
         return sorted(int(m.group(1)) for name in entries if (m := pattern.match(name)))
