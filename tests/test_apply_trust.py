@@ -193,3 +193,17 @@ def test_cache_and_tuned_result_directories_are_0700_under_umask_000(tmp_path: P
     for directory in (tmp_path / "cache", cache_file.parent):
         assert mode(directory) == 0o700, (directory, oct(mode(directory)))
     assert cache_file.is_file() and not mode(cache_file) & 0o022
+
+
+@pytest.mark.parametrize("mask", [0o000, 0o077], ids=["umask-000", "umask-077"])
+def test_a_snapshot_is_shareable_whatever_the_umask(tmp_path: Path, mask: int) -> None:
+    from hwtune.probes.snapshot import take_snapshot
+
+    dest = tmp_path / "new" / "snap"
+    with umask(mask):
+        take_snapshot(dest, gpus=False, tensorflow=False)
+    for path in [tmp_path / "new", *dest.rglob("*")]:
+        if path.is_symlink():
+            continue
+        expected = 0o755 if path.is_dir() else 0o644
+        assert mode(path) == expected, (path, oct(mode(path)))

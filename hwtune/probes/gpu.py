@@ -319,6 +319,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         with tmp.open("wb") as f:
+            os.fchmod(f.fileno(), 0o644)  # a snapshot file, whatever the umask
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -247,6 +247,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, 0o644)  # a snapshot file, whatever the umask (mkstemp makes 0600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
