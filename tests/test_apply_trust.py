@@ -207,3 +207,16 @@ def test_a_snapshot_is_shareable_whatever_the_umask(tmp_path: Path, mask: int) -
             continue
         expected = 0o755 if path.is_dir() else 0o644
         assert mode(path) == expected, (path, oct(mode(path)))
+
+
+@needs_root
+def test_nothing_is_created_through_another_users_link(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    root_only = tmp_path / "root-only"
+    root_only.mkdir(mode=0o700)
+    (home / "out").symlink_to(root_only)
+    os.chown(home, NOBODY, NOBODY)
+    with pytest.raises(ApplyError, match=r"home: it is owned by"):
+        apply_all(home / "out" / "new" / "dir", A, HW)
+    assert list(root_only.iterdir()) == []  # not even the directories

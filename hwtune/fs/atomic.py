@@ -132,7 +132,9 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
 def ensure_dir(directory: Path, mode: int = 0o755) -> None:
     """Create `directory` and its missing parents with exactly `mode`, whatever the umask
     (`trust.make_dirs`): /etc/hwtune stays readable by jobs under umask 077, and no level
-    is 0777 under umask 000."""
+    is 0777 under umask 000. As root, the existing part of the path is checked first
+    (`guard.check_directory`), so nothing is created through a link another user controls."""
+    check_directory(directory)
     try:
         make_dirs(directory, mode)
     except OSError as err:
