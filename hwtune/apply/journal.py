@@ -274,7 +274,13 @@ def discard(output_dir: Path, entry: JournalEntry) -> None:
     except FileNotFoundError:
         return
     except OSError as err:
-        raise failure("remove the journal entry", directory, err) from err
+        # The files are already as the entry's undo left them: say so, not "intact".
+        raise failure(
+            "remove the journal entry",
+            directory,
+            err,
+            "the output files are as restored; the entry is left behind",
+        ) from err
 
 
 def prune(output_dir: Path, keep: int = KEEP) -> None:
