@@ -161,7 +161,7 @@ def _mount_tmpfs(path: Path, size: str) -> None:
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
         capture_output=True,
         check=False,
     )

@@ -123,9 +123,9 @@ def test_as_root_a_directory_owned_by_another_user_is_refused(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("mode", "refused"),
-    [(0o777, "everyone"), (0o775, "its group"), (0o1777, None), (0o755, None)],
+    [(0o777, "everyone"), (0o775, "its group"), (0o1777, "everyone"), (0o755, None)],
 )
-def test_as_root_a_directory_others_can_write_needs_the_sticky_bit(
+def test_as_root_a_directory_others_can_write_is_refused_sticky_or_not(
     mode: int, refused: str | None, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"

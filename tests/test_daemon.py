@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import REPO
 from tests.daemon_harness import (
     WAIT_S,
     DaemonProcess,
@@ -280,3 +282,74 @@ def test_nfd_file_follows_the_machine(tmp_path: Path, host: Host) -> None:
         assert d.stop() == 0
     finally:
         d.close()
+
+
+def _haswell_named(directory: Path, name: str) -> None:
+    """A user knowledge file that renames the Haswell entry (visible in hardware.json)."""
+    shipped = json.loads((REPO / "hwtune/knowledge/data/microarchitectures.json").read_text())
+    entry = next(e for e in shipped["entries"] if e["key"] == "haswell")
+    replace_file(
+        directory / "microarchitectures.json",
+        json.dumps({"entries": [{**entry, "name": name}]}),
+    )
+
+
+def test_sighup_rereads_knowledge_overrides(tmp_path: Path, host: Host) -> None:
+    # Issue 15 item 12: SIGHUP cleared default_knowledge's cache but not the per-table one,
+    # so an edited user knowledge file was ignored until a restart.
+    knowledge = tmp_path / "knowledge"
+    knowledge.mkdir()
+    _haswell_named(knowledge, "Haswell (site table 1)")
+    d = DaemonProcess(
+        tmp_path / "d",
+        host.root,
+        tmp_path / "out",
+        extra_env={"HWTUNE_KNOWLEDGE_DIR": str(knowledge)},
+    )
+    try:
+        d.start()
+        d.wait_ready()
+        assert "site table 1" in (d.output / "hardware.json").read_text()
+        _haswell_named(knowledge, "Haswell (site table 2)")
+        mark = len(d.messages)
+        d.signal(signal.SIGHUP)
+        reloading = d.wait_message(lambda m: m.get("RELOADING") == "1", after=mark)
+        d.wait_message(lambda m: m.get("READY") == "1", after=d.messages.index(reloading) + 1)
+        assert "site table 2" in (d.output / "hardware.json").read_text(), d.log()
+        assert d.stop() == 0
+    finally:
+        d.close()
+
+
+def _write_slowly(daemon: DaemonProcess, pause: float) -> list[str | None]:
+    """Rewrite the config in place as an editor without rename does: the first part (valid
+    TOML on its own, without the [threads] table), a pause, then the rest. Returns the
+    intra_op values the applied files held during the pause."""
+    seen: list[str | None] = []
+    with open(daemon.config, "w") as f:
+        f.write('[env]\nKEEP = "2"\n')
+        f.flush()
+        deadline = time.monotonic() + pause
+        while time.monotonic() < deadline:
+            seen.append(env_value(daemon.output, INTRA))
+            time.sleep(0.05)
+        f.write("[threads]\nintra_op = 3\n")
+    return seen
+
+
+@pytest.mark.parametrize("pause", [1.5, 4.0], ids=["short-write", "longer-than-the-wait"])
+def test_a_config_caught_mid_write_is_never_applied(daemon: DaemonProcess, pause: float) -> None:
+    # Issue 15 item 11: the daemon planned from the first half of an in-place write and
+    # applied it, dropping intra_op = 3 until the writer finished.
+    daemon.config.parent.mkdir(parents=True)
+    daemon.config.write_text('[env]\nKEEP = "1"\n[threads]\nintra_op = 3\n')
+    daemon.start()
+    daemon.wait_ready()
+    follows(daemon, INTRA, "3")
+    seen = _write_slowly(daemon, pause)
+    assert set(seen) == {"3"}, (seen, daemon.log())
+    follows(daemon, "KEEP", "2")
+    assert env_value(daemon.output, INTRA) == "3"
+    if pause > 3.0:  # waited past daemon.stable.WAIT_S: reported, kept, then recovered
+        assert "still being written" in daemon.log(), daemon.log()
+    assert daemon.stop() == 0

@@ -65,10 +65,12 @@ def store(path: str, current: dict[str, object], payload: dict[str, Any]) -> Non
 
     from hwtune.errors import ApplyError
     from hwtune.fs.atomic import write_atomic
+    from hwtune.fs.trust import make_dirs
 
     data = {"schema": CACHE_SCHEMA, "fingerprint": current, "payload": payload}
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # 0700 whatever the umask (XDG Base Directory spec: "create it with permission 0700")
+        make_dirs(Path(path).parent, 0o700)
         write_atomic(Path(path), (json.dumps(data, indent=1) + "\n").encode(), durable=False)
     except (OSError, ApplyError):
         pass

@@ -26,6 +26,7 @@ from pathlib import Path
 from hwtune.errors import ApplyError
 from hwtune.fs.atomic import failure, fsync_dir, remove_durably, write_atomic
 from hwtune.fs.guard import read_regular
+from hwtune.fs.trust import make_dirs
 
 JOURNAL_DIR = ".journal"
 MANIFEST = "manifest.json"
@@ -102,7 +103,9 @@ def begin(output_dir: Path, new_files: dict[str, bytes | None]) -> JournalEntry:
     directory = output_dir / JOURNAL_DIR / entry_id
     files_dir = directory / "files"
     try:
-        files_dir.mkdir(mode=0o700, parents=True)
+        # Every level 0700 whatever the umask (.journal, the entry, files/): Path.mkdir gave
+        # the parents 0777 under umask 000, and another user could swap an entry's files.
+        make_dirs(files_dir, 0o700)
     except OSError as err:
         raise failure("create the journal", directory, err) from err
     records: list[JournalFile] = []
@@ -150,8 +153,20 @@ def _keep_previous(target: Path, backup: Path) -> str | None:
 
 
 def mark_complete(output_dir: Path, entry: JournalEntry) -> JournalEntry:
+    """Mark `entry` complete. ApplyError when the manifest cannot be rewritten (a full disk):
+    the new files are then in place and the entry is still incomplete, which the caller must
+    finish or undo (outputs.apply_files undoes it)."""
     done = replace(entry, complete=True)
-    write_atomic(entry.directory(output_dir) / MANIFEST, _manifest_bytes(done), mode=0o600)
+    manifest = entry.directory(output_dir) / MANIFEST
+    try:
+        write_atomic(manifest, _manifest_bytes(done), mode=0o600)
+    except ApplyError as err:
+        cause = err.__cause__
+        reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(err)
+        raise ApplyError(
+            f"could not mark journal entry {entry.id} complete ({manifest}: {reason})",
+            hint=err.hint,
+        ) from err
     return done
 
 
@@ -259,7 +274,13 @@ def discard(output_dir: Path, entry: JournalEntry) -> None:
     except FileNotFoundError:
         return
     except OSError as err:
-        raise failure("remove the journal entry", directory, err) from err
+        # The files are already as the entry's undo left them: say so, not "intact".
+        raise failure(
+            "remove the journal entry",
+            directory,
+            err,
+            "the output files are as restored; the entry is left behind",
+        ) from err
 
 
 def prune(output_dir: Path, keep: int = KEEP) -> None:

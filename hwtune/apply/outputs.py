@@ -113,22 +113,22 @@ def apply_files(
             return report
         changed = {p.name: files[p.name] for p in report.changed}
         entry = journal.begin(output_dir, changed)
-        written: list[str] = []
         try:
             for name, data in changed.items():
                 if data is None:
                     remove_durably(output_dir / name)
                 else:
                     write_atomic(output_dir / name, data, mode=FILE_MODE)
-                written.append(name)
                 if on_written is not None:
                     on_written(output_dir / name)
+            # Finishing the entry can fail too (a full disk): then the new files are in place
+            # and the entry is incomplete; it is undone here, and the message says so.
+            journal.mark_complete(output_dir, entry)
         except (ApplyError, OSError) as err:
-            note = _roll_back(output_dir, entry, written)
+            note = _roll_back(output_dir, entry)
             message = err.message if isinstance(err, ApplyError) else str(err)
             hint = err.hint if isinstance(err, ApplyError) else None
             raise ApplyError(f"{message}{note}", hint=hint) from err
-        journal.mark_complete(output_dir, entry)
         journal.prune(output_dir)
         return ApplyReport(
             output_dir,
@@ -143,17 +143,26 @@ def apply_files(
         )
 
 
-def _roll_back(output_dir: Path, entry: journal.JournalEntry, written: list[str]) -> str:
-    """Put back what this run replaced; returns a note for the error message."""
+def _roll_back(output_dir: Path, entry: journal.JournalEntry) -> str:
+    """Undo `entry` explicitly: every file it names goes back to its previous version (those
+    never replaced are left alone), then the entry is removed. Returns what the error message
+    must add so that it says what is on disk; the backups are hard links where possible, so
+    this needs no free space."""
     try:
-        journal.restore(output_dir, entry, force=True, names=written)
+        restored = journal.restore(output_dir, entry, force=True)
         journal.discard(output_dir, entry)
     except (ApplyError, OSError) as again:
-        # The entry stays: the next apply or `hwtune revert` finishes the rollback.
-        return f"; rolling back also failed ({again}): run `hwtune revert` to finish it"
-    if written:
-        return f"; the {len(written)} file(s) already replaced were restored"
-    return ""
+        return (
+            f"; undoing it also failed ({again}): some new files may be in place and journal "
+            f"entry {entry.id} is incomplete; the next `hwtune apply` or `hwtune revert` rolls "
+            "it back and says so"
+        )
+    if restored:
+        return (
+            f"; the {len(restored)} file(s) already replaced were restored and journal entry "
+            f"{entry.id} was undone: {output_dir} holds the previous set"
+        )
+    return f"; nothing was replaced: {output_dir} holds the previous set"
 
 
 def _plan_changes(

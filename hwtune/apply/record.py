@@ -27,9 +27,11 @@ import json
 import os
 import stat
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from hwtune import paths
+from hwtune.fs.trust import make_dirs
 
 RECORD_SCHEMA = 1
 _written: set[str] = set()
@@ -53,7 +55,7 @@ def record_path(environ: Mapping[str, str], pid: int, *, uid: int | None = None)
 
 def _private_dir(directory: str) -> bool:
     try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+        make_dirs(Path(directory), 0o700)  # every level 0o700, whatever the umask
         info = os.lstat(directory)
     except OSError:
         return False

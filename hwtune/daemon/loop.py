@@ -40,6 +40,8 @@ from hwtune.models.profile import Profile
 # After an inotify event, wait this long for the writer to finish (an editor writes, renames
 # and chmods in quick succession) before fingerprinting, so one edit is one re-plan.
 SETTLE_S = 0.05
+# Plans made again when a config changes between the stable reads around plan_for.
+CONFIG_RETRIES = 3
 # NFD re-reads features.d every core.sleepInterval, 60 s by default (NFD docs, "nfd-worker
 # configuration"); an expiry of at least two of those, refreshed at half-life, means the labels
 # never lapse while the daemon runs and disappear within ~3 minutes when it stops.
@@ -174,11 +176,10 @@ class Daemon:
 
         Planning goes through `hwtune.pipeline.request.profile_for`, as `hwtune apply` does
         (config files, HWTUNE_* variables, measurements), so both write the same files."""
-        from hwtune.pipeline.config import load_overrides
         from hwtune.pipeline.request import PlanRequest, profile_for
         from hwtune.probes import detect
 
-        load_overrides(self.environ)  # a bad config file fails here, before detecting
+        texts = self._stable_configs()  # a bad config file fails here, before detecting
         self._interruptible = True
         try:
             hardware = detect(self.options.root)
@@ -189,7 +190,33 @@ class Daemon:
             if failed:
                 more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
                 raise HwtuneError(_describe_issue(failed[0]) + more)
-        return hardware, profile_for(PlanRequest(self.environ, hardware=hardware)).profile
+        for _ in range(CONFIG_RETRIES):
+            profile = profile_for(PlanRequest(self.environ, hardware=hardware)).profile
+            # profile_for read the files again: a write that began meanwhile makes them differ
+            # from the stable read before and after, and the plan is made again.
+            again = self._stable_configs()
+            if again == texts:
+                return hardware, profile
+            texts = again
+        raise HwtuneError("the config files kept changing while planning; not applied yet")
+
+    def _stable_configs(self) -> dict[Path, bytes | None]:
+        """The config files' bytes, read when no one is writing them (`daemon.stable`), and
+        checked: a partial write is never planned from, and a parse error keeps the last
+        good profile (the caller's failure policy)."""
+        from hwtune.daemon.stable import read_stable
+        from hwtune.pipeline.config import load_overrides, parse_config_text
+
+        texts = read_stable(self.config_files)
+        for path, data in texts.items():
+            if data is not None:
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise HwtuneError(f"{path}: cannot read: {err}") from err
+                parse_config_text(text, str(path))
+        load_overrides(self.environ, config_paths=())  # HWTUNE_* variables
+        return texts
 
     def _new_issues(self, hardware: Hardware) -> list[ProbeIssue]:
         known = {_issue_key(i) for i in self.good.hardware.issues} if self.good else set()
@@ -371,9 +398,9 @@ class Daemon:
         self.notifier.send(RELOADING=1, MONOTONIC_USEC=monotonic_usec(), STATUS="reloading")
         self.log("reloading (SIGHUP)")
         self.config_files = config_paths(self.environ)
-        from hwtune.planner.knowledge import default_knowledge
+        from hwtune.planner.knowledge import reload_knowledge
 
-        default_knowledge.cache_clear()  # user knowledge directories are re-read too
+        reload_knowledge()  # user knowledge directories are re-read too, every table
         self.cycle(["reload"], accept_issues=True)
         self.notifier.send(READY=1, STATUS=self.status)
 

@@ -24,6 +24,7 @@ import ctypes
 import errno
 import fnmatch
 import os
+import stat
 import struct
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -87,7 +88,10 @@ class Part:
             if self.kind == "content":
                 return _content(self.path)
             if self.kind == "lines":
-                text = self.path.read_text(errors="replace")
+                data = _content(self.path)
+                if not isinstance(data, bytes):
+                    return data
+                text = data.decode("utf-8", "replace")
                 return tuple(ln for ln in text.splitlines() if ln.startswith(self.pattern))
             if self.kind == "listing":
                 return tuple(
@@ -110,12 +114,25 @@ class Part:
 
 
 def _content(path: Path) -> Hashable:
-    with open(path, "rb") as handle:
-        st = os.fstat(handle.fileno())
+    # O_NONBLOCK: a FIFO planted under --root would block open() for good; anything but a
+    # regular file is fingerprinted by its type and never read (a device may be endless).
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ("not a regular file", stat.S_IFMT(st.st_mode), st.st_rdev)
         if st.st_size > MAX_CONTENT_BYTES:
             return ("stat", st.st_ino, st.st_size, st.st_mtime_ns)
-        # sysfs/procfs report st_size 4096 or 0 whatever the content: read, don't trust size.
-        return handle.read(MAX_CONTENT_BYTES + 1)
+        # sysfs/procfs report st_size 4096 or 0 whatever the content: read, don't trust size,
+        # and stop past the cap (a file that grows while read).
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_CONTENT_BYTES and (chunk := os.read(fd, 1 << 16)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _walk(top: Path, depth: int) -> Iterable[tuple[str, int]]:

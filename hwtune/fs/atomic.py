@@ -14,6 +14,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from hwtune.errors import ApplyError, LockTimeout
 from hwtune.fs.guard import check_directory, refuse_unless_regular
+from hwtune.fs.trust import make_dirs, owner_name
 from hwtune.models.digits import is_ascii_digits
 
 TMP_MARK = ".hwtune-tmp-"
@@ -38,11 +40,15 @@ _HINTS = {
 }
 
 
-def failure(action: str, path: Path, err: OSError) -> ApplyError:
-    """An ApplyError that names the file, the step and the system's reason."""
+INTACT = "the previous file is intact"
+
+
+def failure(action: str, path: Path, err: OSError, state: str = INTACT) -> ApplyError:
+    """An ApplyError that names the file, the step, the system's reason and what is on disk
+    now (`state`: say so when it is not the previous file, issue 15 item 10)."""
     reason = err.strerror or str(err)
     return ApplyError(
-        f"could not {action} {path}: {reason}; the previous file is intact",
+        f"could not {action} {path}: {reason}; {state}",
         hint=_HINTS.get(err.errno or 0),
     )
 
@@ -86,7 +92,12 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = 
         try:
             fsync_dir(directory)
         except OSError as err:  # the rename happened; durability is what is in doubt
-            raise failure("sync the directory of", path, err) from err
+            raise failure(
+                "sync the directory of",
+                path,
+                err,
+                "the new file is in place but may not survive a crash",
+            ) from err
 
 
 def remove_durably(path: Path) -> None:
@@ -118,9 +129,14 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
     return removed
 
 
-def ensure_dir(directory: Path) -> None:
+def ensure_dir(directory: Path, mode: int = 0o755) -> None:
+    """Create `directory` and its missing parents with exactly `mode`, whatever the umask
+    (`trust.make_dirs`): /etc/hwtune stays readable by jobs under umask 077, and no level
+    is 0777 under umask 000. As root, the existing part of the path is checked first
+    (`guard.check_directory`), so nothing is created through a link another user controls."""
+    check_directory(directory)
     try:
-        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+        make_dirs(directory, mode)
     except OSError as err:
         raise failure("create the directory", directory, err) from err
     if not directory.is_dir():
@@ -149,6 +165,7 @@ def locked(directory: Path, timeout: float = 30.0) -> Iterator[None]:
             refuse_unless_regular(lock_path, os.lstat(lock_path))
         raise failure("open the lock file", lock_path, err) from err
     try:
+        _check_lock_file(lock_path, fd)
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             try:
@@ -170,6 +187,27 @@ def locked(directory: Path, timeout: float = 30.0) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _check_lock_file(lock_path: Path, fd: int) -> None:
+    """The lock file must be ours alone: a hard link to another file (st_nlink > 1) would be
+    truncated by `_write_holder`, and one another user owns (as root) they can hold forever.
+    Its mode is set exactly (0644: the holder's pid is for everyone to read)."""
+    st = os.fstat(fd)
+    refuse_unless_regular(lock_path, st)
+    foreign = os.geteuid() == 0 and st.st_uid != 0
+    if st.st_nlink != 1 or foreign:
+        why = (
+            f"it has {st.st_nlink} hard links"
+            if st.st_nlink != 1
+            else f"it is owned by {owner_name(st.st_uid)}"
+        )
+        raise ApplyError(
+            f"refusing to use the lock file {lock_path}: {why}; hwtune creates it alone",
+            hint=f"someone put it there: check who, remove {lock_path} and run it again",
+        )
+    if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o644:
+        os.fchmod(fd, 0o644)
 
 
 def _write_holder(fd: int) -> None:

@@ -3,9 +3,10 @@
 - An output file that is a symbolic link, or anything but a regular file, is refused: another
   user may have planted it (a link to /etc/shadow in a shared directory). It is read with
   O_NOFOLLOW, so neither `--diff` nor the journal ever sees a link target's contents.
-- Running as root, an output directory (or its `.journal`) owned by another user, or writable
-  by others without the sticky bit, is refused: whoever can write there can swap files or
-  links under hwtune at any moment, between any check and the write.
+- Running as root, an output directory (or its `.journal`) that another user could change is
+  refused: one owned by another user, writable by others (sticky or not), or reached through
+  a directory or link another user controls (`trust.check_trusted_path`). Whoever can write
+  there can swap files or links under hwtune at any moment, between any check and the write.
 
 Each refusal is an `ApplyError` naming the path and its owner, with a hint.
 """
@@ -18,6 +19,7 @@ import stat
 from pathlib import Path
 
 from hwtune.errors import ApplyError
+from hwtune.fs.trust import check_trusted_path, owner_name
 
 _KINDS = {
     stat.S_IFLNK: "a symbolic link",
@@ -27,16 +29,6 @@ _KINDS = {
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
 }
-
-
-def owner_name(uid: int) -> str:
-    """'nobody (uid 65534)', or 'uid 1234' when the user database does not know it."""
-    try:
-        import pwd
-
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except (KeyError, ImportError):
-        return f"uid {uid}"
 
 
 def refuse_unless_regular(path: Path, st: os.stat_result) -> None:
@@ -89,33 +81,21 @@ def read_regular(path: Path) -> tuple[bytes, int] | None:
 def check_directory(directory: Path, *, euid: int | None = None) -> None:
     """Refuse a directory others could swap files in, when running as root.
 
-    As root, `directory` must be owned by root and must not be writable by its group or
-    everyone unless the sticky bit is set (then only a file's owner may rename or remove it,
-    as in /tmp). A non-root user writes with only their own rights, so nothing is checked.
+    As root, every component of `directory` is walked from "/" without following links
+    through the kernel (`trust.check_trusted_path`): each must be root's and writable by no
+    one else (a sticky directory such as /tmp may be passed through to an entry root owns),
+    and `directory` itself must be writable by root alone, sticky or not (issue 15: in a 1777
+    directory others plant files that stay theirs, hold `.lock`, or hard-link it to a file
+    root then truncates). A non-root user writes with only their own rights: nothing is checked.
     """
     if (os.geteuid() if euid is None else euid) != 0:
         return
     try:
-        st = os.stat(directory)
+        check_trusted_path(directory)
+    except ApplyError:
+        raise
     except OSError:
-        return  # absent or unreadable: creating or opening it reports the error itself
-    mode = stat.S_IMODE(st.st_mode)
-    if st.st_uid != 0:
-        raise ApplyError(
-            f"refusing to write into {directory}: it is owned by {owner_name(st.st_uid)}, "
-            "who could replace the files in it (with links to other files) while hwtune, "
-            "running as root, writes them",
-            hint=f"make root its owner (chown root: {directory}; chmod go-w {directory}), "
-            "or choose another directory with --output",
-        )
-    if mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX:
-        who = "everyone" if mode & stat.S_IWOTH else "its group"
-        raise ApplyError(
-            f"refusing to write into {directory}: it is writable by {who} (mode {mode:04o}, "
-            f"owner {owner_name(st.st_uid)}) without the sticky bit, so other users could "
-            "replace the files in it while hwtune, running as root, writes them",
-            hint=f"chmod go-w {directory} (or +t), or choose another directory with --output",
-        )
+        return  # unreadable: creating or opening it reports the error itself
 
 
 def check_journal_directory(journal: Path, *, euid: int | None = None) -> None:

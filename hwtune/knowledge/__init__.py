@@ -5,7 +5,8 @@ Every entry has a `key` (unique within the table) and a `source` (where the fact
 A user adds or replaces entries with files of the same name in a directory named by
 `$HWTUNE_KNOWLEDGE_DIR`, or in `$XDG_CONFIG_HOME/hwtune/knowledge/`: an entry whose key matches
 a shipped one replaces it, others are added. Entries are validated with `models.convert.load`
-against the table's dataclass, so a bad file fails with its path and the key path inside it.
+against the table's dataclass, then every field against its grammar (`grammar.py`: a flag is
+one token, a label a Bazel label), so a bad file fails with its path and the key path inside it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from hwtune.errors import KnowledgeError, ModelError
+from hwtune.knowledge.grammar import validate_entry
 from hwtune.models.convert import load
 
 DATA_DIR = Path(__file__).with_name("data")
@@ -66,10 +68,12 @@ def _load_table(table: str, entry_cls: type[E], extra_dirs: tuple[Path, ...]) ->
         if path.parent != DATA_DIR and not path.is_file():
             continue
         for i, raw in enumerate(_read_entries(path)):
+            where = f"{path}: entries[{i}]"
             try:
-                entry = load(entry_cls, raw, where=f"{path}: entries[{i}]")
+                entry = load(entry_cls, raw, where=where)
             except ModelError as err:
                 raise KnowledgeError(err.message, hint=err.hint) from err
+            validate_entry(table, entry, where)
             merged.pop(entry.key, None)  # a replaced entry moves to the end: user wins ties
             merged[entry.key] = entry
     return tuple(merged.values())

@@ -35,6 +35,7 @@ from typing import Any
 
 from hwtune.errors import ApplyError, TuneError
 from hwtune.fs.atomic import write_atomic
+from hwtune.fs.trust import make_dirs
 from hwtune.models.cpulist import MAX_CPU
 from hwtune.models.profile import Setting
 
@@ -126,7 +127,8 @@ def save_result(record: Mapping[str, Any], environ: Mapping[str, str] | None = N
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
     hint = "set HWTUNE_TUNED_DIR to a writable directory"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # 0700 whatever the umask (XDG Base Directory spec: "create it with permission 0700")
+        make_dirs(path.parent, 0o700)
     except OSError as err:
         raise TuneError(
             f"cannot store the tuned result in {path}: {err.strerror or err}", hint=hint

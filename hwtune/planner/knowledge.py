@@ -205,3 +205,14 @@ def load_knowledge(extra_dirs: tuple[Path, ...] | None = None) -> Knowledge:
 def default_knowledge() -> Knowledge:
     """The shipped tables plus the user's knowledge dirs, loaded on first use."""
     return load_knowledge()
+
+
+def reload_knowledge() -> None:
+    """Forget every loaded knowledge table, so the next use re-reads the shipped files and the
+    user's knowledge directories (the daemon's SIGHUP). Both caches: `default_knowledge`'s and
+    the per-table one under it (`hwtune.knowledge._load_table`), which would otherwise hand the
+    old tables back."""
+    from hwtune.knowledge import clear_cache
+
+    default_knowledge.cache_clear()
+    clear_cache()

@@ -25,7 +25,9 @@ from typing import Literal, NamedTuple
 
 from hwtune.models.cpulist import CpuListError, parse_cpulist
 from hwtune.models.digits import is_ascii_digits
-from hwtune.probes.issues import IssueLog
+from hwtune.probes.issues import IssueLog, excerpt
+from hwtune.probes.root import MAX_LARGE, MAX_SMALL, UnsafeRead
+from hwtune.probes.root import read_text as root_read_text
 
 PROBE = "cgroup"
 PROC_CGROUP = "proc/self/cgroup"
@@ -108,7 +110,7 @@ def parse_proc_cgroup(text: str, issues: IssueLog, path: str = PROC_CGROUP) -> l
             or len(parts[0]) > 9
             or not parts[2].startswith("/")
         ):
-            issues.add(PROBE, f"not a cgroup line: {raw!r}", path=path, line=number)
+            issues.add(PROBE, f"not a cgroup line: {excerpt(raw)}", path=path, line=number)
             continue
         names = tuple(n for n in parts[1].split(",") if n and not n.startswith("name="))
         if parts[1] and not names:
@@ -133,7 +135,7 @@ def parse_mountinfo(text: str, issues: IssueLog, path: str = PROC_MOUNTINFO) -> 
             sep = fields.index("-", 6)
             fstype, options = fields[sep + 1], fields[sep + 3]
         except (ValueError, IndexError):
-            issues.add("cgroup", f"not a mountinfo line: {raw[:80]!r}", path=path, line=number)
+            issues.add("cgroup", f"not a mountinfo line: {excerpt(raw)}", path=path, line=number)
             continue
         if fstype not in ("cgroup", "cgroup2"):
             continue
@@ -237,11 +239,19 @@ def locate(
     return found
 
 
-def read_text(path: Path) -> str | None:
-    """A small kernel file's text, or None when it is absent or unreadable."""
+def read_text(
+    root: Path, path: Path, issues: IssueLog | None = None, limit: int = MAX_SMALL
+) -> str | None:
+    """A kernel file's text under `root` (inside it, regular, capped: `probes.root`), or None
+    when absent or unreadable; a refused one (a link out of the root, a FIFO, too large) is
+    named in `issues`."""
     try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError):
+        return root_read_text(root, path, limit)
+    except UnsafeRead as err:
+        if issues is not None:
+            issues.add(PROBE, f"not read: {err.strerror}", path=_where(root, path))
+        return None
+    except OSError:
         return None
 
 
@@ -270,7 +280,7 @@ def parse_cpu_max(text: str) -> float | None:
     """
     fields = text.split()
     if not 1 <= len(fields) <= 2:
-        raise ValueError(f"expected '$MAX $PERIOD', got {text.strip()!r}")
+        raise ValueError(f"expected '$MAX $PERIOD', got {excerpt(text.strip())}")
     if fields[0] == "max":
         return None
     period = int(fields[1]) if len(fields) == 2 else 100_000
@@ -307,14 +317,14 @@ def _min_quota(
     for directory in dirs.chain:
         try:
             if dirs.version == 1:
-                quota = read_text(directory / "cpu.cfs_quota_us")
-                period = read_text(directory / "cpu.cfs_period_us")
+                quota = read_text(root, directory / "cpu.cfs_quota_us", issues)
+                period = read_text(root, directory / "cpu.cfs_period_us", issues)
                 if quota is None or period is None:
                     continue
                 value = parse_cfs_quota(quota, period)
                 source = _where(root, directory / "cpu.cfs_quota_us")
             else:
-                text = read_text(directory / "cpu.max")
+                text = read_text(root, directory / "cpu.max", issues)
                 if text is None:
                     continue
                 value = parse_cpu_max(text)
@@ -334,7 +344,7 @@ def _min_memory(
     name = "memory.limit_in_bytes" if dirs.version == 1 else "memory.max"
     best: tuple[int | None, str | None] = (None, None)
     for directory in dirs.chain:
-        text = read_text(directory / name)
+        text = read_text(root, directory / name, issues)
         if text is None:
             continue
         try:
@@ -359,7 +369,7 @@ def _cpuset(
     )
     for directory in dirs.chain:
         for name in names:
-            text = read_text(directory / name)
+            text = read_text(root, directory / name, issues)
             # An empty cpuset.cpus means "not set here, inherit" (v2) or "not configured" (v1).
             if text is None or not text.strip():
                 continue
@@ -372,7 +382,7 @@ def _cpuset(
 
 def find_controllers(root: Path, issues: IssueLog) -> dict[str, ControllerDirs] | None:
     """Where this process's cpu, cpuset and memory cgroups are; None when membership is unknown."""
-    text = read_text(root / PROC_CGROUP)
+    text = read_text(root, root / PROC_CGROUP, issues)
     if text is None:
         issues.add(
             PROBE,
@@ -381,7 +391,7 @@ def find_controllers(root: Path, issues: IssueLog) -> dict[str, ControllerDirs] 
         )
         return None
     memberships = parse_proc_cgroup(text, issues)
-    mountinfo = read_text(root / PROC_MOUNTINFO)
+    mountinfo = read_text(root, root / PROC_MOUNTINFO, issues, MAX_LARGE)
     if mountinfo is None:
         mounts = _fallback_mounts(root, memberships)
         issues.add(

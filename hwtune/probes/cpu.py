@@ -36,6 +36,7 @@ from hwtune.probes.cpuinfo import (
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.lscpu import LscpuFacts, lscpu_topology, parse_lscpu
 from hwtune.probes.microarch import CpuIdentity, arm_implementer_code, arm_vendor_name, identify
+from hwtune.probes.root import MAX_LARGE
 from hwtune.probes.sysfs_cpu import SysfsCpuFacts, read_sysfs_cpu, sysfs_topology
 from hwtune.probes.sysfs_nodes import read_node_cpus
 
@@ -131,7 +132,7 @@ def probe_cpu(root: Path, issues: IssueLog) -> CpuInfo:
 
 
 def _read_cpuinfo(root: Path, issues: IssueLog) -> CpuinfoFacts | None:
-    text = read_text(root, "proc/cpuinfo", issues)
+    text = read_text(root, "proc/cpuinfo", issues, limit=MAX_LARGE)
     if text is None:
         return None
     facts = parse_cpuinfo(text)
@@ -143,7 +144,7 @@ def _read_cpuinfo(root: Path, issues: IssueLog) -> CpuinfoFacts | None:
 
 
 def _read_lscpu(root: Path, issues: IssueLog) -> LscpuFacts | None:
-    text = read_text(root, "lscpu.txt", issues)
+    text = read_text(root, "lscpu.txt", issues, limit=MAX_LARGE)
     if text is None:
         return None
     facts = parse_lscpu(text)

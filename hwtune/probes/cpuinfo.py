@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from hwtune.models.hardware import Arch
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.root import MAX_SMALL, read_bytes
 
 PROBE = "cpu"
 # x86 vendor_id strings (Linux arch/x86/kernel/cpu/*.c c_ident).
@@ -69,13 +70,16 @@ class CpuinfoFacts(NamedTuple):
     problems: tuple[ParseProblem, ...] = ()
 
 
-def read_text(root: Path, relative: str, issues: IssueLog, probe: str = "cpu") -> str | None:
+def read_text(
+    root: Path, relative: str, issues: IssueLog, probe: str = "cpu", limit: int = MAX_SMALL
+) -> str | None:
     """The text of `root/relative`, or None when absent; unreadable files become issues.
 
-    Bytes that are not UTF-8 are replaced (U+FFFD) so the parser can report the line.
+    Read inside the root, regular files only, at most `limit` bytes (`probes.root`). Bytes
+    that are not UTF-8 are replaced (U+FFFD) so the parser can report the line.
     """
     try:
-        data = (root / relative).read_bytes()
+        data = read_bytes(root, relative, limit)
     except FileNotFoundError:
         return None
     except NotADirectoryError:

@@ -26,6 +26,7 @@ from pathlib import Path
 from hwtune.models.hardware import Gpu
 from hwtune.probes.gpu_report import NO_GPUS, GpuReport
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.root import list_dir, read_text
 
 NVIDIA_PCI_VENDOR = "0x10de"  # PCI-SIG vendor ID of NVIDIA Corporation (pci.ids)
 # nvidia-smi initialises every GPU when persistence mode is off, which takes seconds on a big
@@ -148,16 +149,17 @@ def count_nvidia_displays(root: Path) -> int:
     """NVIDIA PCI functions of class 0x03 (display: VGA or 3D controller) under ROOT/sys."""
     found = 0
     try:
-        devices = list((root / "sys/bus/pci/devices").iterdir())
+        pci = root / "sys/bus/pci/devices"
+        devices = [pci / name for name in list_dir(root, pci)]  # inside the root
     except OSError:
         return 0
     for device in devices:
         try:
-            if (device / "vendor").read_text().strip() != NVIDIA_PCI_VENDOR:
+            if read_text(root, device / "vendor").strip() != NVIDIA_PCI_VENDOR:
                 continue
             # PCI class code 0x03xxxx: display controller (PCI Code and ID Assignment spec);
             # NVSwitches (0x0680) and HDMI audio functions (0x0403) are not GPUs.
-            if (device / "class").read_text().strip().startswith("0x03"):
+            if read_text(root, device / "class").strip().startswith("0x03"):
                 found += 1
         except OSError:
             continue
@@ -317,6 +319,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         with tmp.open("wb") as f:
+            os.fchmod(f.fileno(), 0o644)  # a snapshot file, whatever the umask
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

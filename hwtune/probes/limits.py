@@ -22,6 +22,8 @@ from hwtune.models.cpulist import CpuListError, format_cpulist, parse_cpulist
 from hwtune.models.hardware import CpuInfo, Limits, Memory
 from hwtune.probes.cgroup import CgroupLimits, read_cgroup_limits
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.root import UnsafeRead
+from hwtune.probes.root import read_text as root_read_text
 
 STATUS = "proc/self/status"
 
@@ -43,8 +45,11 @@ def parse_affinity(text: str, issues: IssueLog, path: str = STATUS) -> tuple[int
 def read_affinity(root: Path, issues: IssueLog, *, live: bool) -> tuple[int, ...] | None:
     """The affinity mask: the status file (so --root trees work), else sched_getaffinity."""
     try:
-        text = (root / STATUS).read_text()
-    except (OSError, UnicodeDecodeError):
+        text = root_read_text(root, STATUS)
+    except UnsafeRead as err:
+        issues.add("limits", f"CPU affinity unknown: {err.strerror}", path=STATUS)
+        return None
+    except OSError:
         if live and hasattr(os, "sched_getaffinity"):
             return tuple(sorted(os.sched_getaffinity(0)))
         issues.add("limits", "CPU affinity unknown: file missing", path=STATUS)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Memory
-from hwtune.probes.issues import IssueLog
+from hwtune.probes.issues import IssueLog, excerpt
+from hwtune.probes.root import UnsafeRead, read_text
 
 MEMINFO = "proc/meminfo"
 THP_ENABLED = "sys/kernel/mm/transparent_hugepage/enabled"
@@ -38,7 +39,9 @@ def parse_meminfo(text: str, issues: IssueLog, path: str = MEMINFO) -> dict[str,
             or len(fields[0]) > MAX_DIGITS
             or unit not in UNITS
         ):
-            issues.add("memory", f"not a meminfo line: {raw.strip()!r}", path=path, line=number)
+            issues.add(
+                "memory", f"not a meminfo line: {excerpt(raw.strip())}", path=path, line=number
+            )
             continue
         values[name.strip()] = int(fields[0]) * UNITS[unit]
     return values
@@ -52,26 +55,32 @@ def parse_thp_mode(text: str) -> str | None:
     return None
 
 
-def _read(path: Path) -> str | None:
+def _read(root: Path, relative: str, issues: IssueLog) -> str | None:
     try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError):
+        return read_text(root, relative)
+    except UnsafeRead as err:
+        issues.add("memory", f"not read: {err.strerror}", path=relative)
+        return None
+    except OSError:
         return None
 
 
 def probe_memory(root: Path, issues: IssueLog) -> Memory:
     """RAM and huge-page facts under `root`; missing files become issues, never errors."""
     thp: str | None = None
-    thp_text = _read(root / THP_ENABLED)
+    thp_text = _read(root, THP_ENABLED, issues)
     if thp_text is None:
         issues.add("memory", "transparent hugepage mode unknown: file missing", path=THP_ENABLED)
     else:
         thp = parse_thp_mode(thp_text)
         if thp is None:
             issues.add(
-                "memory", f"no [selected] mode in {thp_text.strip()!r}", path=THP_ENABLED, line=1
+                "memory",
+                f"no [selected] mode in {excerpt(thp_text.strip())}",
+                path=THP_ENABLED,
+                line=1,
             )
-    text = _read(root / MEMINFO)
+    text = _read(root, MEMINFO, issues)
     if text is None:
         issues.add("memory", "memory size unknown: file missing", path=MEMINFO)
         return Memory(transparent_hugepages=thp)

@@ -21,6 +21,7 @@ from hwtune.models.cpulist import CpuListError, parse_cpulist
 from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Gpu, GpuLink, MigDevice
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.root import read_bytes
 
 XML_NAME = "nvidia-smi-q.xml"
 TOPO_NAME = "nvidia-smi-topo.txt"
@@ -399,18 +400,14 @@ def merge_topo(gpus: Sequence[Gpu], topo: TopoMatrix, issues: IssueLog) -> tuple
 # ---------------------------------------------------------------------------- I/O
 
 
-def read_bounded(path: Path, limit: int, issues: IssueLog, name: str) -> bytes | None:
-    """The file's bytes, or None (with an issue) when unreadable or larger than `limit`."""
+def read_bounded(root: Path, limit: int, issues: IssueLog, name: str) -> bytes | None:
+    """ROOT/name's bytes, or None (with an issue) when unreadable, larger than `limit`, not
+    a regular file or reached through a link out of the root (`probes.root.read_bytes`)."""
     try:
-        with path.open("rb") as f:
-            data = f.read(limit + 1)
+        return read_bytes(root, name, limit)
     except OSError as err:
         issues.add("nvidia-smi", f"cannot read: {err.strerror or err}", path=name)
         return None
-    if len(data) > limit:
-        issues.add("nvidia-smi", f"larger than {limit >> 20} MiB: refused", path=name)
-        return None
-    return data
 
 
 def read_smi_xml(root: Path, issues: IssueLog) -> SmiLog | None:
@@ -418,7 +415,7 @@ def read_smi_xml(root: Path, issues: IssueLog) -> SmiLog | None:
     path = root / XML_NAME
     if not path.exists():
         return None
-    data = read_bounded(path, MAX_XML_BYTES, issues, XML_NAME)
+    data = read_bounded(root, MAX_XML_BYTES, issues, XML_NAME)
     return SmiLog() if data is None else parse_smi_xml(data, XML_NAME, issues)
 
 
@@ -427,7 +424,7 @@ def read_topo(root: Path, issues: IssueLog) -> TopoMatrix | None:
     path = root / TOPO_NAME
     if not path.exists():
         return None
-    data = read_bounded(path, MAX_TOPO_BYTES, issues, TOPO_NAME)
+    data = read_bounded(root, MAX_TOPO_BYTES, issues, TOPO_NAME)
     if data is None:
         return TopoMatrix()
     return parse_topo(data.decode("utf-8", errors="replace"), TOPO_NAME, issues)

@@ -127,7 +127,7 @@ def read_smi_list(root: Path, issues: IssueLog) -> tuple[ListedGpu, ...] | None:
     path = root / LIST_NAME
     if not path.exists():
         return None
-    data = read_bounded(path, MAX_LIST_BYTES, issues, LIST_NAME)
+    data = read_bounded(root, MAX_LIST_BYTES, issues, LIST_NAME)
     if data is None:
         return ()
     return parse_smi_list(data.decode("utf-8", errors="replace"), LIST_NAME, issues)

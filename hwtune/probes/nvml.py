@@ -29,6 +29,7 @@ from hwtune.models.cpulist import CpuListError, parse_cpulist
 from hwtune.models.hardware import Gpu, GpuLink, MigDevice
 from hwtune.probes.gpu_report import GpuReport
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.root import read_text
 
 SONAME = "libnvidia-ml.so.1"
 # Where distributions and the NVIDIA container toolkit put the driver's libraries, beyond what
@@ -113,12 +114,12 @@ def read_pci_locality(root: Path, bus_id: str | None) -> tuple[int | None, tuple
     node: int | None = None
     cpus: tuple[int, ...] = ()
     try:
-        value = int((base / "numa_node").read_text().strip())
+        value = int(read_text(root, base / "numa_node").strip())
         node = value if value >= 0 else None  # -1: the platform reports no locality
     except (OSError, ValueError):
         pass
     with contextlib.suppress(OSError, CpuListError):
-        cpus = parse_cpulist((base / "local_cpulist").read_text())
+        cpus = parse_cpulist(read_text(root, base / "local_cpulist"))
     return node, cpus
 
 

@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from hwtune.errors import HwtuneError
+from hwtune.fs.trust import make_dirs
 from hwtune.probes.cgroup import PROC_CGROUP, PROC_MOUNTINFO, cgroup_files
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.root import read_bytes
 
 MANIFEST = "MANIFEST.json"
 REQUIRED = (
@@ -118,19 +120,15 @@ class _Copier:
         """Copy one file's content (links resolved) to the same relative path under dest."""
         if relative in self.copied:
             return True
-        path = self.source / relative
-        if not path.exists():
+        try:
+            # inside the source root, regular files only (a FIFO would hang), capped
+            data = read_bytes(self.source, relative, MAX_FILE_BYTES)
+        except (FileNotFoundError, NotADirectoryError):
             if required or relative in REQUIRED:
                 self.missing[relative] = "absent on this machine"
             return False
-        try:
-            with path.open("rb") as handle:
-                data = handle.read(MAX_FILE_BYTES + 1)
         except OSError as err:
-            self.missing[relative] = f"unreadable: {err.strerror or err}"
-            return False
-        if len(data) > MAX_FILE_BYTES:
-            self.missing[relative] = f"larger than {MAX_FILE_BYTES} bytes; not copied"
+            self.missing[relative] = f"not copied: {err.strerror or err}"
             return False
         write_atomic(self.dest / relative, data)
         self.copied.add(relative)
@@ -144,7 +142,7 @@ class _Copier:
         if os.path.isabs(target) or not inside:
             return
         link = self.dest / path.relative_to(self.source)
-        link.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(link.parent, 0o755)
         with contextlib.suppress(FileExistsError):
             link.symlink_to(target)
 
@@ -157,10 +155,18 @@ class _Copier:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory and rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write via a temporary file in the same directory and rename it into place; 0644 files
+    in 0755 directories whatever the umask (a snapshot is meant to be shared)."""
+    make_dirs(path.parent, 0o755)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, 0o644)
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
 
 
@@ -226,7 +232,7 @@ def take_snapshot(
             f"{dest} exists and is not an empty directory",
             hint="give a new or empty directory; a snapshot never mixes with other files",
         )
-    dest.mkdir(parents=True, exist_ok=True)
+    make_dirs(dest, 0o755)
     issues = IssueLog()
     copier = _Copier(source, dest)
     for relative in REQUIRED:

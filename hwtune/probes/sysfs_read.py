@@ -10,7 +10,6 @@ The kernel prints CPU sets three ways, each parsed here as the kernel writes it:
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import NamedTuple
 
 from hwtune.models.cpulist import MAX_CPU, CpuListError, parse_cpulist, parse_cpumask
 from hwtune.models.digits import is_ascii_digits
+from hwtune.probes.root import list_dir, read_text
 
 
 class SysfsProblem(NamedTuple):
@@ -34,19 +34,13 @@ class SysfsReader:
 
     def text(self, relative: str) -> str | None:
         try:
-            fd = os.open(os.path.join(self.root, relative), os.O_RDONLY)
+            # inside the root, regular files only, capped (probes.root)
+            return read_text(Path(self.root), relative).strip()
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as err:
             self.problems.append(SysfsProblem(relative, f"cannot read: {err.strerror or err}"))
             return None
-        try:
-            return os.read(fd, 65536).decode("utf-8", errors="replace").strip()
-        except OSError as err:
-            self.problems.append(SysfsProblem(relative, f"cannot read: {err.strerror or err}"))
-            return None
-        finally:
-            os.close(fd)
 
     def cpus(self, relative: str) -> tuple[int, ...] | None:
         """A CPU list file ("0-3,8-11")."""
@@ -112,7 +106,7 @@ class SysfsReader:
     def names(self, relative: str, pattern: re.Pattern[str]) -> list[int]:
         """The numbers of the entries of a directory whose names match `pattern` (one group)."""
         try:
-            entries = os.listdir(os.path.join(self.root, relative))
+            entries = list_dir(Path(self.root), relative)  # inside the root (probes.root)
         except OSError:
             return []
         return sorted(int(m.group(1)) for name in entries if (m := pattern.match(name)))

@@ -171,9 +171,11 @@ def read_snapshot(path: Path, issues: IssueLog) -> TfInstall | None:
     """The facts `save_tf_snapshot` wrote; None (no issue) when the file is absent."""
     from hwtune.errors import ModelError
     from hwtune.models.convert import load
+    from hwtune.probes.root import MAX_SMALL, read_bytes
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # inside the snapshot root, a regular file, capped (probes.root)
+        data = json.loads(read_bytes(path.parent, path.name, MAX_SMALL).decode("utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as err:
@@ -245,6 +247,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, 0o644)  # a snapshot file, whatever the umask (mkstemp makes 0600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)

@@ -33,6 +33,7 @@ AREAS = (
     ("test_writes", "Writes"),
     ("test_hostile_values", "Hostile values"),
     ("test_processes", "Processes"),
+    ("test_hostile_roots", "Hostile roots and umasks"),
     ("test_known_bugs", "Regressions of fixed bugs"),
 )
 PARSERS = {
@@ -347,6 +348,12 @@ def render(default: Run | None, long: Run | None, kept_long: str | None = None) 
         "- **Processes**: `hwtune exec --instances 2` under SIGTERM/SIGINT at any moment,",
         "  failing instances with and without `--fail-fast`; the process table is checked for",
         "  a unique marker after every case.",
+        "- **Hostile roots and umasks**: each file detect reads under `--root`, in turn a",
+        "  link out of the root (absolute and relative), a FIFO, `/dev/zero` as a device node",
+        "  (root), a sparse 1 GiB file: detect must finish (a watchdog fails a hang), no probe",
+        "  may raise, nothing outside the root may appear, and issues stay short one-liners;",
+        "  apply, apply, revert, apply under umask 000 and 077: nothing hwtune creates is",
+        "  writable by others, outputs are 0755/0644, the journal's directories 0700.",
         "",
         "Run it: `pytest tests/reliability` (default scale, in the normal run),",
         "`pytest tests/reliability -m slow` or `HWTUNE_RELIABILITY=long pytest tests/reliability`",
