@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from hwtune.models.hardware import Arch, Cache, CoreKind, CoreType, CpuInfo, LogicalCpu
+from hwtune.probes.arm_parts import arm_part_name
 from hwtune.probes.cpuinfo import (
     PROBE,
     X86_VENDORS,
@@ -45,8 +46,17 @@ _MACHINES: dict[str, Arch] = {
     "aarch64": "aarch64",
     "arm64": "aarch64",
     "ppc64le": "ppc64le",
+    "ppc64": "ppc64",
     "s390x": "s390x",
     "riscv64": "riscv64",
+    "armv7l": "armv7l",
+    "armv8l": "armv7l",  # a 32-bit userland on a 64-bit Arm kernel
+    "ppc": "ppc",
+    "riscv32": "riscv32",
+    "loongarch64": "loongarch64",
+    "sparc64": "sparc64",
+    "mips": "mips",
+    "mips64": "mips",
 }
 # Intel Turbo Boost Max 3.0 "favoured" cores run a few bins (100-200 MHz, <10%) above the rest of
 # a uniform part (e.g. i9-10980XE: 4.8 vs 4.6 GHz); hybrid P/E cores differ by 25% or more
@@ -77,6 +87,9 @@ def probe_cpu(root: Path, issues: IssueLog) -> CpuInfo:
     cpuinfo = _read_cpuinfo(root, issues)
     lscpu = _read_lscpu(root, issues)
     arch = _MACHINES.get(os.uname().machine, "unknown") if live else "unknown"
+    # lscpu's Architecture is uname's machine; cpuinfo's arch is inferred (ppc64 vs ppc64le).
+    if arch == "unknown" and lscpu is not None and lscpu.fields.get("Architecture") in _MACHINES:
+        arch = _MACHINES[lscpu.fields["Architecture"]]
     if arch == "unknown" and cpuinfo is not None:
         arch = cpuinfo.arch
     if arch == "unknown" and lscpu is not None:
@@ -173,6 +186,10 @@ def _identity(arch: Arch, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None
             part=cpuinfo.part,
             flags=cpuinfo.flags,
         )
+        if info.model_name is None and cpuinfo.implementer and cpuinfo.part:
+            # arm64 cpuinfo names no model: the part table does, as lscpu would.
+            name = arm_part_name(int(cpuinfo.implementer, 16), int(cpuinfo.part, 16))
+            info = replace(info, model_name=name)
     if lscpu is None:
         return info
     x86 = arch == "x86_64"
@@ -241,8 +258,10 @@ def _with_microarch(
         )
         vendor = f"{code:#04x}" if code is not None else None
         cpu_name = (lscpu.fields.get("Model name") if lscpu else None) or info.model_name
-    elif info.arch == "ppc64le":
+    elif info.arch in ("ppc64le", "ppc64"):
         vendor, cpu_name = "IBM", info.model_name
+    elif info.arch in ("riscv64", "s390x") and cpuinfo is not None:
+        cpu_name = cpuinfo.machine
     found = identify(
         CpuIdentity(
             arch=info.arch,
@@ -253,6 +272,7 @@ def _with_microarch(
             arm_parts=parts,
             pvr=cpuinfo.pvr if cpuinfo else None,
             cpu_name=cpu_name,
+            riscv_id=cpuinfo.riscv_id if cpuinfo else None,
             flags=frozenset(info.flags),
         )
     )
@@ -262,6 +282,7 @@ def _with_microarch(
         info,
         microarch=found.microarch,
         microarch_basis=found.basis,
+        model_microarch=found.model,
         x86_64_level=found.x86_64_level,
         threads_per_core=found.threads_per_core,
     )

@@ -6,6 +6,11 @@ The format differs by architecture (Linux arch/*/kernel/cpu* show_cpuinfo):
 - aarch64: one block per processor with Features, CPU implementer/part/variant/revision.
 - ppc64: one block per processor with cpu ("POWER9, altivec supported") and revision
   ("2.2 (pvr 004e 1202)"), then a trailer block (timebase, platform, model, machine).
+- s390x: a header (vendor_id IBM/S390, features), then one line per processor:
+  "processor 0: version = FF,  identification = 0133E8,  machine = 2964" (arch/s390/kernel/
+  processor.c show_cpu_summary), then optional per-CPU blocks keyed "cpu number".
+- riscv: one block per processor with hart, isa ("rv64imafdc_zicsr_..."), mmu, and on newer
+  kernels uarch ("sifive,u74-mc"), mvendorid, marchid, mimpid (arch/riscv/kernel/cpu.c).
 Blocks are separated by blank lines; a new "processor" line also starts a record. Lines that are
 not `key : value` (truncated or binary input) become `ParseProblem`s with their line number.
 """
@@ -14,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,6 +37,19 @@ X86_VENDORS = {
     "Zhaoxin",
 }
 _PVR = re.compile(r"pvr\s+([0-9a-fA-F]{4})\s*([0-9a-fA-F]{4})")
+_S390_PROCESSOR = re.compile(r"processor\s+(\d+)$")
+# POWER generations Linux prints in the "cpu" line; little-endian Linux (ELFv2) needs POWER8, so
+# an older POWER, or a PowerPC 970, runs big-endian ppc64.
+_POWER_BIG_ENDIAN_ONLY = re.compile(r"^(POWER[3-7]\b|POWER[3-7]\+|PPC970|Cell)", re.IGNORECASE)
+# RISC-V mvendorid (JEDEC JEP106 bank/id): Linux arch/riscv/include/asm/vendorid_list.h;
+# 0x710 SpacemiT from archspec-json tests/targets/linux-spacemit-x60.
+RISCV_VENDORS = {
+    0x489: "SiFive",
+    0x5B7: "T-HEAD",
+    0x31E: "Andes",
+    0x29: "Microchip",
+    0x710: "SpacemiT",
+}
 
 
 class ParseProblem(NamedTuple):
@@ -64,6 +82,8 @@ class CpuinfoFacts(NamedTuple):
     part: str | None = None  # "0xd0c", of the first processor
     pvr: int | None = None  # POWER PVR version field
     platform: str | None = None  # POWER: PowerNV (bare metal), pSeries (PowerVM LPAR)
+    machine: str | None = None  # s390 machine type ("2964"), RISC-V uarch ("sifive,u74-mc")
+    riscv_id: str | None = None  # RISC-V "mvendorid:marchid"
     flags: tuple[str, ...] = ()
     processors: tuple[ProcessorRecord, ...] = ()
     problems: tuple[ParseProblem, ...] = ()
@@ -118,6 +138,17 @@ def _split(text: str) -> _Split:
             got = line.strip()[:60]
             split.problems.append(ParseProblem(number, f"expected 'key : value', got {got!r}"))
             continue
+        s390 = _S390_PROCESSOR.match(key)
+        if s390:  # "processor 0: version = FF,  identification = 0133E8,  machine = 2964"
+            record = {"processor": s390.group(1)}
+            for item in value.split(","):
+                name, equals, text = item.partition("=")
+                if equals:
+                    record[name.strip()] = text.strip()
+            split.records.append(record)
+            split.lines.append(dict.fromkeys(record, number))
+            current = None
+            continue
         if key == "processor":
             current = {}
             split.records.append(current)
@@ -161,9 +192,8 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
     vendor = field("vendor_id")
     flags_key = next((k for k in ("flags", "Features", "features") if field(k) is not None), None)
     flags = _common_flags(records, flags_key, field(flags_key) if flags_key else None)
-    arch = _arch(
-        vendor, field("CPU implementer"), field("CPU architecture"), field("cpu"), field("isa")
-    )
+    isa = field("isa") or field("ISA")
+    arch = _arch(split.globals, field, flags)
     facts = CpuinfoFacts(arch=arch, flags=flags, processors=processors)
     if arch == "x86_64":
         facts = facts._replace(
@@ -174,46 +204,124 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
             # "stepping : unknown" is what some hypervisors give; not worth a problem.
             stepping=_int(field("stepping") or ""),
         )
-    elif arch == "aarch64":
+    elif arch in ("aarch64", "armv7l"):
         first = next((p.arm_part for p in processors if p.arm_part), _arm_part(split.globals))
         facts = facts._replace(
             implementer=f"{first[0]:#04x}" if first else None,
             part=f"{first[1]:#05x}" if first else None,
-            model_name=split.globals.get("Processor") or split.globals.get("model name"),
+            model_name=split.globals.get("Processor") or field("model name"),
         )
-    elif arch == "ppc64le":
+    elif arch in ("ppc64le", "ppc64", "ppc"):
         match = _PVR.search(field("revision") or "")
+        pvr = int(match.group(1), 16) if match else None
         facts = facts._replace(
-            vendor="IBM",
+            vendor=_powerpc_vendor(field("cpu") or "", pvr),
             model_name=field("cpu"),
             platform=field("platform"),
-            pvr=int(match.group(1), 16) if match else None,
+            pvr=pvr,
+        )
+    elif arch in ("riscv64", "riscv32"):
+        mvendorid, marchid = _int(field("mvendorid") or "", 16), _int(field("marchid") or "", 16)
+        facts = facts._replace(
+            vendor=RISCV_VENDORS.get(mvendorid) if mvendorid is not None else None,
+            model_name=field("model name") or field("uarch"),
+            machine=field("uarch"),
+            riscv_id=f"{mvendorid:#x}:{marchid:#x}"
+            if mvendorid is not None and marchid is not None
+            else None,
+            flags=_riscv_extensions(isa or ""),
+        )
+    elif arch == "s390x":
+        facts = facts._replace(
+            vendor=vendor, model_name=field("machine"), machine=field("machine")
+        )
+    elif arch == "sparc64":
+        cpu = field("cpu") or ""
+        facts = facts._replace(
+            vendor="Fujitsu" if cpu.upper().startswith("SPARC64") else "Oracle", model_name=cpu
+        )
+    elif arch == "loongarch64":
+        facts = facts._replace(
+            vendor="Loongson", model_name=field("Model Name") or field("model name")
         )
     else:
-        facts = facts._replace(vendor=vendor, model_name=field("model name"))
+        facts = facts._replace(vendor=vendor, model_name=field("model name") or field("cpu model"))
     return facts._replace(problems=tuple(problems))
 
 
 def _arch(
-    vendor: str | None,
-    implementer: str | None,
-    cpu_architecture: str | None,
-    power_cpu: str | None,
-    isa: str | None,
+    globals_: dict[str, str], field: Callable[[str], str | None], flags: tuple[str, ...]
 ) -> Arch:
+    """The architecture a cpuinfo text is from, by the keys and values only it prints."""
+    vendor = field("vendor_id")
     if vendor is not None and vendor.strip() in X86_VENDORS:
         return "x86_64"
     if vendor is not None and vendor.startswith("IBM/S390"):
         return "s390x"
-    if implementer is not None:
-        # 32-bit Arm kernels print "CPU architecture: 7"; aarch64 prints 8 (even on v9 cores).
-        level = _int(cpu_architecture or "8")
-        return "aarch64" if level is not None and level >= 8 else "unknown"
-    if power_cpu is not None and power_cpu.upper().startswith(("POWER", "PPC")):
-        return "ppc64le"
-    if isa is not None and isa.startswith("rv64"):
+    if field("CPU implementer") is not None:
+        return _arm_arch(field("CPU architecture"), set(flags))
+    isa = field("isa") or field("ISA") or ""
+    if isa.startswith("rv64"):
         return "riscv64"
+    if isa.startswith("rv32"):
+        return "riscv32"
+    if "loongarch" in isa.lower() or "loongson-64bit" in (field("CPU Family") or "").lower():
+        return "loongarch64"
+    if field("cpu model") is not None or "mips" in isa.lower():
+        return "mips"
+    power_cpu = field("cpu")
+    if (field("type") or "").startswith("sun4") or "sparc" in (power_cpu or "").lower():
+        return "sparc64"
+    if power_cpu is not None and field("revision") is not None:
+        name = power_cpu.strip()
+        if _POWER_BIG_ENDIAN_ONLY.match(name):
+            return "ppc64"
+        if name.upper().startswith("POWER"):
+            # POWER8 and later run either endianness; cpuinfo does not say which, and
+            # ppc64le is what every current distribution ships (lscpu's Architecture decides
+            # where a capture has it).
+            return "ppc64le"
+        return "ppc"  # 74xx, e500, 4xx: 32-bit PowerPC
     return "unknown"
+
+
+# Linux arm64 hwcaps (Documentation/arch/arm64/elf_hwcaps.rst) vs the 32-bit Arm ones
+# (arch/arm/kernel/setup.c hwcap_str): "asimd" and "fp" exist only on arm64, "vfp"/"thumb" only
+# on arm. archspec's captures replace "CPU architecture" with "Irrelevant".
+_ARM64_ONLY = {"asimd", "fp", "atomics", "cpuid", "asimdrdm", "sve", "sve2"}
+_ARM32_ONLY = {"thumb", "vfp", "vfpv3", "vfpv4", "neon", "half", "fastmult", "edsp"}
+
+
+def _arm_arch(cpu_architecture: str | None, features: set[str]) -> Arch:
+    if features & _ARM64_ONLY:
+        return "aarch64"
+    if features & _ARM32_ONLY:
+        return "armv7l"
+    # 32-bit kernels print "CPU architecture: 7"; arm64 prints 8 (even on v9 cores), and old
+    # arm64 kernels "AArch64".
+    text = (cpu_architecture or "").strip()
+    level = _int(text)
+    if level is not None:
+        return "aarch64" if level >= 8 else "armv7l"
+    return "aarch64"
+
+
+def _powerpc_vendor(cpu: str, pvr: int | None) -> str | None:
+    """IBM for POWER and PowerPC 970; Freescale/NXP for PVR versions 0x80xx (e500, 74xx)."""
+    if cpu.upper().startswith(("POWER", "PPC970", "PPC4", "CELL")):
+        return "IBM"
+    if pvr is not None and pvr >> 8 == 0x80:  # Linux arch/powerpc/include/asm/reg.h PVR_7450..
+        return "Freescale"
+    return None
+
+
+def _riscv_extensions(isa: str) -> tuple[str, ...]:
+    """ "rv64imafdcv_zicbom_zba" -> a c d f i m v zba zicbom: the letters, then each "_" name."""
+    head, _, rest = isa.strip().lower().partition("_")
+    if not head.startswith(("rv64", "rv32")):
+        return ()
+    letters = set(head[4:])
+    return tuple(sorted(letters | {ext for ext in rest.split("_") if ext}))
 
 
 def _arm_part(record: dict[str, str]) -> tuple[int, int] | None:
