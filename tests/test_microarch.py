@@ -115,7 +115,9 @@ def test_table_covers_the_required_names_with_sources() -> None:
         assert not set(entry.extra_flags) & REQUIRED[entry.key], entry.key
 
 
-IDENTIFIED = [e.key for e in TABLE if e.x86_ids or e.arm_ids or e.power_pvrs or e.riscv_ids or e.names]
+IDENTIFIED = [
+    e.key for e in TABLE if e.x86_ids or e.arm_ids or e.power_pvrs or e.riscv_ids or e.names
+]
 
 
 @pytest.mark.parametrize("key", IDENTIFIED)

@@ -29,7 +29,45 @@ GENERIC_TARGETS = {
     "x86_64": ("x86-64-v4", "x86-64-v3", "x86-64-v2", "x86-64"),
     "aarch64": ("armv8-a",),
     "ppc64le": ("powerpc64le",),
+    "riscv64": ("rv64gcv", "rv64gc"),
 }
+
+
+def tune_target(
+    hw: Hardware, tf: TfVersionEntry, knowledge: Knowledge, target: CompilerTarget
+) -> tuple[str | None, str]:
+    """-mtune for the model the ids name, when -march had to follow the flags to another target.
+
+    Tuning emits no instruction the CPU may lack, so flags do not limit it, only the compiler:
+    the model's own name, else the nearest older design on its fallback chain that TF's clang
+    knows. Generic levels (x86-64-v4, armv8.2-a) are not -mtune names.
+    """
+    model = hw.cpu.model_microarch
+    table = knowledge.compiler_by_name
+    if model is None or model == target.key or model not in table:
+        return None, ""
+    generic = {key for keys in GENERIC_TARGETS.values() for key in keys}
+    skipped: list[str] = []
+    entry: CompilerTarget | None = table[model]
+    seen: set[str] = set()
+    while entry is not None and entry.key not in seen:
+        seen.add(entry.key)
+        name = entry.flag.partition("=")[2]
+        if entry.key in generic or name.startswith(("x86-64", "armv", "rv64", "rv32")):
+            return None, ""
+        if version_tuple(entry.clang_min) <= version_tuple(tf.clang):
+            if name == target.flag.partition("=")[2]:
+                return None, ""
+            why = f"the model decides tuning: {model} by its ids ({hw.cpu.microarch_basis})"
+            if skipped:
+                why += (
+                    f"; clang {tf.clang} (TF {tf.key}'s compiler) does not know "
+                    f"{', '.join(skipped)}, so {name}, the nearest design it knows"
+                )
+            return name, why
+        skipped.append(f"{entry.key} (clang ≥ {entry.clang_min})")
+        entry = table.get(entry.fallback) if entry.fallback else None
+    return None, ""
 
 
 def resolve_tf_version(
@@ -243,12 +281,22 @@ def plan_bazel(
             f"{hw.cpu.microarch or 'this CPU'} → {target.key}, accepted by clang {tf.clang} "
             f"(TF {tf.key}'s official compiler; needs ≥ {target.clang_min})"
         )
+        model = hw.cpu.model_microarch
+        if model and model != hw.cpu.microarch:
+            why += f"; visible flags decide -march: {hw.cpu.microarch_basis}"
         add(f"--copt={target.flag}", why)
+        tune, tune_why = tune_target(hw, tf, knowledge, target)
+        flags = target.flag
+        if tune:
+            add(f"--copt=-mtune={tune}", tune_why)
+            flags += f" -mtune={tune}"
         if hw.root == "/":
             add(
                 f"--host_copt={target.flag}", "built on this machine, so tools may use its ISA too"
             )
-            env["CC_OPT_FLAGS"] = f"{target.flag} -Wno-sign-compare"
+            if tune:
+                add(f"--host_copt=-mtune={tune}", "tools built here run here too")
+            env["CC_OPT_FLAGS"] = f"{flags} -Wno-sign-compare"
         else:
             reasons.append(
                 "--host_copt: left out, planned for a captured machine (--root), not for the "

@@ -163,6 +163,16 @@ class _Table:
         for name in entry.names:
             self.names.setdefault(name.lower(), []).append(entry)
 
+    def optional(self, key: str) -> frozenset[str]:
+        """`extra_flags` of `key` and its ancestors that it does not require."""
+        extra: set[str] = set()
+        pending = [key]
+        while pending:
+            entry = self.by_key[pending.pop()]
+            extra |= set(entry.extra_flags)
+            pending.extend(entry.parents)
+        return frozenset(extra - self.required[key])
+
     def specificity(self, entry: MicroarchEntry) -> tuple[int, int, int]:
         return (len(self.required[entry.key]), self.depth[entry.key], self.order[entry.key])
 
@@ -231,10 +241,13 @@ def identify(
         if not flags_known:
             basis += " (no flags to verify it against)"
         elif table.required[best.key]:
-            hidden = sorted(set(best.extra_flags) - cpu.flags)
+            hidden = sorted(table.optional(best.key) - cpu.flags)
             basis += "; its required flags are present"
             if hidden:
-                basis += f"; not visible here (hidden by a hypervisor?): {' '.join(hidden)}"
+                basis += (
+                    "; not visible here (hidden by a hypervisor, or a kernel older than the "
+                    f"flag): {' '.join(hidden)}"
+                )
         return Identification(best.key, basis, level, best.threads_per_core, model=best.key)
     model = max(candidates, key=table.specificity) if candidates else None
     fallback = _by_flags(table, cpu, named=model is not None) if flags_known else None
