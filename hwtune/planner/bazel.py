@@ -58,7 +58,10 @@ def tune_target(
         if version_tuple(entry.clang_min) <= version_tuple(tf.clang):
             if name == target.flag.partition("=")[2]:
                 return None, ""
-            why = f"the model decides tuning: {model} by its ids ({hw.cpu.microarch_basis})"
+            why = (
+                f"the model decides tuning: the ids name {model}; -march={target.key} follows "
+                "the flags the CPU shows, and -mtune emits no instruction it could lack"
+            )
             if skipped:
                 why += (
                     f"; clang {tf.clang} (TF {tf.key}'s compiler) does not know "
