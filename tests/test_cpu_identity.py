@@ -354,3 +354,22 @@ def test_detect_imports_no_heavy_modules(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_no_flags_line_tunes_for_the_model_and_keeps_the_baseline(
+    tmp_path: Path, knowledge: Knowledge
+) -> None:
+    # lscpu's summary (util-linux sys-utils/lscpu.c print_summary) pasted without its Flags line
+    lscpu = (
+        "Architecture:            x86_64\nCPU(s):                  2\n"
+        "Vendor ID:               AuthenticAMD\nModel name:              AMD EPYC 9R14\n"
+        "CPU family:              25\nModel:                   17\nStepping:                1\n"
+    )
+    (tmp_path / "lscpu.txt").write_text(lscpu)
+    hw = detect(tmp_path, gpus=False, tensorflow=False)
+    assert hw.cpu.model_microarch == "znver4" and not hw.cpu.flags
+    assert "no flags" in (hw.cpu.microarch_basis or "")
+    assert copts(hw, knowledge) == ["-march=x86-64", "-mtune=znver4"]  # x86-64 needs no flag
+    profile = plan(hw, knowledge=knowledge, tf_version="2.19")
+    assert profile.bazel is not None
+    assert any("flags are unknown" in reason for reason in profile.bazel.reasons)

@@ -23,54 +23,8 @@ from string import Template
 from hwtune.errors import KnowledgeError, PlanError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Bazel, Intent, LeftOut
-from hwtune.planner.knowledge import CompilerTarget, Knowledge, TfVersionEntry, version_tuple
-
-GENERIC_TARGETS = {
-    "x86_64": ("x86-64-v4", "x86-64-v3", "x86-64-v2", "x86-64"),
-    "aarch64": ("armv8-a",),
-    "ppc64le": ("powerpc64le",),
-    "riscv64": ("rv64gcv", "rv64gc"),
-}
-
-
-def tune_target(
-    hw: Hardware, tf: TfVersionEntry, knowledge: Knowledge, target: CompilerTarget
-) -> tuple[str | None, str]:
-    """-mtune for the model the ids name, when -march had to follow the flags to another target.
-
-    Tuning emits no instruction the CPU may lack, so flags do not limit it, only the compiler:
-    the model's own name, else the nearest older design on its fallback chain that TF's clang
-    knows. Generic levels (x86-64-v4, armv8.2-a) are not -mtune names.
-    """
-    model = hw.cpu.model_microarch
-    table = knowledge.compiler_by_name
-    if model is None or model == target.key or model not in table:
-        return None, ""
-    generic = {key for keys in GENERIC_TARGETS.values() for key in keys}
-    skipped: list[str] = []
-    entry: CompilerTarget | None = table[model]
-    seen: set[str] = set()
-    while entry is not None and entry.key not in seen:
-        seen.add(entry.key)
-        name = entry.flag.partition("=")[2]
-        if entry.key in generic or name.startswith(("x86-64", "armv", "rv64", "rv32")):
-            return None, ""
-        if version_tuple(entry.clang_min) <= version_tuple(tf.clang):
-            if name == target.flag.partition("=")[2]:
-                return None, ""
-            why = (
-                f"the model decides tuning: the ids name {model}; -march={target.key} follows "
-                "the flags the CPU shows, and -mtune emits no instruction it could lack"
-            )
-            if skipped:
-                why += (
-                    f"; clang {tf.clang} (TF {tf.key}'s compiler) does not know "
-                    f"{', '.join(skipped)}, so {name}, the nearest design it knows"
-                )
-            return name, why
-        skipped.append(f"{entry.key} (clang ≥ {entry.clang_min})")
-        entry = table.get(entry.fallback) if entry.fallback else None
-    return None, ""
+from hwtune.planner.cpu_target import choose_target, tune_target
+from hwtune.planner.knowledge import Knowledge, TfVersionEntry, version_tuple
 
 
 def resolve_tf_version(
@@ -109,46 +63,6 @@ def resolve_tf_version(
 def _minor(version: str) -> str:
     parts = version_tuple(version)
     return ".".join(str(p) for p in parts[:2]) if len(parts) >= 2 else version
-
-
-def choose_target(
-    hw: Hardware, tf: TfVersionEntry, knowledge: Knowledge
-) -> tuple[CompilerTarget | None, list[str]]:
-    """The most specific target both the CPU and TF's compiler accept, and why others were not."""
-    table = knowledge.compiler_by_name
-    notes: list[str] = []
-    name = hw.cpu.microarch
-    target = table.get(name) if name else None
-    if name and target is None:
-        notes.append(f"{name} is not in the compiler table")
-    seen: set[str] = set()
-    while target is not None and target.key not in seen:
-        seen.add(target.key)
-        problem = target_problem(hw, tf, target)
-        if problem is None:
-            return target, notes
-        notes.append(f"not {target.flag}: {problem}")
-        target = table.get(target.fallback) if target.fallback else None
-    for key in GENERIC_TARGETS.get(hw.cpu.arch, ()):
-        generic = table.get(key)
-        if generic is not None and target_problem(hw, tf, generic) is None:
-            return generic, notes
-    return None, notes
-
-
-def target_problem(hw: Hardware, tf: TfVersionEntry, target: CompilerTarget) -> str | None:
-    """Why `target` cannot be used, or None."""
-    if target.arch != hw.cpu.arch:
-        return f"a {target.arch} target on a {hw.cpu.arch} CPU"
-    if version_tuple(target.clang_min) > version_tuple(tf.clang):
-        return (
-            f"TensorFlow {tf.key} builds with clang {tf.clang}, which predates it "
-            f"(needs clang ≥ {target.clang_min})"
-        )
-    missing = [flag for flag in target.requires if flag not in hw.cpu.flags]
-    if missing:
-        return f"the CPU does not show {', '.join(missing)} (masked by a hypervisor?)"
-    return None
 
 
 def _official_ccs(tf: TfVersionEntry) -> set[tuple[int, ...]]:
@@ -310,7 +224,15 @@ def plan_bazel(
             )
             env["CC_OPT_FLAGS"] = "-Wno-sign-compare"
     else:
-        reasons.append(f"cpu target: none for arch {hw.cpu.arch}; the compiler default is kept")
+        reasons.append(
+            f"cpu target: none for arch {hw.cpu.arch}; the compiler default is kept"
+            if hw.cpu.flags
+            else "cpu target: no -march, the CPU's flags are unknown (no flags line) and every "
+            "target needs some; the compiler default is kept"
+        )
+        tune, tune_why = tune_target(hw, tf, knowledge, None)
+        if tune:
+            add(f"--copt=-mtune={tune}", tune_why)
     env["TF_NEED_CUDA"] = "1" if caps else "0"
     if caps:
         var = (
