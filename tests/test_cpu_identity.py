@@ -77,6 +77,43 @@ def arm_records(parts: list[int], features: str) -> str:
     )
 
 
+# --- archspec's own targets: the label archspec's test expects, as GCC names it ---------------
+
+
+@pytest.mark.parametrize(
+    ("name", "arch", "model_name", "microarch"),
+    [
+        ("archspec-amazon-graviton.cpuinfo", "aarch64", "Cortex-A72", "cortex-a72"),
+        ("archspec-rhel9-neoverse_n2.cpuinfo", "aarch64", "Neoverse-N2", "neoverse-n2"),
+        (
+            "archspec-ubuntu24.04-neoverse_v3ae.cpuinfo",
+            "aarch64",
+            "Neoverse-V3AE",
+            "neoverse-v3ae",
+        ),
+        ("archspec-spacemit-x60.cpuinfo", "riscv64", "Spacemit(R) X60", "spacemit-x60"),
+        ("archspec-ubuntu26.04-arrowlake_s.cpuinfo", "x86_64", None, "arrowlake-s"),
+        ("archspec-ubuntu24.04-alderlake.cpuinfo", "x86_64", None, "arrowlake-s"),
+        ("fx6350-piledriver.cpuinfo", "x86_64", "AMD FX(tm)-6350 Six-Core Processor", "bdver2"),
+    ],
+)
+def test_archspec_targets(
+    tmp_path: Path, name: str, arch: str, model_name: str | None, microarch: str
+) -> None:
+    cpu, _ = probe(capture(tmp_path, name))
+    assert (cpu.arch, cpu.microarch) == (arch, microarch), cpu.microarch_basis
+    assert cpu.model_name == (model_name or cpu.model_name) and cpu.model_name
+
+
+def test_arrow_lake_s_labelled_alderlake_by_archspec_names_what_its_kernel_lacks(
+    tmp_path: Path,
+) -> None:
+    """archspec calls this capture alderlake: its kernel lists none of Arrow Lake's new flags."""
+    cpu, _ = probe(capture(tmp_path, "archspec-ubuntu24.04-alderlake.cpuinfo"))
+    absent = "avx_ifma avx_ne_convert avx_vnni_int16 avx_vnni_int8 cmpccxadd sha512 sm3 sm4"
+    assert absent in (cpu.microarch_basis or "")
+
+
 # --- Arm identity -------------------------------------------------------------------------
 
 
