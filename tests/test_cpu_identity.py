@@ -114,6 +114,46 @@ def test_arrow_lake_s_labelled_alderlake_by_archspec_names_what_its_kernel_lacks
     assert absent in (cpu.microarch_basis or "")
 
 
+# --- util-linux's lscpu dumps: identity from lscpu alone (no Architecture line) -------------
+
+
+@pytest.mark.parametrize(
+    ("name", "arch", "vendor", "microarch"),
+    [
+        ("utillinux-ppc64-POWER7.lscpu", "ppc64", "IBM", "power7"),
+        ("utillinux-ppc-qemu.lscpu", "ppc", "IBM", None),
+        ("utillinux-s390-lpar.lscpu", "s390x", "IBM/S390", "z196"),
+        ("utillinux-sparc64.lscpu", "sparc64", None, None),
+        ("utillinux-rv64-visionfive2.lscpu", "riscv64", "SiFive", "sifive-u74"),
+        ("utillinux-loongarch-loongson_3a5000_hv.lscpu", "loongarch64", "Loongson", None),
+        ("utillinux-arm-A510-A710-A715-X3.lscpu", "aarch64", "ARM", "armv8.2-a"),
+    ],
+)
+def test_util_linux_lscpu_identity(
+    tmp_path: Path, name: str, arch: str, vendor: str | None, microarch: str | None
+) -> None:
+    (tmp_path / "lscpu.txt").write_text((DATA / name).read_text())
+    cpu, issues = probe(tmp_path)
+    assert (cpu.arch, cpu.microarch) == (arch, microarch), cpu.microarch_basis
+    assert vendor is None or cpu.vendor == vendor
+    if microarch is None and arch in ("ppc", "sparc64", "loongarch64"):
+        assert any("is not supported" in issue for issue in issues)
+
+
+def test_lscpu_phone_without_sve_tunes_for_the_x3(tmp_path: Path, knowledge: Knowledge) -> None:
+    (tmp_path / "lscpu.txt").write_text(
+        (DATA / "utillinux-arm-A510-A710-A715-X3.lscpu").read_text()
+    )
+    hw = detect(tmp_path, gpus=False, tensorflow=False)
+    march, mtune = copts(hw, knowledge)
+    assert march == "-march=armv8.2-a"  # SVE is off: no Cortex -mcpu may be used
+    # Which of lscpu's four "Model name" blocks names the model is the lscpu parser's choice
+    # (the /proc/cpuinfo phone test pins the biggest-core rule); it must be one of them.
+    assert mtune in {"-mtune=cortex-x3", "-mtune=cortex-a715", "-mtune=cortex-a710"} | {
+        "-mtune=cortex-a510"
+    }
+
+
 # --- Arm identity -------------------------------------------------------------------------
 
 

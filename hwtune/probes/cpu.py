@@ -23,7 +23,6 @@ from hwtune.models.hardware import Arch, Cache, CoreKind, CoreType, CpuInfo, Log
 from hwtune.probes.arm_parts import arm_part_name
 from hwtune.probes.cpuinfo import (
     PROBE,
-    X86_VENDORS,
     CpuinfoFacts,
     Topology,
     cpuinfo_topology,
@@ -32,6 +31,7 @@ from hwtune.probes.cpuinfo import (
 )
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.lscpu import LscpuFacts, lscpu_topology, parse_lscpu
+from hwtune.probes.lscpu_identity import MACHINES, lscpu_arch, lscpu_identity
 from hwtune.probes.microarch import CpuIdentity, arm_implementer_code, arm_vendor_name, identify
 from hwtune.probes.sysfs_cpu import (
     SysfsCpuFacts,
@@ -40,24 +40,7 @@ from hwtune.probes.sysfs_cpu import (
     sysfs_topology,
 )
 
-_MACHINES: dict[str, Arch] = {
-    "x86_64": "x86_64",
-    "amd64": "x86_64",
-    "aarch64": "aarch64",
-    "arm64": "aarch64",
-    "ppc64le": "ppc64le",
-    "ppc64": "ppc64",
-    "s390x": "s390x",
-    "riscv64": "riscv64",
-    "armv7l": "armv7l",
-    "armv8l": "armv7l",  # a 32-bit userland on a 64-bit Arm kernel
-    "ppc": "ppc",
-    "riscv32": "riscv32",
-    "loongarch64": "loongarch64",
-    "sparc64": "sparc64",
-    "mips": "mips",
-    "mips64": "mips",
-}
+_MACHINES = MACHINES
 # Intel Turbo Boost Max 3.0 "favoured" cores run a few bins (100-200 MHz, <10%) above the rest of
 # a uniform part (e.g. i9-10980XE: 4.8 vs 4.6 GHz); hybrid P/E cores differ by 25% or more
 # (i9-12900K: 5.1 vs 3.9 GHz). Only gaps above this ratio are taken as core types.
@@ -156,17 +139,8 @@ def _read_lscpu(root: Path, issues: IssueLog) -> LscpuFacts | None:
 
 
 def _lscpu_arch(lscpu: LscpuFacts) -> Arch:
-    """lscpu's Architecture line, else what its vendor implies (util-linux tests omit the line)."""
-    if lscpu.fields.get("Architecture") in _MACHINES:
-        return _MACHINES[lscpu.fields["Architecture"]]
-    vendor = lscpu.fields.get("Vendor ID", "").strip()
-    if vendor in X86_VENDORS:
-        return "x86_64"
-    if vendor and arm_implementer_code(vendor) is not None:
-        return "aarch64"
-    if lscpu.fields.get("Model name", "").upper().startswith("POWER"):
-        return "ppc64le"
-    return "unknown"
+    """lscpu's Architecture line, else what its fields imply (util-linux tests omit the line)."""
+    return lscpu_arch(lscpu.fields, lscpu.flags)
 
 
 def _identity(arch: Arch, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None) -> CpuInfo:
@@ -193,16 +167,17 @@ def _identity(arch: Arch, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None
     if lscpu is None:
         return info
     x86 = arch == "x86_64"
+    said = lscpu_identity(lscpu.fields, lscpu.flags, arch)
     return replace(
         info,
-        vendor=info.vendor or lscpu.fields.get("Vendor ID") or None,
+        vendor=info.vendor or said.vendor,
         model_name=info.model_name or lscpu.fields.get("Model name") or None,
         family=info.family if info.family is not None or not x86 else lscpu.number("CPU family"),
         model=info.model if info.model is not None or not x86 else lscpu.number("Model"),
         stepping=(
             info.stepping if info.stepping is not None or not x86 else lscpu.number("Stepping")
         ),
-        flags=info.flags or lscpu.flags,
+        flags=info.flags or said.flags,
     )
 
 
@@ -260,8 +235,10 @@ def _with_microarch(
         cpu_name = (lscpu.fields.get("Model name") if lscpu else None) or info.model_name
     elif info.arch in ("ppc64le", "ppc64"):
         vendor, cpu_name = "IBM", info.model_name
-    elif info.arch in ("riscv64", "s390x") and cpuinfo is not None:
-        cpu_name = cpuinfo.machine
+    elif info.arch in ("riscv64", "s390x"):
+        cpu_name = cpuinfo.machine if cpuinfo else None
+        if cpu_name is None and lscpu is not None:
+            cpu_name = lscpu_identity(lscpu.fields, lscpu.flags, info.arch).machine
     found = identify(
         CpuIdentity(
             arch=info.arch,
@@ -270,7 +247,7 @@ def _with_microarch(
             model=info.model,
             stepping=info.stepping,
             arm_parts=parts,
-            pvr=cpuinfo.pvr if cpuinfo else None,
+            pvr=cpuinfo.pvr if cpuinfo else _lscpu_pvr(lscpu, info.arch),
             cpu_name=cpu_name,
             riscv_id=cpuinfo.riscv_id if cpuinfo else None,
             flags=frozenset(info.flags),
@@ -286,6 +263,10 @@ def _with_microarch(
         x86_64_level=found.x86_64_level,
         threads_per_core=found.threads_per_core,
     )
+
+
+def _lscpu_pvr(lscpu: LscpuFacts | None, arch: Arch) -> int | None:
+    return lscpu_identity(lscpu.fields, lscpu.flags, arch).pvr if lscpu else None
 
 
 def _by_gaps(values: dict[int, float]) -> list[list[int]]:

@@ -36,7 +36,7 @@ X86_VENDORS = {
     "Shanghai",
     "Zhaoxin",
 }
-_PVR = re.compile(r"pvr\s+([0-9a-fA-F]{4})\s*([0-9a-fA-F]{4})")
+PVR = re.compile(r"pvr\s+([0-9a-fA-F]{4})\s*([0-9a-fA-F]{4})")
 _S390_PROCESSOR = re.compile(r"processor\s+(\d+)$")
 # POWER generations Linux prints in the "cpu" line; little-endian Linux (ELFv2) needs POWER8, so
 # an older POWER, or a PowerPC 970, runs big-endian ppc64.
@@ -212,10 +212,10 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
             model_name=split.globals.get("Processor") or field("model name"),
         )
     elif arch in ("ppc64le", "ppc64", "ppc"):
-        match = _PVR.search(field("revision") or "")
+        match = PVR.search(field("revision") or "")
         pvr = int(match.group(1), 16) if match else None
         facts = facts._replace(
-            vendor=_powerpc_vendor(field("cpu") or "", pvr),
+            vendor=powerpc_vendor(field("cpu") or "", pvr),
             model_name=field("cpu"),
             platform=field("platform"),
             pvr=pvr,
@@ -229,11 +229,12 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
             riscv_id=f"{mvendorid:#x}:{marchid:#x}"
             if mvendorid is not None and marchid is not None
             else None,
-            flags=_riscv_extensions(isa or ""),
+            flags=riscv_extensions(isa or ""),
         )
     elif arch == "s390x":
         facts = facts._replace(
-            vendor=vendor, model_name=field("machine"), machine=field("machine")
+            vendor=vendor,
+            machine=field("machine"),  # lscpu prints no model name either
         )
     elif arch == "sparc64":
         cpu = field("cpu") or ""
@@ -259,7 +260,7 @@ def _arch(
     if vendor is not None and vendor.startswith("IBM/S390"):
         return "s390x"
     if field("CPU implementer") is not None:
-        return _arm_arch(field("CPU architecture"), set(flags))
+        return arm_arch(field("CPU architecture"), set(flags))
     isa = field("isa") or field("ISA") or ""
     if isa.startswith("rv64"):
         return "riscv64"
@@ -273,29 +274,34 @@ def _arch(
     if (field("type") or "").startswith("sun4") or "sparc" in (power_cpu or "").lower():
         return "sparc64"
     if power_cpu is not None and field("revision") is not None:
-        name = power_cpu.strip()
-        if _POWER_BIG_ENDIAN_ONLY.match(name):
-            return "ppc64"
-        if name.upper().startswith("POWER"):
-            # POWER8 and later run either endianness; cpuinfo does not say which, and
-            # ppc64le is what every current distribution ships (lscpu's Architecture decides
-            # where a capture has it).
-            return "ppc64le"
-        return "ppc"  # 74xx, e500, 4xx: 32-bit PowerPC
+        return powerpc_arch(power_cpu)
     return "unknown"
+
+
+def powerpc_arch(cpu: str) -> Arch:
+    """ppc64 (POWER7 and older, PPC970), ppc64le (POWER8+), or 32-bit ppc, by the cpu name."""
+    name = cpu.strip()
+    if _POWER_BIG_ENDIAN_ONLY.match(name):
+        return "ppc64"
+    if name.upper().startswith("POWER"):
+        # POWER8 and later run either endianness; cpuinfo does not say which, and ppc64le is
+        # what every current distribution ships (lscpu's Architecture decides where a
+        # capture has it).
+        return "ppc64le"
+    return "ppc"  # 74xx, 740/750, e500, 4xx: 32-bit PowerPC
 
 
 # Linux arm64 hwcaps (Documentation/arch/arm64/elf_hwcaps.rst) vs the 32-bit Arm ones
 # (arch/arm/kernel/setup.c hwcap_str): "asimd" and "fp" exist only on arm64, "vfp"/"thumb" only
 # on arm. archspec's captures replace "CPU architecture" with "Irrelevant".
-_ARM64_ONLY = {"asimd", "fp", "atomics", "cpuid", "asimdrdm", "sve", "sve2"}
-_ARM32_ONLY = {"thumb", "vfp", "vfpv3", "vfpv4", "neon", "half", "fastmult", "edsp"}
+ARM64_ONLY = {"asimd", "fp", "atomics", "cpuid", "asimdrdm", "sve", "sve2"}
+ARM32_ONLY = {"thumb", "vfp", "vfpv3", "vfpv4", "neon", "half", "fastmult", "edsp"}
 
 
-def _arm_arch(cpu_architecture: str | None, features: set[str]) -> Arch:
-    if features & _ARM64_ONLY:
+def arm_arch(cpu_architecture: str | None, features: set[str]) -> Arch:
+    if features & ARM64_ONLY:
         return "aarch64"
-    if features & _ARM32_ONLY:
+    if features & ARM32_ONLY:
         return "armv7l"
     # 32-bit kernels print "CPU architecture: 7"; arm64 prints 8 (even on v9 cores), and old
     # arm64 kernels "AArch64".
@@ -306,16 +312,21 @@ def _arm_arch(cpu_architecture: str | None, features: set[str]) -> Arch:
     return "aarch64"
 
 
-def _powerpc_vendor(cpu: str, pvr: int | None) -> str | None:
-    """IBM for POWER and PowerPC 970; Freescale/NXP for PVR versions 0x80xx (e500, 74xx)."""
+def powerpc_vendor(cpu: str, pvr: int | None) -> str | None:
+    """IBM for POWER, PowerPC 970/4xx/6xx/7xx; Freescale for 74xx and e500 (PVR 0x80xx)."""
     if cpu.upper().startswith(("POWER", "PPC970", "PPC4", "CELL")):
         return "IBM"
-    if pvr is not None and pvr >> 8 == 0x80:  # Linux arch/powerpc/include/asm/reg.h PVR_7450..
+    if pvr is None:
+        return None
+    # Linux arch/powerpc/include/asm/reg.h: PVR_7400 0x000C and the 0x80xx versions (PVR_7450,
+    # PVR_8540 e500...) are Motorola/Freescale designs; the other AIM versions below 0x8000
+    # (PVR_601..PVR_750 0x0008, PVR_403GC...) are IBM's.
+    if pvr >> 8 == 0x80 or pvr == 0x000C:
         return "Freescale"
-    return None
+    return "IBM" if pvr < 0x8000 else None
 
 
-def _riscv_extensions(isa: str) -> tuple[str, ...]:
+def riscv_extensions(isa: str) -> tuple[str, ...]:
     """ "rv64imafdcv_zicbom_zba" -> a c d f i m v zba zicbom: the letters, then each "_" name."""
     head, _, rest = isa.strip().lower().partition("_")
     if not head.startswith(("rv64", "rv32")):
