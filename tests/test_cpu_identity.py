@@ -163,6 +163,13 @@ def test_neoverse_n2_with_irrelevant_fields_is_aarch64_and_named(tmp_path: Path)
     assert (cpu.implementer, cpu.part, cpu.microarch) == ("0x41", "0xd49", "neoverse-n2")
 
 
+def test_old_kernel_processor_line_yields_to_the_part_name(tmp_path: Path) -> None:
+    # arch/arm64/kernel/cpuinfo.c before v4.4 printed "Processor : AArch64 Processor rev 4"
+    text = "Processor\t: AArch64 Processor rev 4 (aarch64)\n" + arm_records([0xD03], "fp asimd")
+    cpu, _ = probe(root_with(tmp_path, text))
+    assert (cpu.arch, cpu.model_name) == ("aarch64", "Cortex-A53")
+
+
 def test_every_aarch64_capture_gets_a_model_name() -> None:
     for root in (REPO / "tests" / "data" / "hosts").iterdir():
         cpuinfo = root / "proc" / "cpuinfo"
@@ -225,9 +232,9 @@ def test_armv7_gets_arch_vendor_and_an_unsupported_issue(tmp_path: Path) -> None
     assert (cpu.arch, cpu.vendor, cpu.model_name) == (
         "armv7l",
         "ARM",
-        "ARMv7 Processor rev 4 (v7l)",
+        "Cortex-A53",  # lscpu names the core from its part, not the kernel's "ARMv7 Processor"
     )
-    assert any("32-bit Arm (armv7) (armv7l) is not supported" in i for i in issues)
+    assert any("32-bit Arm (armv7l) is not supported" in i for i in issues)
 
 
 # --- microarchitecture coverage -------------------------------------------------------------

@@ -160,10 +160,11 @@ def _identity(arch: Arch, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None
             part=cpuinfo.part,
             flags=cpuinfo.flags,
         )
-        if info.model_name is None and cpuinfo.implementer and cpuinfo.part:
-            # arm64 cpuinfo names no model: the part table does, as lscpu would.
+        if cpuinfo.implementer and cpuinfo.part:
+            # Arm cpuinfo names no model (old kernels: "AArch64 Processor rev 4"); lscpu names
+            # the core from implementer and part, and so does the table (util-linux lscpu-arm.c).
             name = arm_part_name(int(cpuinfo.implementer, 16), int(cpuinfo.part, 16))
-            info = replace(info, model_name=name)
+            info = replace(info, model_name=name or info.model_name)
     if lscpu is None:
         return info
     x86 = arch == "x86_64"
