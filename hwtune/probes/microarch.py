@@ -255,7 +255,8 @@ def identify(
         missing = " ".join(masked_flags(model.key, cpu.flags, entries))
         lead = (
             f"{described} is {model.name}, but flags {missing} are absent (masked by a "
-            "hypervisor?): visible flags decide the target, the model decides tuning"
+            "hypervisor or the firmware?): visible flags decide the target, the model decides "
+            "tuning"
         )
     else:
         lead = f"no table entry for {described}"
