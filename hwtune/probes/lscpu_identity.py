@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from hwtune.models.hardware import Arch
-from hwtune.probes.cpuinfo import (
+from hwtune.probes.arch_ids import (
     ARM32_ONLY,
     ARM64_ONLY,
     PVR,
