@@ -89,7 +89,7 @@ def arm_arch(cpu_architecture: str | None, features: set[str]) -> Arch:
     # 32-bit kernels print "CPU architecture: 7"; arm64 prints 8 (even on v9 cores), and old
     # arm64 kernels "AArch64".
     text = (cpu_architecture or "").strip()
-    level = int(text) if text.isdigit() else None
+    level = int(text) if text.isascii() and text.isdigit() and len(text) < 5 else None
     if level is not None:
         return "aarch64" if level >= 8 else "armv7l"
     return "aarch64"
