@@ -114,6 +114,25 @@ def test_arrow_lake_s_labelled_alderlake_by_archspec_names_what_its_kernel_lacks
     assert absent in (cpu.microarch_basis or "")
 
 
+@pytest.mark.parametrize(
+    ("name", "arch", "vendor", "microarch"),
+    [
+        ("archspec-darwin-mojave-skylake.sysctl", "x86_64", "GenuineIntel", "skylake"),
+        ("archspec-darwin-mojave-haswell.sysctl", "x86_64", "GenuineIntel", "haswell"),
+        ("archspec-darwin-sequoia-m3.sysctl", "aarch64", "Apple", "apple-m3"),
+        ("archspec-darwin-sequoia-m4.sysctl", "aarch64", "Apple", "apple-m4"),
+        ("archspec-darwin-tahoe-m5.sysctl", "aarch64", "Apple", "apple-m4"),  # by its SME flags
+        ("archspec-rossetta2-monterey-core2.sysctl", "x86_64", "GenuineIntel", "core2"),
+    ],
+)
+def test_archspec_darwin_sysctl_targets(
+    tmp_path: Path, name: str, arch: str, vendor: str, microarch: str
+) -> None:
+    cpu, _ = probe(capture(tmp_path, name))
+    assert (cpu.arch, cpu.vendor, cpu.microarch) == (arch, vendor, microarch), cpu.microarch_basis
+    assert cpu.model_name
+
+
 # --- util-linux's lscpu dumps: identity from lscpu alone (no Architecture line) -------------
 
 

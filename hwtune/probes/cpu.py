@@ -29,6 +29,7 @@ from hwtune.probes.cpuinfo import (
     parse_cpuinfo,
     read_text,
 )
+from hwtune.probes.darwin_sysctl import is_sysctl, parse_sysctl
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.lscpu import LscpuFacts, lscpu_topology, parse_lscpu
 from hwtune.probes.lscpu_identity import MACHINES, lscpu_arch, lscpu_identity
@@ -120,10 +121,12 @@ def _read_cpuinfo(root: Path, issues: IssueLog) -> CpuinfoFacts | None:
     text = read_text(root, "proc/cpuinfo", issues)
     if text is None:
         return None
-    facts = parse_cpuinfo(text)
+    # archspec's macOS targets are `sysctl` dumps, laid out where /proc/cpuinfo goes.
+    sysctl = is_sysctl(text)
+    facts = parse_sysctl(text) if sysctl else parse_cpuinfo(text)
     for problem in facts.problems:
         issues.add(PROBE, problem.reason, path="proc/cpuinfo", line=problem.line)
-    if not facts.processors:
+    if not facts.processors and not sysctl:
         issues.add(PROBE, "no 'processor' records", path="proc/cpuinfo")
     return facts
 
