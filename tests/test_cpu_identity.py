@@ -92,6 +92,7 @@ def arm_records(parts: list[int], features: str) -> str:
             "neoverse-v3ae",
         ),
         ("archspec-spacemit-x60.cpuinfo", "riscv64", "Spacemit(R) X60", "spacemit-x60"),
+        ("archspec-ubuntu22.04-ampere1a.cpuinfo", "aarch64", "Ampere-1a", "ampere1a"),
         ("archspec-ubuntu26.04-arrowlake_s.cpuinfo", "x86_64", None, "arrowlake-s"),
         ("archspec-ubuntu24.04-alderlake.cpuinfo", "x86_64", None, "arrowlake-s"),
         ("fx6350-piledriver.cpuinfo", "x86_64", "AMD FX(tm)-6350 Six-Core Processor", "bdver2"),
