@@ -284,6 +284,7 @@ K10_FLAGS = words(
     ("family", "model", "flags", "expected"),
     [
         (16, 0x04, K10_FLAGS, "amdfam10"),  # Opteron 23xx/Phenom II (Shanghai/Deneb)
+        (16, 0x04, K10_FLAGS - {"3dnow"}, "x86-64"),  # a K10 without 3DNow! is not amdfam10
         (
             21,
             0x01,
