@@ -273,11 +273,11 @@ def identify(
 def masked_flags(
     key: str, flags: frozenset[str], entries: tuple[MicroarchEntry, ...] | None = None
 ) -> list[str]:
-    """The flags `key` requires that `flags` lacks, the oldest ancestor's first."""
+    """The flags `key` requires that `flags` lacks: the oldest ancestor's first, then shorter
+    names first (movdiri before movdir64b), then by name."""
     table = _compile(load_microarchitectures() if entries is None else entries)
     missing = table.required.get(key, frozenset()) - flags
-    ordered = sorted(missing, key=lambda flag: (_introduced_at(table, key, flag), flag))
-    return ordered
+    return sorted(missing, key=lambda flag: (_introduced_at(table, key, flag), len(flag), flag))
 
 
 def _introduced_at(table: _Table, key: str, flag: str) -> int:
