@@ -75,3 +75,26 @@ def test_bad_user_file_names_file_and_key(
         load_table("fruit", Fruit, extra_dirs=(user,))
     assert str(user / "fruit.json") in str(err.value)
     assert fragment in str(err.value)
+
+
+def test_cpu_tables_validate_and_cite_public_sources() -> None:
+    """arm_parts, microarchitectures, compilers: typed loads, parseable ids, public sources."""
+    from hwtune.planner.knowledge import CompilerTarget
+    from hwtune.probes.arm_parts import ArmPart, parse_key
+    from hwtune.probes.microarch import CpuIdentity, MicroarchEntry, compiler_name, identify
+
+    parts = load_table("arm_parts", ArmPart, extra_dirs=())
+    assert len({parse_key(part.key) for part in parts}) == len(parts)
+    entries = load_table("microarchitectures", MicroarchEntry, extra_dirs=())
+    identify(CpuIdentity(arch="x86_64"), entries)  # parents, ids and cycles check out
+    compilers = {c.key: c for c in load_table("compilers", CompilerTarget, extra_dirs=())}
+    for entry in entries:
+        target = compilers.get(entry.key)
+        assert target is not None, f"{entry.key}: no compiler target"
+        assert target.flag.endswith(f"={compiler_name(entry)}"), entry.key
+        assert target.arch == entry.arch, entry.key
+    for name in ("arm_parts", "microarchitectures", "compilers"):
+        for raw in _read_entries(DATA_DIR / f"{name}.json"):
+            # Sources a user can open: never the project's private notes.
+            for private in ("tf-build.md", "anchors.md", "[S"):
+                assert private not in raw["source"], f"{name}: {raw['key']}: {private}"

@@ -95,7 +95,12 @@ def cpu_for(entry: MicroarchEntry, flags: frozenset[str] | None = None) -> CpuId
             arm_parts=((int(implementer, 16), int(part, 16)),),
             flags=flags,
         )
-    return CpuIdentity(arch="ppc64le", vendor="IBM", pvr=int(entry.power_pvrs[0], 16), flags=flags)
+    if entry.power_pvrs:
+        pvr = int(entry.power_pvrs[0], 16)
+        return CpuIdentity(arch=entry.arch, vendor="IBM", pvr=pvr, flags=flags)
+    if entry.riscv_ids:
+        return CpuIdentity(arch=entry.arch, riscv_id=entry.riscv_ids[0], flags=flags)
+    return CpuIdentity(arch=entry.arch, vendor=entry.vendor, cpu_name=entry.names[0], flags=flags)
 
 
 def test_table_covers_the_required_names_with_sources() -> None:
@@ -110,7 +115,12 @@ def test_table_covers_the_required_names_with_sources() -> None:
         assert not set(entry.extra_flags) & REQUIRED[entry.key], entry.key
 
 
-@pytest.mark.parametrize("key", [e.key for e in TABLE if e.x86_ids or e.arm_ids or e.power_pvrs])
+IDENTIFIED = [
+    e.key for e in TABLE if e.x86_ids or e.arm_ids or e.power_pvrs or e.riscv_ids or e.names
+]
+
+
+@pytest.mark.parametrize("key", IDENTIFIED)
 def test_every_entry_is_told_by_its_ids_and_required_flags(key: str) -> None:
     found = identify(cpu_for(BY_KEY[key]))
     assert found.microarch == key, found.basis
@@ -280,7 +290,7 @@ def test_local_gcc_agrees_with_the_minimum_versions() -> None:
         ran = subprocess.run(
             [
                 "gcc",
-                f"{entry.option}={entry.key}",
+                f"{entry.option}={entry.march or entry.key}",
                 "-x",
                 "c",
                 "-c",

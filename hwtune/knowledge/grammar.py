@@ -87,11 +87,27 @@ FIELDS: dict[str, dict[str, str]] = {
         "arm_ids": r"0x[0-9a-fA-F]{1,4}:0x[0-9a-fA-F]{1,4}",
         "power_pvrs": r"0x[0-9a-fA-F]{1,8}",
         "option": r"-march|-mcpu",
-        "names": r"[A-Za-z0-9][A-Za-z0-9 _.()+-]{0,63}",
+        # "POWER9 (architected)", and RISC-V `uarch` lines as device-tree compatibles:
+        # "sifive,u74-mc" (vendor,model; Devicetree Specification v0.4, 2.3.1 "compatible")
+        "names": r"[A-Za-z0-9][A-Za-z0-9 _.,()+-]{0,63}",
     },
     "gpus": {
         "key": r"[A-Za-z0-9][A-Za-z0-9 _./+-]{0,63}",  # "M40/M60", "RTX 6000"
         "compute_capability": _CAPABILITY,
+    },
+    "arm_parts": {
+        # implementer:part as /proc/cpuinfo prints them ("0x41:0xd0c"; arm64 cputype.h)
+        "key": r"0x[0-9a-fA-F]{1,4}:0x[0-9a-fA-F]{1,4}",
+        "name": r"[A-Za-z0-9][A-Za-z0-9 _./+-]{0,63}",  # "Neoverse-N2", "Falkor-V1/Kryo"
+    },
+    "int8": {
+        "flags_any": r"[a-z0-9_]{1,32}",  # kernel CPU flag names (/proc/cpuinfo)
+        "routes": _NAME,
+        "min_cc": _CAPABILITY,
+        "device": r"cpu|gpu",
+    },
+    "int8_routes": {
+        "tf_max": r"\d{1,3}\.\d{1,3}",
     },
     "tf_distributions": {
         "distribution": r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",  # a PyPI project name

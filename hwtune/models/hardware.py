@@ -14,7 +14,22 @@ from typing import Literal
 
 SCHEMA_VERSION = 1
 
-Arch = Literal["x86_64", "aarch64", "ppc64le", "s390x", "riscv64", "unknown"]
+# The last six are told apart so that a report names them; hwtune plans nothing CPU-specific there.
+Arch = Literal[
+    "x86_64",
+    "aarch64",
+    "ppc64le",
+    "ppc64",
+    "s390x",
+    "riscv64",
+    "armv7l",
+    "ppc",
+    "riscv32",
+    "loongarch64",
+    "sparc64",
+    "mips",
+    "unknown",
+]
 CoreKind = Literal["performance", "efficiency", "low-power-efficiency", "unknown"]
 
 
@@ -69,6 +84,9 @@ class CpuInfo:
     part: str | None = None  # Arm "CPU part", e.g. "0xd0c"
     microarch: str | None = None  # the GCC -march/-mcpu name, e.g. "znver4", "neoverse-v1"
     microarch_basis: str | None = None  # how it was told, for `hwtune detect` and explain
+    # What the model ids name ("znver5"); differs from `microarch` where hidden flags rule that
+    # target out. The model decides -mtune, the visible flags -march.
+    model_microarch: str | None = None
     x86_64_level: int | None = None  # 1-4; None off x86
     flags: tuple[str, ...] = ()  # sorted kernel names: avx2, avx512_bf16, amx_tile, asimd, sve
     sockets: int | None = None

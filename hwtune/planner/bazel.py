@@ -23,13 +23,8 @@ from string import Template
 from hwtune.errors import KnowledgeError, PlanError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Bazel, Intent, LeftOut
-from hwtune.planner.knowledge import CompilerTarget, Knowledge, TfVersionEntry, version_tuple
-
-GENERIC_TARGETS = {
-    "x86_64": ("x86-64-v4", "x86-64-v3", "x86-64-v2", "x86-64"),
-    "aarch64": ("armv8-a",),
-    "ppc64le": ("powerpc64le",),
-}
+from hwtune.planner.cpu_target import choose_target, tune_target
+from hwtune.planner.knowledge import Knowledge, TfVersionEntry, version_tuple
 
 
 def resolve_tf_version(
@@ -68,46 +63,6 @@ def resolve_tf_version(
 def _minor(version: str) -> str:
     parts = version_tuple(version)
     return ".".join(str(p) for p in parts[:2]) if len(parts) >= 2 else version
-
-
-def choose_target(
-    hw: Hardware, tf: TfVersionEntry, knowledge: Knowledge
-) -> tuple[CompilerTarget | None, list[str]]:
-    """The most specific target both the CPU and TF's compiler accept, and why others were not."""
-    table = knowledge.compiler_by_name
-    notes: list[str] = []
-    name = hw.cpu.microarch
-    target = table.get(name) if name else None
-    if name and target is None:
-        notes.append(f"{name} is not in the compiler table")
-    seen: set[str] = set()
-    while target is not None and target.key not in seen:
-        seen.add(target.key)
-        problem = target_problem(hw, tf, target)
-        if problem is None:
-            return target, notes
-        notes.append(f"not {target.flag}: {problem}")
-        target = table.get(target.fallback) if target.fallback else None
-    for key in GENERIC_TARGETS.get(hw.cpu.arch, ()):
-        generic = table.get(key)
-        if generic is not None and target_problem(hw, tf, generic) is None:
-            return generic, notes
-    return None, notes
-
-
-def target_problem(hw: Hardware, tf: TfVersionEntry, target: CompilerTarget) -> str | None:
-    """Why `target` cannot be used, or None."""
-    if target.arch != hw.cpu.arch:
-        return f"a {target.arch} target on a {hw.cpu.arch} CPU"
-    if version_tuple(target.clang_min) > version_tuple(tf.clang):
-        return (
-            f"TensorFlow {tf.key} builds with clang {tf.clang}, which predates it "
-            f"(needs clang ≥ {target.clang_min})"
-        )
-    missing = [flag for flag in target.requires if flag not in hw.cpu.flags]
-    if missing:
-        return f"the CPU does not show {', '.join(missing)} (masked by a hypervisor?)"
-    return None
 
 
 def _official_ccs(tf: TfVersionEntry) -> set[tuple[int, ...]]:
@@ -243,12 +198,22 @@ def plan_bazel(
             f"{hw.cpu.microarch or 'this CPU'} → {target.key}, accepted by clang {tf.clang} "
             f"(TF {tf.key}'s official compiler; needs ≥ {target.clang_min})"
         )
+        model = hw.cpu.model_microarch
+        if model and model != hw.cpu.microarch:
+            why += f"; visible flags decide -march: {hw.cpu.microarch_basis}"
         add(f"--copt={target.flag}", why)
+        tune, tune_why = tune_target(hw, tf, knowledge, target)
+        flags = target.flag
+        if tune:
+            add(f"--copt=-mtune={tune}", tune_why)
+            flags += f" -mtune={tune}"
         if hw.root == "/":
             add(
                 f"--host_copt={target.flag}", "built on this machine, so tools may use its ISA too"
             )
-            env["CC_OPT_FLAGS"] = f"{target.flag} -Wno-sign-compare"
+            if tune:
+                add(f"--host_copt=-mtune={tune}", "tools built here run here too")
+            env["CC_OPT_FLAGS"] = f"{flags} -Wno-sign-compare"
         else:
             reasons.append(
                 "--host_copt: left out, planned for a captured machine (--root), not for the "
@@ -259,7 +224,15 @@ def plan_bazel(
             )
             env["CC_OPT_FLAGS"] = "-Wno-sign-compare"
     else:
-        reasons.append(f"cpu target: none for arch {hw.cpu.arch}; the compiler default is kept")
+        reasons.append(
+            f"cpu target: none for arch {hw.cpu.arch}; the compiler default is kept"
+            if hw.cpu.flags
+            else "cpu target: no -march, the CPU's flags are unknown (no flags line) and every "
+            "target needs some; the compiler default is kept"
+        )
+        tune, tune_why = tune_target(hw, tf, knowledge, None)
+        if tune:
+            add(f"--copt=-mtune={tune}", tune_why)
     env["TF_NEED_CUDA"] = "1" if caps else "0"
     if caps:
         var = (

@@ -24,31 +24,25 @@ from dataclasses import replace
 from pathlib import Path
 
 from hwtune.models.hardware import Arch, Cache, CoreKind, CoreType, CpuInfo, LogicalCpu
+from hwtune.probes.arm_parts import arm_part_name
 from hwtune.probes.cpuinfo import (
     PROBE,
-    X86_VENDORS,
     CpuinfoFacts,
     Topology,
     cpuinfo_topology,
     parse_cpuinfo,
     read_text,
 )
+from hwtune.probes.darwin_sysctl import is_sysctl, parse_sysctl
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.lscpu import LscpuFacts, lscpu_topology, parse_lscpu
+from hwtune.probes.lscpu_identity import MACHINES, lscpu_arch, lscpu_identity
 from hwtune.probes.microarch import CpuIdentity, arm_implementer_code, arm_vendor_name, identify
 from hwtune.probes.root import MAX_LARGE
 from hwtune.probes.sysfs_cpu import SysfsCpuFacts, read_sysfs_cpu, sysfs_topology
 from hwtune.probes.sysfs_nodes import read_node_cpus
 
-_MACHINES: dict[str, Arch] = {
-    "x86_64": "x86_64",
-    "amd64": "x86_64",
-    "aarch64": "aarch64",
-    "arm64": "aarch64",
-    "ppc64le": "ppc64le",
-    "s390x": "s390x",
-    "riscv64": "riscv64",
-}
+_MACHINES = MACHINES
 # Intel Turbo Boost Max 3.0 "favoured" cores run a few bins (100-200 MHz, <10%) above the rest of
 # a uniform part (e.g. i9-10980XE: 4.8 vs 4.6 GHz); hybrid P/E cores differ by 25% or more
 # (i9-12900K: 5.1 vs 3.9 GHz). Only gaps above this ratio are taken as core types.
@@ -78,6 +72,9 @@ def probe_cpu(root: Path, issues: IssueLog) -> CpuInfo:
     cpuinfo = _read_cpuinfo(root, issues)
     lscpu = _read_lscpu(root, issues)
     arch = _MACHINES.get(os.uname().machine, "unknown") if live else "unknown"
+    # lscpu's Architecture is uname's machine; cpuinfo's arch is inferred (ppc64 vs ppc64le).
+    if arch == "unknown" and lscpu is not None and lscpu.fields.get("Architecture") in _MACHINES:
+        arch = _MACHINES[lscpu.fields["Architecture"]]
     if arch == "unknown" and cpuinfo is not None:
         arch = cpuinfo.arch
     if arch == "unknown" and lscpu is not None:
@@ -135,10 +132,12 @@ def _read_cpuinfo(root: Path, issues: IssueLog) -> CpuinfoFacts | None:
     text = read_text(root, "proc/cpuinfo", issues, limit=MAX_LARGE)
     if text is None:
         return None
-    facts = parse_cpuinfo(text)
+    # archspec's macOS targets are `sysctl` dumps, laid out where /proc/cpuinfo goes.
+    sysctl = is_sysctl(text)
+    facts = parse_sysctl(text) if sysctl else parse_cpuinfo(text)
     for problem in facts.problems:
         issues.add(PROBE, problem.reason, path="proc/cpuinfo", line=problem.line)
-    if not facts.processors:
+    if not facts.processors and not sysctl:
         issues.add(PROBE, "no 'processor' records", path="proc/cpuinfo")
     return facts
 
@@ -154,17 +153,8 @@ def _read_lscpu(root: Path, issues: IssueLog) -> LscpuFacts | None:
 
 
 def _lscpu_arch(lscpu: LscpuFacts) -> Arch:
-    """lscpu's Architecture line, else what its vendor implies (util-linux tests omit the line)."""
-    if lscpu.fields.get("Architecture") in _MACHINES:
-        return _MACHINES[lscpu.fields["Architecture"]]
-    vendor = lscpu.fields.get("Vendor ID", "").strip()
-    if vendor in X86_VENDORS:
-        return "x86_64"
-    if vendor and arm_implementer_code(vendor) is not None:
-        return "aarch64"
-    if lscpu.fields.get("Model name", "").upper().startswith("POWER"):
-        return "ppc64le"
-    return "unknown"
+    """lscpu's Architecture line, else what its fields imply (util-linux tests omit the line)."""
+    return lscpu_arch(lscpu.fields, lscpu.flags)
 
 
 def _identity(arch: Arch, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None) -> CpuInfo:
@@ -184,19 +174,25 @@ def _identity(arch: Arch, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None
             part=cpuinfo.part,
             flags=cpuinfo.flags,
         )
+        if cpuinfo.implementer and cpuinfo.part:
+            # Arm cpuinfo names no model (old kernels: "AArch64 Processor rev 4"); lscpu names
+            # the core from implementer and part, and so does the table (util-linux lscpu-arm.c).
+            name = arm_part_name(int(cpuinfo.implementer, 16), int(cpuinfo.part, 16))
+            info = replace(info, model_name=name or info.model_name)
     if lscpu is None:
         return info
     x86 = arch == "x86_64"
+    said = lscpu_identity(lscpu.fields, lscpu.flags, arch)
     return replace(
         info,
-        vendor=info.vendor or lscpu.fields.get("Vendor ID") or None,
+        vendor=info.vendor or said.vendor,
         model_name=info.model_name or lscpu.fields.get("Model name") or None,
         family=info.family if info.family is not None or not x86 else lscpu.number("CPU family"),
         model=info.model if info.model is not None or not x86 else lscpu.number("Model"),
         stepping=(
             info.stepping if info.stepping is not None or not x86 else lscpu.number("Stepping")
         ),
-        flags=info.flags or lscpu.flags,
+        flags=info.flags or said.flags,
     )
 
 
@@ -257,8 +253,12 @@ def _with_microarch(
         )
         vendor = f"{code:#04x}" if code is not None else None
         cpu_name = (lscpu.fields.get("Model name") if lscpu else None) or info.model_name
-    elif info.arch == "ppc64le":
+    elif info.arch in ("ppc64le", "ppc64"):
         vendor, cpu_name = "IBM", info.model_name
+    elif info.arch in ("riscv64", "s390x"):
+        cpu_name = cpuinfo.machine if cpuinfo else None
+        if cpu_name is None and lscpu is not None:
+            cpu_name = lscpu_identity(lscpu.fields, lscpu.flags, info.arch).machine
     found = identify(
         CpuIdentity(
             arch=info.arch,
@@ -267,8 +267,9 @@ def _with_microarch(
             model=info.model,
             stepping=info.stepping,
             arm_parts=parts,
-            pvr=cpuinfo.pvr if cpuinfo else None,
+            pvr=cpuinfo.pvr if cpuinfo else _lscpu_pvr(lscpu, info.arch),
             cpu_name=cpu_name,
+            riscv_id=cpuinfo.riscv_id if cpuinfo else None,
             flags=frozenset(info.flags),
         )
     )
@@ -278,9 +279,14 @@ def _with_microarch(
         info,
         microarch=found.microarch,
         microarch_basis=found.basis,
+        model_microarch=found.model,
         x86_64_level=found.x86_64_level,
         threads_per_core=found.threads_per_core,
     )
+
+
+def _lscpu_pvr(lscpu: LscpuFacts | None, arch: Arch) -> int | None:
+    return lscpu_identity(lscpu.fields, lscpu.flags, arch).pvr if lscpu else None
 
 
 def _by_gaps(values: dict[int, float]) -> list[list[int]]:

@@ -6,6 +6,11 @@ The format differs by architecture (Linux arch/*/kernel/cpu* show_cpuinfo):
 - aarch64: one block per processor with Features, CPU implementer/part/variant/revision.
 - ppc64: one block per processor with cpu ("POWER9, altivec supported") and revision
   ("2.2 (pvr 004e 1202)"), then a trailer block (timebase, platform, model, machine).
+- s390x: a header (vendor_id IBM/S390, features), then one line per processor:
+  "processor 0: version = FF,  identification = 0133E8,  machine = 2964" (arch/s390/kernel/
+  processor.c show_cpu_summary), then optional per-CPU blocks keyed "cpu number".
+- riscv: one block per processor with hart, isa ("rv64imafdc_zicsr_..."), mmu, and on newer
+  kernels uarch ("sifive,u74-mc"), mvendorid, marchid, mimpid (arch/riscv/kernel/cpu.c).
 Blocks are separated by blank lines; a new "processor" line also starts a record. Lines that are
 not `key : value` (truncated or binary input) become `ParseProblem`s with their line number.
 """
@@ -19,20 +24,18 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hwtune.models.hardware import Arch
+from hwtune.probes.arch_ids import (
+    PVR,
+    RISCV_VENDORS,
+    cpuinfo_arch,
+    powerpc_vendor,
+    riscv_extensions,
+)
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.root import MAX_SMALL, read_bytes
 
 PROBE = "cpu"
-# x86 vendor_id strings (Linux arch/x86/kernel/cpu/*.c c_ident).
-X86_VENDORS = {
-    "GenuineIntel",
-    "AuthenticAMD",
-    "HygonGenuine",
-    "CentaurHauls",
-    "Shanghai",
-    "Zhaoxin",
-}
-_PVR = re.compile(r"pvr\s+([0-9a-fA-F]{4})\s*([0-9a-fA-F]{4})")
+_S390_PROCESSOR = re.compile(r"processor\s+(\d+)$")
 
 
 class ParseProblem(NamedTuple):
@@ -65,6 +68,8 @@ class CpuinfoFacts(NamedTuple):
     part: str | None = None  # "0xd0c", of the first processor
     pvr: int | None = None  # POWER PVR version field
     platform: str | None = None  # POWER: PowerNV (bare metal), pSeries (PowerVM LPAR)
+    machine: str | None = None  # s390 machine type ("2964"), RISC-V uarch ("sifive,u74-mc")
+    riscv_id: str | None = None  # RISC-V "mvendorid:marchid"
     flags: tuple[str, ...] = ()
     processors: tuple[ProcessorRecord, ...] = ()
     problems: tuple[ParseProblem, ...] = ()
@@ -122,6 +127,17 @@ def _split(text: str) -> _Split:
             got = line.strip()[:60]
             split.problems.append(ParseProblem(number, f"expected 'key : value', got {got!r}"))
             continue
+        s390 = _S390_PROCESSOR.match(key)
+        if s390:  # "processor 0: version = FF,  identification = 0133E8,  machine = 2964"
+            record = {"processor": s390.group(1)}
+            for item in value.split(","):
+                name, equals, text = item.partition("=")
+                if equals:
+                    record[name.strip()] = text.strip()
+            split.records.append(record)
+            split.lines.append(dict.fromkeys(record, number))
+            current = None
+            continue
         if key == "processor":
             current = {}
             split.records.append(current)
@@ -165,9 +181,8 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
     vendor = field("vendor_id")
     flags_key = next((k for k in ("flags", "Features", "features") if field(k) is not None), None)
     flags = _common_flags(records, flags_key, field(flags_key) if flags_key else None)
-    arch = _arch(
-        vendor, field("CPU implementer"), field("CPU architecture"), field("cpu"), field("isa")
-    )
+    isa = field("isa") or field("ISA")
+    arch = cpuinfo_arch(field, flags)
     facts = CpuinfoFacts(arch=arch, flags=flags, processors=processors)
     if arch == "x86_64":
         facts = facts._replace(
@@ -178,46 +193,50 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
             # "stepping : unknown" is what some hypervisors give; not worth a problem.
             stepping=_int(field("stepping") or ""),
         )
-    elif arch == "aarch64":
+    elif arch in ("aarch64", "armv7l"):
         first = next((p.arm_part for p in processors if p.arm_part), _arm_part(split.globals))
         facts = facts._replace(
             implementer=f"{first[0]:#04x}" if first else None,
             part=f"{first[1]:#05x}" if first else None,
-            model_name=split.globals.get("Processor") or split.globals.get("model name"),
+            model_name=split.globals.get("Processor") or field("model name"),
         )
-    elif arch == "ppc64le":
-        match = _PVR.search(field("revision") or "")
+    elif arch in ("ppc64le", "ppc64", "ppc"):
+        match = PVR.search(field("revision") or "")
+        pvr = int(match.group(1), 16) if match else None
         facts = facts._replace(
-            vendor="IBM",
+            vendor=powerpc_vendor(field("cpu") or "", pvr),
             model_name=field("cpu"),
             platform=field("platform"),
-            pvr=int(match.group(1), 16) if match else None,
+            pvr=pvr,
+        )
+    elif arch in ("riscv64", "riscv32"):
+        mvendorid, marchid = _int(field("mvendorid") or "", 16), _int(field("marchid") or "", 16)
+        facts = facts._replace(
+            vendor=RISCV_VENDORS.get(mvendorid) if mvendorid is not None else None,
+            model_name=field("model name") or field("uarch"),
+            machine=field("uarch"),
+            riscv_id=f"{mvendorid:#x}:{marchid:#x}"
+            if mvendorid is not None and marchid is not None
+            else None,
+            flags=riscv_extensions(isa or ""),
+        )
+    elif arch == "s390x":
+        facts = facts._replace(
+            vendor=vendor,
+            machine=field("machine"),  # lscpu prints no model name either
+        )
+    elif arch == "sparc64":
+        cpu = field("cpu") or ""
+        facts = facts._replace(
+            vendor="Fujitsu" if cpu.upper().startswith("SPARC64") else "Oracle", model_name=cpu
+        )
+    elif arch == "loongarch64":
+        facts = facts._replace(
+            vendor="Loongson", model_name=field("Model Name") or field("model name")
         )
     else:
-        facts = facts._replace(vendor=vendor, model_name=field("model name"))
+        facts = facts._replace(vendor=vendor, model_name=field("model name") or field("cpu model"))
     return facts._replace(problems=tuple(problems))
-
-
-def _arch(
-    vendor: str | None,
-    implementer: str | None,
-    cpu_architecture: str | None,
-    power_cpu: str | None,
-    isa: str | None,
-) -> Arch:
-    if vendor is not None and vendor.strip() in X86_VENDORS:
-        return "x86_64"
-    if vendor is not None and vendor.startswith("IBM/S390"):
-        return "s390x"
-    if implementer is not None:
-        # 32-bit Arm kernels print "CPU architecture: 7"; aarch64 prints 8 (even on v9 cores).
-        level = _int(cpu_architecture or "8")
-        return "aarch64" if level is not None and level >= 8 else "unknown"
-    if power_cpu is not None and power_cpu.upper().startswith(("POWER", "PPC")):
-        return "ppc64le"
-    if isa is not None and isa.startswith("rv64"):
-        return "riscv64"
-    return "unknown"
 
 
 def _arm_part(record: dict[str, str]) -> tuple[int, int] | None:

@@ -61,10 +61,12 @@ class MicroarchEntry:
     source: str
     vendor: str | None = None  # x86 vendor_id, Arm implementer ("0x41"), "IBM"; None: generic
     option: Literal["-march", "-mcpu"] = "-march"
+    march: str | None = None  # the compiler's name when it is not the key (dhyana -> znver1)
     parents: tuple[str, ...] = ()
     x86_ids: tuple[str, ...] = ()
     arm_ids: tuple[str, ...] = ()
     power_pvrs: tuple[str, ...] = ()
+    riscv_ids: tuple[str, ...] = ()  # "MVENDORID:MARCHID", as /proc/cpuinfo prints them
     names: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
     extra_flags: tuple[str, ...] = ()
@@ -84,7 +86,10 @@ class CpuIdentity(NamedTuple):
     stepping: int | None = None
     arm_parts: tuple[tuple[int, int], ...] = ()  # (implementer, part) of each core kind seen
     pvr: int | None = None  # POWER PVR version field, e.g. 0x004E
-    cpu_name: str | None = None  # POWER "cpu" line, or lscpu's Arm model name
+    cpu_name: str | None = (
+        None  # POWER "cpu" line, lscpu's Arm model name, RISC-V uarch, s390 machine
+    )
+    riscv_id: str | None = None  # "0x710:0x8000000058000001": mvendorid:marchid
     flags: frozenset[str] = frozenset()
 
 
@@ -94,6 +99,9 @@ class Identification(NamedTuple):
     x86_64_level: int | None = None
     threads_per_core: int | None = None  # a fact of the core design (Neoverse: 1), when known
     problem: str | None = None  # why it could not be told; the caller records it as an issue
+    # The entry the model ids name, even where hidden flags rule it out as a compile target: it
+    # decides -mtune (a Zen 5 guest whose hypervisor masks rdseed still tunes for Zen 5).
+    model: str | None = None
 
 
 class _Table:
@@ -110,6 +118,7 @@ class _Table:
         self.arm: dict[tuple[int, int], list[MicroarchEntry]] = {}
         self.pvr: dict[int, list[MicroarchEntry]] = {}
         self.names: dict[str, list[MicroarchEntry]] = {}
+        self.riscv: dict[str, list[MicroarchEntry]] = {}
         for entry in entries:
             self._index(entry)
 
@@ -143,11 +152,26 @@ class _Table:
                 self.arm.setdefault((int(implementer, 16), int(part, 16)), []).append(entry)
             for pvr in entry.power_pvrs:
                 self.pvr.setdefault(int(pvr, 16), []).append(entry)
+            for spec in entry.riscv_ids:
+                vendor, _, arch_id = spec.partition(":")
+                self.riscv.setdefault(f"{int(vendor, 16):#x}:{int(arch_id, 16):#x}", []).append(
+                    entry
+                )
         except ValueError as err:
             message = f"microarchitectures: entry {entry.key!r}: bad id: {err}"
             raise KnowledgeError(message) from err
         for name in entry.names:
             self.names.setdefault(name.lower(), []).append(entry)
+
+    def optional(self, key: str) -> frozenset[str]:
+        """`extra_flags` of `key` and its ancestors that it does not require."""
+        extra: set[str] = set()
+        pending = [key]
+        while pending:
+            entry = self.by_key[pending.pop()]
+            extra |= set(entry.extra_flags)
+            pending.extend(entry.parents)
+        return frozenset(extra - self.required[key])
 
     def specificity(self, entry: MicroarchEntry) -> tuple[int, int, int]:
         return (len(self.required[entry.key]), self.depth[entry.key], self.order[entry.key])
@@ -178,6 +202,17 @@ def x86_64_level(
     return max(levels, default=None)
 
 
+# Architectures Linux runs on that hwtune has no table for, and what to call them in an issue.
+UNSUPPORTED_ARCHES = {
+    "armv7l": "32-bit Arm",
+    "ppc": "32-bit PowerPC",
+    "riscv32": "32-bit RISC-V",
+    "loongarch64": "LoongArch",
+    "sparc64": "SPARC",
+    "mips": "MIPS",
+}
+
+
 def identify(
     cpu: CpuIdentity, entries: tuple[MicroarchEntry, ...] | None = None
 ) -> Identification:
@@ -185,14 +220,20 @@ def identify(
     table = _compile(load_microarchitectures() if entries is None else entries)
     level = x86_64_level(cpu.flags, entries) if cpu.arch == "x86_64" else None
     if not any(e.arch == cpu.arch for e in table.by_key.values()):
-        reason = (
-            "architecture unknown"
-            if cpu.arch == "unknown"
-            else f"no microarchitectures known for {cpu.arch}"
-        )
+        if cpu.arch in UNSUPPORTED_ARCHES:
+            reason = (
+                f"{UNSUPPORTED_ARCHES[cpu.arch]} ({cpu.arch}) is not supported: hwtune knows no "
+                "compiler targets for it and TensorFlow publishes no build for it; arch and "
+                "vendor only"
+            )
+        elif cpu.arch == "unknown":
+            reason = "architecture unknown"
+        else:
+            reason = f"no microarchitectures known for {cpu.arch}"
         return Identification(None, reason, level, problem=reason)
     described, candidates = _candidates(table, cpu)
-    flags_known = bool(cpu.flags) or cpu.arch == "ppc64le"  # POWER lists no flags at all
+    # POWER and s390 captures may list no flags at all; ids alone decide there.
+    flags_known = bool(cpu.flags) or cpu.arch in ("ppc64le", "ppc64")
     fitting = [e for e in candidates if not flags_known or table.required[e.key] <= cpu.flags]
     if fitting:
         best = max(fitting, key=table.specificity)
@@ -200,29 +241,58 @@ def identify(
         if not flags_known:
             basis += " (no flags to verify it against)"
         elif table.required[best.key]:
-            hidden = sorted(set(best.extra_flags) - cpu.flags)
+            hidden = sorted(table.optional(best.key) - cpu.flags)
             basis += "; its required flags are present"
             if hidden:
                 basis += (
-                    f"; not visible to this system (hidden by a hypervisor?): {' '.join(hidden)}"
+                    "; not visible to this system (hidden by a hypervisor, or a kernel older "
+                    f"than the flag): {' '.join(hidden)}"
                 )
-        return Identification(best.key, basis, level, best.threads_per_core)
-    fallback = _by_flags(table, cpu) if flags_known else None
-    if candidates:
-        best = max(candidates, key=table.specificity)
-        missing = " ".join(sorted(table.required[best.key] - cpu.flags))
+        return Identification(best.key, basis, level, best.threads_per_core, model=best.key)
+    model = max(candidates, key=table.specificity) if candidates else None
+    fallback = _by_flags(table, cpu, named=model is not None) if flags_known else None
+    if model is not None:
+        missing = " ".join(masked_flags(model.key, cpu.flags, entries))
         lead = (
-            f"{described} is {best.name}, but flags {missing} are absent (masked by a hypervisor?)"
+            f"{described} is {model.name}, but flags {missing} are absent (masked by a "
+            "hypervisor or the firmware?): visible flags decide the target, the model decides "
+            "tuning"
         )
     else:
         lead = f"no table entry for {described}"
+    model_key = model.key if model else None
     if fallback is None:
         tail = "no target's required flags are all present" if flags_known else "no flags to go by"
         reason = f"{lead}; {tail}"
-        return Identification(None, reason, level, problem=reason)
+        return Identification(None, reason, level, problem=reason, model=model_key)
     basis = f"{lead}; most specific target whose required flags are all present: {fallback.key}"
     # A target taken by flags alone says nothing about the core's design, so no threads per core.
-    return Identification(fallback.key, basis, level)
+    return Identification(fallback.key, basis, level, model=model_key)
+
+
+def masked_flags(
+    key: str, flags: frozenset[str], entries: tuple[MicroarchEntry, ...] | None = None
+) -> list[str]:
+    """The flags `key` requires that `flags` lacks: the oldest ancestor's first, then shorter
+    names first (movdiri before movdir64b), then by name."""
+    table = _compile(load_microarchitectures() if entries is None else entries)
+    missing = table.required.get(key, frozenset()) - flags
+    return sorted(missing, key=lambda flag: (_introduced_at(table, key, flag), len(flag), flag))
+
+
+def _introduced_at(table: _Table, key: str, flag: str) -> int:
+    """How deep in `key`'s ancestry `flag` first appears (0: the root)."""
+    depths = [
+        table.depth[k]
+        for k, required in table.required.items()
+        if flag in table.by_key[k].flags and table.required[key] >= required
+    ]
+    return min(depths, default=0)
+
+
+def compiler_name(entry: MicroarchEntry) -> str:
+    """The name -march/-mcpu/-mtune takes for `entry`."""
+    return entry.march or entry.key
 
 
 def _candidates(table: _Table, cpu: CpuIdentity) -> tuple[str, list[MicroarchEntry]]:
@@ -243,30 +313,38 @@ def _candidates(table: _Table, cpu: CpuIdentity) -> tuple[str, list[MicroarchEnt
         found = [e for ids in cpu.arm_parts for e in table.arm.get(ids, [])]
         parts = ", ".join(f"implementer {i:#04x} part {p:#05x}" for i, p in cpu.arm_parts)
         return f"CPU {parts}", found
+    if cpu.arch == "riscv64" and cpu.riscv_id and cpu.riscv_id in table.riscv:
+        return f"mvendorid:marchid {cpu.riscv_id}", list(table.riscv[cpu.riscv_id])
     # A PowerVM LPAR in compatibility mode prints "POWER8 (architected)" on POWER9 hardware, whose
     # PVR it still shows: the architected level is what code may use, so the name wins there.
     architected = "architected" in (cpu.cpu_name or "").lower()
-    if cpu.arch == "ppc64le" and cpu.pvr is not None and not architected:
-        found = list(table.pvr.get(cpu.pvr, []))
+    if cpu.arch in ("ppc64le", "ppc64") and cpu.pvr is not None and not architected:
+        found = [e for e in table.pvr.get(cpu.pvr, []) if e.arch == cpu.arch]
         if found or not cpu.cpu_name:
             return f"pvr {cpu.pvr:#06x}", found
     if cpu.cpu_name:
         # "POWER9 (architected), altivec supported" -> "power9"; lscpu's Arm "Neoverse-N1" as is.
         name = cpu.cpu_name.split(",")[0].split("(")[0].strip().lower()
+        if cpu.arch == "riscv64":  # "sifive,u74-mc": the comma is part of the name
+            name = cpu.cpu_name.strip().lower()
         found = [e for e in table.names.get(name, []) if e.arch == cpu.arch]
-        return f"cpu name {cpu.cpu_name!r}", found
+        label = "machine type" if cpu.arch == "s390x" else "cpu name"
+        return f"{label} {cpu.cpu_name!r}", found
     return "no model ids", []
 
 
-def _by_flags(table: _Table, cpu: CpuIdentity) -> MicroarchEntry | None:
+def _by_flags(table: _Table, cpu: CpuIdentity, named: bool = False) -> MicroarchEntry | None:
     vendor = cpu.vendor
     if cpu.arch == "aarch64" and cpu.arm_parts:
         vendor = f"{cpu.arm_parts[0][0]:#04x}"
+    # An Arm core the ids named keeps its name for -mtune; another core's -mcpu would tune for
+    # the wrong design, so only the generic Armv8/v9 levels stand in for it.
+    generic_only = named and cpu.arch == "aarch64"
     fits = [
         e
         for e in table.by_key.values()
         if e.arch == cpu.arch
-        and (e.vendor is None or e.vendor == vendor)
+        and (e.vendor is None or (e.vendor == vendor and not generic_only))
         # An entry adding no flags to its parents can only be told by its ids.
         and (e.flags or e.level is not None or not e.parents)
         and table.required[e.key] <= cpu.flags

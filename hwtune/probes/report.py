@@ -90,14 +90,29 @@ def isa_summary(cpu: CpuInfo) -> str:
     return f"{text} · no {', '.join(absent)}" if absent else text
 
 
+def _target(cpu: CpuInfo) -> str:
+    """ "znver4", or "Zen 5, rdseed movdiri movdir64b masked -> x86-64-v4" (flags beat ids)."""
+    if not cpu.microarch:
+        return "microarch unknown"
+    if not cpu.model_microarch or cpu.model_microarch == cpu.microarch:
+        return cpu.microarch
+    from hwtune.probes.microarch import load_microarchitectures, masked_flags
+
+    names = {entry.key: entry.name for entry in load_microarchitectures()}
+    masked = " ".join(masked_flags(cpu.model_microarch, frozenset(cpu.flags)))
+    model = names.get(cpu.model_microarch, cpu.model_microarch)
+    return f"{model}, {masked} masked -> {cpu.microarch}" if masked else cpu.microarch
+
+
 def _cpu_lines(cpu: CpuInfo, numa_nodes: int) -> list[str]:
+    level = f"x86-64-v{cpu.x86_64_level}" if cpu.x86_64_level else None
     details = [
         d
         for d in (
             cpu.vendor,
             cpu.arch if cpu.arch != "unknown" else None,
-            cpu.microarch or "microarch unknown",
-            f"x86-64-v{cpu.x86_64_level}" if cpu.x86_64_level else None,
+            _target(cpu),
+            level if level != cpu.microarch else None,
             f"on {cpu.hypervisor}" if cpu.hypervisor else None,
         )
         if d

@@ -1,0 +1,112 @@
+"""What a saved `lscpu` says about the CPU's identity when no /proc/cpuinfo came with it.
+
+util-linux's own test dumps (tests/expected/lscpu/*) omit the Architecture line, so the
+architecture is told from what lscpu prints per architecture (sys-utils/lscpu-cputype.c):
+x86 `Vendor ID`; s390 `Vendor ID: IBM/S390` and `Machine type`; PowerPC `Model: 2.1 (pvr 003f
+0201)`; RISC-V `ISA`; LoongArch `CPU family: Loongson-64bit`; SPARC `Flags: sun4u`; Arm an
+implementer name plus its hwcaps (arm64-only `asimd` vs 32-bit `vfp`/`thumb`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from hwtune.models.hardware import Arch
+from hwtune.probes.arch_ids import (
+    ARM32_ONLY,
+    ARM64_ONLY,
+    PVR,
+    RISCV_VENDORS,
+    X86_VENDORS,
+    powerpc_arch,
+    powerpc_vendor,
+    riscv_extensions,
+)
+from hwtune.probes.microarch import arm_implementer_code
+
+# uname machines lscpu prints in its Architecture line (util-linux sys-utils/lscpu-arch.c).
+MACHINES: dict[str, Arch] = {
+    "x86_64": "x86_64",
+    "amd64": "x86_64",
+    "aarch64": "aarch64",
+    "arm64": "aarch64",
+    "ppc64le": "ppc64le",
+    "ppc64": "ppc64",
+    "s390x": "s390x",
+    "riscv64": "riscv64",
+    "armv7l": "armv7l",
+    "armv8l": "armv7l",  # a 32-bit userland on a 64-bit Arm kernel
+    "ppc": "ppc",
+    "riscv32": "riscv32",
+    "loongarch64": "loongarch64",
+    "sparc64": "sparc64",
+    "mips": "mips",
+    "mips64": "mips",
+}
+
+
+class LscpuIdentity(NamedTuple):
+    arch: Arch
+    vendor: str | None = None
+    flags: tuple[str, ...] = ()
+    pvr: int | None = None  # PowerPC: from "Model: 2.1 (pvr 003f 0201)"
+    machine: str | None = None  # s390 machine type, RISC-V uarch (lscpu's Model name)
+
+
+def lscpu_arch(fields: dict[str, str], flags: tuple[str, ...]) -> Arch:
+    """lscpu's Architecture line, else what only one architecture's lscpu prints."""
+    if fields.get("Architecture") in MACHINES:
+        return MACHINES[fields["Architecture"]]
+    vendor = fields.get("Vendor ID", "").strip()
+    if vendor in X86_VENDORS:
+        return "x86_64"
+    if vendor.startswith("IBM/S390") or "Machine type" in fields:
+        return "s390x"
+    isa = fields.get("ISA", "").lower()
+    if isa.startswith(("rv64", "rv32")):
+        return "riscv64" if isa.startswith("rv64") else "riscv32"
+    if "loongson-64bit" in fields.get("CPU family", "").lower() or "loongarch" in isa:
+        return "loongarch64"
+    if (
+        any(flag.startswith("sun4") for flag in flags)
+        or "sparc" in fields.get("Model name", "").lower()
+    ):
+        return "sparc64"
+    if PVR.search(fields.get("Model", "")):
+        return powerpc_arch(fields.get("Model name", ""))
+    if fields.get("Model name", "").upper().startswith("POWER"):
+        return powerpc_arch(fields["Model name"])
+    if vendor and arm_implementer_code(vendor) is not None:
+        if set(flags) & ARM32_ONLY and not set(flags) & ARM64_ONLY:
+            return "armv7l"
+        return "aarch64"
+    return "unknown"
+
+
+def lscpu_identity(fields: dict[str, str], flags: tuple[str, ...], arch: Arch) -> LscpuIdentity:
+    """The vendor, flags and model ids lscpu gives for `arch`."""
+    vendor = fields.get("Vendor ID") or None
+    found = LscpuIdentity(arch=arch, vendor=vendor, flags=flags)
+    if arch in ("riscv64", "riscv32"):
+        # lscpu prints mvendorid as Vendor ID ("0x489") and the isa, space-separated, as ISA.
+        isa = fields.get("ISA", "").replace(" ", "_")
+        try:
+            named = RISCV_VENDORS.get(int(vendor or "", 16))
+        except ValueError:
+            named = None
+        return found._replace(
+            vendor=named or vendor,
+            flags=riscv_extensions(isa) or flags,
+            machine=fields.get("Model name") or None,
+        )
+    if arch in ("ppc64le", "ppc64", "ppc"):
+        match = PVR.search(fields.get("Model", ""))
+        pvr = int(match.group(1), 16) if match else None
+        return found._replace(
+            vendor=vendor or powerpc_vendor(fields.get("Model name", ""), pvr), pvr=pvr
+        )
+    if arch == "s390x":
+        return found._replace(machine=fields.get("Machine type") or None)
+    if arch == "loongarch64":
+        return found._replace(vendor=vendor or "Loongson")
+    return found
