@@ -409,16 +409,19 @@ def test_a_tuned_result_reaches_configure_and_invalidates_its_cache(
 
     assert run()[0] is False and run()[0] is True
     profile = plan_for({}, environ).profile
+    # A knob the tuner searches, set the other way from the rules' choice.
+    ruled = profile.env.get("TF_ENABLE_ONEDNN_OPTS")
+    tuned = "1" if ruled is not None and ruled.value == "0" else "0"
     record = {
         "fingerprint": profile.fingerprint,
         "workload": "builtin:test",
         "ratio": 1.5,
         "mode": profile.intent.mode,
-        "settings": {"env.HW_TUNED_KNOB": "42"},
+        "settings": {"env.TF_ENABLE_ONEDNN_OPTS": tuned},
     }
     save_result(record, environ)
     cached, env = run()
-    assert cached is False and env["HW_TUNED_KNOB"] == "42"  # type: ignore[index]
+    assert cached is False and env["TF_ENABLE_ONEDNN_OPTS"] == tuned  # type: ignore[index]
 
 
 # ------------------------------------------------------------------------- tuner trials
