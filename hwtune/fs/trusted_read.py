@@ -61,12 +61,16 @@ def owner_problem(info: os.stat_result, euid: int | None = None) -> str | None:
     return None
 
 
-def read_bounded(path: str | os.PathLike[str], max_bytes: int, *, check_owner: bool) -> bytes:
+def read_bounded(
+    path: str | os.PathLike[str], max_bytes: int, *, check_owner: bool, follow: bool = False
+) -> bytes:
     """The whole content of the regular file at `path`, at most `max_bytes` long; RefusedFile
-    otherwise (see the module docstring)."""
+    otherwise (see the module docstring). `follow` lets a symbolic link lead to the file (a
+    config file kept with the user's dotfiles); the target must still be a regular file."""
     name = os.fspath(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(name, flags)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise RefusedFile(name, "a symbolic link; not followed") from None

@@ -36,10 +36,23 @@ from pathlib import Path
 from typing import Any
 
 from hwtune.errors import ConfigError, ModelError
+from hwtune.fs.trusted_read import RefusedFile, read_bounded
+from hwtune.models.nesting import toml_nesting_problem
 from hwtune.models.overrides import DataFormat, JitLevel, Overrides
 from hwtune.models.profile import MODEL_KINDS, Mode, ModelKind, PrecisionIntent
 
 SYSTEM_CONFIG = Path("/etc/hwtune/config.toml")
+# Caps checked before the TOML parser runs (issue 15). A config is a few hundred bytes; the
+# largest one a process could still start with holds [env] values up to execve's 128 KiB per
+# string (MAX_ARG_STRLEN, execve(2)), so 256 KiB holds any usable config and keeps parsing
+# cheap.
+MAX_CONFIG_BYTES = 256 * 1024
+# The schema nests two levels ([threads], [env]; an inline table or array adds one): 16 is far
+# more than any config needs and far below the ~1000 levels where tomllib's recursion fails.
+MAX_CONFIG_NESTING = 16
+# The longest key the schema has is `threads.intra_op` (2 parts). tomllib copies the key so far
+# for every part, quadratic in the parts: one 40 KB key of 20,000 parts took 1.6 GB.
+MAX_CONFIG_KEY_PARTS = 16
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TF_VERSION = re.compile(r"\d+\.\d+(\.\d+)?\Z", re.ASCII)
 
@@ -122,9 +135,13 @@ def load_overrides(
 
 def read_config_file(path: Path) -> Overrides:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read: {err}") from err
+        raw = read_bounded(path, MAX_CONFIG_BYTES, check_owner=False, follow=True)
+    except RefusedFile as err:
+        raise ConfigError(err.message) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: cannot read: {err}") from None
     return parse_config_text(text, str(path))
 
 
@@ -134,10 +151,17 @@ def parse_config_text(text: str, where: str) -> Overrides:
         import tomllib
     else:  # Python 3.10: the same parser, from PyPI
         import tomli as tomllib
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{where}: larger than {MAX_CONFIG_BYTES} bytes; not a config file")
+    problem = toml_nesting_problem(text, MAX_CONFIG_NESTING, MAX_CONFIG_KEY_PARTS)
+    if problem:
+        raise ConfigError(f"{where}: {problem}; not a config file")
     try:
         data = tomllib.loads(text)
     except ValueError as err:  # TOMLDecodeError, or an integer of more than 4300 digits
         raise ConfigError(f"{where}: invalid TOML: {err}") from err
+    except RecursionError:  # a backstop: the scan above refuses what nests this deep
+        raise ConfigError(f"{where}: invalid TOML: nested too deeply") from None
     from hwtune.models.convert import load
 
     try:
