@@ -161,3 +161,138 @@ def test_an_oversized_knowledge_file_is_refused(tmp_path: Path) -> None:
     assert result.returncode == 1
     _one_line_error(result.stderr, table)
     assert "larger than 1048576 bytes" in result.stderr
+
+
+# -- item 9: thread counts and the environment's size -------------------------------------
+
+
+def test_a_thread_count_beyond_any_machine_is_refused(tmp_path: Path) -> None:
+    """Before: intra_op = 2**63-1 was applied, and TensorFlow then refused tf_config.pbtxt."""
+    hw = _hardware(tmp_path)
+    config = _config(tmp_path, "[threads]\nintra_op = 9223372036854775807\n")
+    result = run_cli(["plan", "--hardware", hw], _environ(tmp_path))
+    assert result.exit_status == 1
+    assert f"{config}: 'threads.intra_op'" in result.stderr
+    assert "above the maximum 65536" in result.stderr
+    config.unlink()
+    for name in ("HWTUNE_INTRA_OP", "HWTUNE_INTER_OP", "HWTUNE_INSTANCES"):
+        result = run_cli(["plan", "--hardware", hw], _environ(tmp_path, **{name: str(2**63 - 1)}))
+        assert result.exit_status == 1 and f"{name}: " in result.stderr, result.stderr
+        assert "above the maximum 65536" in result.stderr
+    flag = run_cli(["plan", "--hardware", hw, "--instances", str(2**40)], _environ(tmp_path))
+    assert flag.exit_status == 1 and "--instances: 1099511627776 is above" in flag.stderr
+    fits = run_cli(["plan", "--hardware", hw, "--json"], _environ(tmp_path, HWTUNE_INTRA_OP="3"))
+    assert fits.exit_status == 0
+    assert json.loads(fits.stdout)["threads"]["intra_op"]["value"] == 3
+
+
+def test_a_value_execve_cannot_pass_is_refused(tmp_path: Path) -> None:
+    """MAX_ARG_STRLEN is 128 KiB per NAME=value string: such a variable starts no process."""
+    hw = _hardware(tmp_path)
+    huge = "x" * (128 * 1024)
+    result = run_cli(["plan", "--hardware", hw, "--set", f"BIG={huge}"], _environ(tmp_path))
+    assert result.exit_status == 1
+    assert "execve(2) takes at most 131072 bytes per variable" in result.stderr
+    # The largest value that fits still starts a process with it.
+    fits = "x" * (128 * 1024 - len("BIG=") - 1)
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(len(os.environ['BIG']))"],
+        env={**os.environ, "BIG": fits},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == str(len(fits))
+    ok = run_cli(["plan", "--hardware", hw, "--set", f"BIG={fits}"], _environ(tmp_path))
+    assert ok.exit_status == 0, ok.stderr[-500:]
+
+
+def test_an_environment_past_arg_max_is_refused(tmp_path: Path) -> None:
+    arg_max = os.sysconf("SC_ARG_MAX")
+    value = "v" * (100 * 1024)
+    sets = [f"--set=V{i}={value}" for i in range(arg_max // len(value) + 2)]
+    result = run_cli(["plan", "--hardware", _hardware(tmp_path), *sets], _environ(tmp_path))
+    assert result.exit_status == 1
+    assert f"execve(2) takes at most {arg_max} (ARG_MAX)" in result.stderr
+    with pytest.raises(OSError) as e2big:  # what every exec of the job would have met
+        subprocess.run(["true"], env={f"V{i}": value for i in range(len(sets))}, check=False)
+    assert e2big.value.errno == 7  # E2BIG
+
+
+# -- item 13: names, digits, the daemon's interval, the journal ---------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO", "GROUPS"]
+)
+def test_shell_owned_names_are_refused(name: str, tmp_path: Path) -> None:
+    hw = _hardware(tmp_path)
+    result = run_cli(["plan", "--hardware", hw, "--set", f"{name}=1"], _environ(tmp_path))
+    assert result.exit_status == 1
+    assert f"{name} belongs to the shell" in result.stderr
+    config = _config(tmp_path, f"[env]\n{name} = '1'\n")
+    from_file = run_cli(["plan", "--hardware", hw], _environ(tmp_path))
+    assert from_file.exit_status == 1 and f"{config}: '[env].{name}'" in from_file.stderr
+
+
+def test_a_readonly_name_would_break_sourcing_the_profile() -> None:
+    """Why UID and friends are refused: `. hwtune.sh` with `export UID=…` fails in bash."""
+    done = subprocess.run(
+        ["bash", "-c", "export UID='1' && echo reached"], capture_output=True, text=True
+    )
+    assert "readonly variable" in done.stderr and "reached" not in done.stdout
+
+
+@pytest.mark.parametrize("name", ["HWTUNE_MODE", "HWTUNE_KNOWLEDGE_DIR", "HWTUNE_ANYTHING"])
+def test_hwtune_names_are_refused_in_env_and_set(name: str, tmp_path: Path) -> None:
+    hw = _hardware(tmp_path)
+    result = run_cli(["plan", "--hardware", hw, "--set", f"{name}=bogus"], _environ(tmp_path))
+    assert result.exit_status == 1 and f"{name} steers hwtune itself" in result.stderr
+    config = _config(tmp_path, f"[env]\n{name} = 'bogus'\n")
+    from_file = run_cli(["plan", "--hardware", hw], _environ(tmp_path))
+    assert from_file.exit_status == 1 and f"{config}: '[env].{name}'" in from_file.stderr
+
+
+@pytest.mark.parametrize("digits", ["٢", "²", "２", "+2", "1_0"])
+def test_counts_are_ascii_digits(digits: str, tmp_path: Path) -> None:
+    hw = _hardware(tmp_path)
+    flag = run_cli(["plan", "--hardware", hw, "--instances", digits], _environ(tmp_path))
+    assert flag.exit_status == 2  # bad usage, as argparse reports it
+    variable = run_cli(["plan", "--hardware", hw], _environ(tmp_path, HWTUNE_INSTANCES=digits))
+    assert variable.exit_status == 1 and "expected a whole number" in variable.stderr
+
+
+def test_ascii_int_parsing() -> None:
+    from hwtune.models.digits import parse_ascii_int
+
+    assert parse_ascii_int(" 12\n") == 12 and parse_ascii_int("-3") == -3
+    for text in ("٢", "1٢", "", "-", "+1", "1_000", "0x10", "1.0", "- 1"):
+        with pytest.raises(ValueError):
+            parse_ascii_int(text)
+
+
+@pytest.mark.parametrize("interval", ["1e-300", "0.01", "5e-324"])
+def test_the_daemon_interval_has_a_floor(interval: str) -> None:
+    """Before: --interval 1e-300 was taken and the loop kept a core 98% busy."""
+    result = run_cli(["daemon", "--root", "/", "--interval", interval])
+    assert result.exit_status == 1
+    assert f"--interval {float(interval):g}: must be a number of seconds from 0.1" in (
+        result.stderr
+    )
+
+
+@pytest.mark.parametrize("text", ['"false"', '"true"', "0", "1", "null", "[]"])
+def test_a_journal_manifest_complete_flag_is_a_json_bool(text: str, tmp_path: Path) -> None:
+    """Before: bool("false") is True, so an incomplete entry read as complete and was never
+    rolled back."""
+    from hwtune.apply import journal
+    from hwtune.errors import ApplyError
+
+    entry = tmp_path / journal.JOURNAL_DIR / "1-1"
+    entry.mkdir(parents=True)
+    manifest = {"id": "1-1", "created": "x", "hwtune": "0", "files": []}
+    (entry / journal.MANIFEST).write_text(json.dumps(manifest)[:-1] + f', "complete": {text}}}')
+    with pytest.raises(ApplyError, match=r"'complete' is .* not true or false"):
+        journal.load(tmp_path, "1-1")
+    (entry / journal.MANIFEST).write_text(json.dumps({**manifest, "complete": False}))
+    assert journal.load(tmp_path, "1-1").complete is False

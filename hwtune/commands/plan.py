@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hwtune.cli import Environment
 from hwtune.errors import HwtuneError
+from hwtune.models.digits import whole_number
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import MODEL_HELP, MODEL_KINDS, Profile
 from hwtune.status import ExitStatus
@@ -40,8 +41,12 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mode", choices=("throughput", "latency"), help="the goal (default throughput)"
     )
-    parser.add_argument("--instances", type=int, metavar="N", help="N processes share this node")
-    parser.add_argument("--instance", type=int, metavar="K", help="plan for instance K (0-based)")
+    parser.add_argument(
+        "--instances", type=whole_number, metavar="N", help="N processes share this node"
+    )
+    parser.add_argument(
+        "--instance", type=whole_number, metavar="K", help="plan for instance K (0-based)"
+    )
     parser.add_argument(
         "--precision",
         choices=("off", "eligible", "auto"),

@@ -37,8 +37,10 @@ from typing import Any
 
 from hwtune.errors import ConfigError, ModelError
 from hwtune.fs.trusted_read import RefusedFile, read_bounded
+from hwtune.models.cpulist import MAX_CPU
+from hwtune.models.digits import parse_ascii_int
 from hwtune.models.nesting import toml_nesting_problem
-from hwtune.models.overrides import DataFormat, JitLevel, Overrides
+from hwtune.models.overrides import DataFormat, JitLevel, Overrides, env_name_problem
 from hwtune.models.profile import MODEL_KINDS, Mode, ModelKind, PrecisionIntent
 
 SYSTEM_CONFIG = Path("/etc/hwtune/config.toml")
@@ -101,6 +103,20 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "data_format": ("channels_last", "channels_first"),
 }
 _MINIMUM = {"instances": 1, "instance": 0, "intra_op": 1, "inter_op": 1}
+# The same bound tuned results have (pipeline/measured.py): no thread pool, instance count or
+# instance index beyond the CPU numbers Linux has (models/cpulist.py MAX_CPU). Unbounded,
+# intra_op = 2**63-1 was applied and TensorFlow then refused tf_config.pbtxt.
+_MAXIMUM = {
+    "instances": MAX_CPU,
+    "instance": MAX_CPU - 1,
+    "intra_op": MAX_CPU,
+    "inter_op": MAX_CPU,
+}
+# execve(2) takes each "NAME=value" string (with its NUL) up to MAX_ARG_STRLEN, 32 pages =
+# 128 KiB (include/uapi/linux/binfmts.h), and all of argv and the environment, strings and
+# pointers, up to ARG_MAX (a quarter of the stack limit, sysconf(_SC_ARG_MAX)). A value past
+# either starts no process: E2BIG from every exec of the job.
+MAX_ARG_STRLEN = 32 * 4096
 
 
 def config_paths(environ: Mapping[str, str]) -> tuple[Path, ...]:
@@ -130,7 +146,9 @@ def load_overrides(
         if Path(path).is_file():
             result = result.merged(read_config_file(Path(path)))
     result = result.merged(overrides_from_environ(environ))
-    return result.merged(parse_sets(argv_sets))
+    result = result.merged(parse_sets(argv_sets))
+    check_environment_size(environ, result.env)
+    return result
 
 
 def read_config_file(path: Path) -> Overrides:
@@ -205,7 +223,7 @@ def overrides_from_environ(environ: Mapping[str, str]) -> Overrides:
         value: Any = raw
         if name in _MINIMUM:
             try:
-                value = int(raw)
+                value = parse_ascii_int(raw)  # not int(): it takes '٢' too
             except ValueError:
                 raise ConfigError(
                     f"{var}={raw!r}: expected a whole number", hint=f"for example {var}=2"
@@ -251,6 +269,11 @@ def _check_value(name: str, value: Any, where: str) -> None:
         )
     if name in _MINIMUM and value < _MINIMUM[name]:
         raise ConfigError(f"{where}: {value} is below the minimum {_MINIMUM[name]}")
+    if name in _MAXIMUM and value > _MAXIMUM[name]:
+        raise ConfigError(
+            f"{where}: {str(value)[:30]} is above the maximum {_MAXIMUM[name]}",
+            hint="no machine Linux runs on has more CPUs than that",
+        )
     if name == "tf_version" and not _TF_VERSION.match(str(value)):
         raise ConfigError(f"{where}: {value!r} is not a TensorFlow version", hint="e.g. 2.19")
 
@@ -261,6 +284,9 @@ def _check_env_name(name: str, where: str) -> None:
             f"{where}: {name!r} is not an environment variable name",
             hint="letters, digits and underscores, not starting with a digit",
         )
+    problem = env_name_problem(name)
+    if problem:
+        raise ConfigError(f"{where}: {problem}", hint="leave it out of [env] and --set")
 
 
 def _check_env_value(name: str, value: str, where: str) -> None:
@@ -274,8 +300,33 @@ def _check_env_value(name: str, value: str, where: str) -> None:
             hint="remove the NUL (\\u0000 in TOML) from the value",
         )
     try:
-        os.fsencode(value)  # argv and the environment carry bytes; this is their codec
+        encoded = os.fsencode(value)  # argv and the environment carry bytes; this is their codec
     except UnicodeEncodeError as err:
         raise ConfigError(
             f"{where}: the value of {name} cannot be encoded for the environment ({err.reason})"
         ) from None
+    if len(name) + 1 + len(encoded) + 1 > MAX_ARG_STRLEN:
+        raise ConfigError(
+            f"{where}: {name}=… is {len(encoded)} bytes; execve(2) takes at most "
+            f"{MAX_ARG_STRLEN} bytes per variable (MAX_ARG_STRLEN), so no process could start",
+            hint="shorten the value",
+        )
+
+
+def check_environment_size(environ: Mapping[str, str], added: Mapping[str, str]) -> None:
+    """ConfigError when `environ` with the variables of `added` is more than execve(2) takes
+    (ARG_MAX, strings and pointers): every process of the job would fail with E2BIG."""
+    try:
+        arg_max = os.sysconf("SC_ARG_MAX")
+    except (OSError, ValueError):
+        return
+    merged = {**environ, **added}
+    pointer = 8  # one char* per string in envp (64-bit)
+    total = sum(len(f"{k}={v}".encode(errors="replace")) + 1 + pointer for k, v in merged.items())
+    if arg_max > 0 and total > arg_max:
+        raise ConfigError(
+            f"the environment with the variables set in [env] and --set would be {total} "
+            f"bytes; execve(2) takes at most {arg_max} (ARG_MAX) with the arguments, so no "
+            "process could start",
+            hint="set fewer or shorter variables",
+        )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hwtune.models.digits import whole_number
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import MODEL_HELP, MODEL_KINDS, Intent, Profile
 from hwtune.pipeline.ranks import LocalRank, already_pinned, local_rank
@@ -36,14 +37,14 @@ def add_intent_arguments(parser: argparse.ArgumentParser, *, instances: bool = T
     if instances:
         group.add_argument(
             "--instances",
-            type=int,
+            type=whole_number,
             default=None,
             metavar="N",
             help="processes sharing the node (default: launcher's ranks, else 1)",
         )
         group.add_argument(
             "--instance",
-            type=int,
+            type=whole_number,
             default=None,
             metavar="I",
             help="which of them this is (0-based)",
