@@ -206,6 +206,7 @@ def test_a_device_at_the_cache_path_is_not_read(tmp_path: Path) -> None:
 
 def _record(**settings: object) -> dict[str, object]:
     return {
+        "schema": 1,
         "fingerprint": "abc123",
         "workload": "builtin:cnn",
         "mode": "throughput",
@@ -273,6 +274,12 @@ def test_a_planted_tuned_result_file_is_refused(kind: str, tmp_path: Path) -> No
     with pytest.raises(TuneError) as refused:
         load_measured("abc123", "builtin:cnn", environ=environ)
     assert str(path) in refused.value.message
+    why = {
+        "symlink": "a symbolic link",
+        "fifo": "not a regular file",
+        "world-writable": "by others",
+    }
+    assert why[kind] in refused.value.message
 
 
 @needs_root
