@@ -254,10 +254,17 @@ def test_hwtune_names_are_refused_in_env_and_set(name: str, tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("digits", ["٢", "²", "２", "+2", "1_0"])
-def test_counts_are_ascii_digits(digits: str, tmp_path: Path) -> None:
+def test_counts_are_ascii_digits(
+    digits: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     hw = _hardware(tmp_path)
     flag = run_cli(["plan", "--hardware", hw, "--instances", digits], _environ(tmp_path))
     assert flag.exit_status == 2  # bad usage, as argparse reports it
+    for command in ("env", "apply", "exec", "tune"):
+        capsys.readouterr()
+        other = run_cli([command, "--instances", digits, "--", "true"], _environ(tmp_path))
+        said = capsys.readouterr().err  # argparse writes to sys.stderr
+        assert other.exit_status == 2 and "argument --instances: invalid" in said, said
     variable = run_cli(["plan", "--hardware", hw], _environ(tmp_path, HWTUNE_INSTANCES=digits))
     assert variable.exit_status == 1 and "expected a whole number" in variable.stderr
 

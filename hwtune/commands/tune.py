@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from hwtune.cli import Environment
+from hwtune.models.digits import whole_number
 from hwtune.models.profile import MODEL_HELP, MODEL_KINDS
 from hwtune.status import ExitStatus
 
@@ -53,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=MODEL_KINDS, help=MODEL_HELP)
     parser.add_argument(
         "--instances",
-        type=int,
+        type=whole_number,
         metavar="N",
         help="tune for N concurrent copies (default: searched in throughput mode)",
     )
