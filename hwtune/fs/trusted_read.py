@@ -90,7 +90,10 @@ def read_bounded(
             raise RefusedFile(name, f"larger than {max_bytes} bytes; not read")
         chunks: list[bytes] = []
         size = 0
-        while size <= max_bytes and (chunk := os.read(fd, max_bytes + 1 - size)):
+        # Ask for the size fstat gave (+1 to see the end; at least 64 KiB, for file systems that
+        # report 0), not a whole max_bytes buffer: configure() reads the cache at every start.
+        want = max(min(info.st_size, max_bytes) + 1, 1 << 16)
+        while size <= max_bytes and (chunk := os.read(fd, min(want, max_bytes + 1 - size))):
             chunks.append(chunk)
             size += len(chunk)
     except OSError as err:
