@@ -414,20 +414,23 @@ def test_a_tuned_result_reaches_configure_where_named_and_invalidates_its_cache(
     named = 'workload="builtin:test"'
     assert run(named)[0] is False and run(named)[0] is True
     profile = profile_for(PlanRequest(environ)).profile
+    # A knob the tuner searches, set the other way from the rules' choice.
+    ruled = profile.env.get("TF_ENABLE_ONEDNN_OPTS")
+    tuned = "1" if ruled is not None and ruled.value == "0" else "0"
     record = {
         "fingerprint": profile.fingerprint,
         "workload": "builtin:test",
         "ratio": 1.5,
         "mode": profile.intent.mode,
-        "settings": {"env.HW_TUNED_KNOB": "42"},
+        "settings": {"env.TF_ENABLE_ONEDNN_OPTS": tuned},
     }
     save_result(record, environ)
     cached, env = run(named)
-    assert cached is False and env["HW_TUNED_KNOB"] == "42"  # type: ignore[index]
-    assert run(HWTUNE_WORKLOAD="builtin:test")[1]["HW_TUNED_KNOB"] == "42"  # type: ignore[index]
+    assert cached is False and env["TF_ENABLE_ONEDNN_OPTS"] == tuned  # type: ignore[index]
+    assert run(HWTUNE_WORKLOAD="builtin:test")[1]["TF_ENABLE_ONEDNN_OPTS"] == tuned  # type: ignore[index]
     # Another job, or one that asks for rules only, is not changed by it.
-    assert "HW_TUNED_KNOB" not in run()[1]  # type: ignore[operator]
-    assert "HW_TUNED_KNOB" not in run(f"{named}, measured=False")[1]  # type: ignore[operator]
+    assert run()[1]["TF_ENABLE_ONEDNN_OPTS"] != tuned  # type: ignore[index]
+    assert run(f"{named}, measured=False")[1]["TF_ENABLE_ONEDNN_OPTS"] != tuned  # type: ignore[index]
 
 
 # ------------------------------------------------------------------------- tuner trials

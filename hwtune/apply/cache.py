@@ -7,22 +7,34 @@ recomputes the fingerprint and uses the file only when it is equal; otherwise it
 plans again and rewrites the file atomically (ranks starting together may race; each writes a
 complete file and the last rename wins).
 
+The file is input, not trust (issue 15): it is read with `hwtune.fs.trusted_read` (a regular
+file, never a link, FIFO or device, at most MAX_CACHE_BYTES), and one owned by another user or
+writable by others is ignored with a warning and rebuilt: hwtune runs as root, and the cache
+says which variables a job starts with.
+
 The warm path imports only the standard library's json, os and sys plus hwtune.paths (where
-the file lives: XDG resolution is done there, once), hwtune.apply.fingerprint and
-hwtune.pipeline.ranks: no pydantic, psutil, dataclasses, probes or planner.
+the file lives: XDG resolution is done there, once), hwtune.apply.fingerprint,
+hwtune.fs.trusted_read and hwtune.pipeline.ranks: no pydantic, psutil, dataclasses, probes or
+planner.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 from hwtune import paths
 from hwtune.apply.fingerprint import fingerprint
+from hwtune.fs.trusted_read import RefusedFile, read_bounded
 
 CACHE_SCHEMA = 1
+# A cache file is a few KB (a dozen variables with their reasons, notes, CPU lists); one of a
+# MiB is not one of ours, and the bound keeps a huge planted file (or /dev/zero, refused anyway
+# as a device) from costing memory at every job start.
+MAX_CACHE_BYTES = 1 << 20
 INTENT_KEYS = ("mode", "instances", "instance", "precision", "model")
 
 
@@ -45,18 +57,28 @@ def cache_path(environ: Mapping[str, str], key: str) -> str:
 
 def load(path: str, current: dict[str, object]) -> dict[str, Any] | None:
     """The cached payload when it was planned under the `current` fingerprint, else None."""
+    return check(path, current)[0]
+
+
+def check(path: str, current: dict[str, object]) -> tuple[dict[str, Any] | None, str | None]:
+    """(the cached payload or None, why the file was refused or None). A missing, stale or
+    damaged file is only a miss; one refused by `read_bounded` (a link, a FIFO, a device, too
+    large, another user's or writable by others) is a miss with a reason to warn about."""
     try:
-        with open(path, "rb") as handle:
-            data = json.loads(handle.read())
-    except (OSError, ValueError):
-        return None
+        raw = read_bounded(path, MAX_CACHE_BYTES, check_owner=True)
+    except RefusedFile as err:
+        return None, None if err.missing else err.message
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):  # not JSON, or nested beyond the interpreter's stack
+        return None, None
     if not isinstance(data, dict) or data.get("schema") != CACHE_SCHEMA:
-        return None
+        return None, None
     # Compare in JSON form: the file holds lists where fresh data may hold other sequences.
     if data.get("fingerprint") != json.loads(json.dumps(current)):
-        return None
+        return None, None
     payload = data.get("payload")
-    return payload if isinstance(payload, dict) else None
+    return (payload if isinstance(payload, dict) else None), None
 
 
 def store(path: str, current: dict[str, object], payload: dict[str, Any]) -> None:
@@ -108,13 +130,18 @@ def lookup(
     key = cache_key(explicit, (rank.rank, rank.size) if rank else None)
     path = cache_path(environ, key)
     current = fingerprint(environ)
+    refused = None
     if use_cache:
-        payload = load(path, current)
-        if payload is not None:
-            return payload, True, path
+        cached, refused = check(path, current)
+        if cached is not None:
+            return cached, True, path
     from hwtune.pipeline.request import PlanRequest, profile_for
 
     request = PlanRequest(environ, **{k: v for k, v in explicit.items() if v is not None})
     payload = payload_from_planned(profile_for(request))
     store(path, current, payload)
+    if refused:
+        note = f"the configure cache was ignored and rebuilt: {refused}"
+        print(f"hwtune: warning: {note}", file=sys.stderr)
+        payload = {**payload, "notes": [*payload.get("notes", []), note]}
     return payload, False, path

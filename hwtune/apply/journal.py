@@ -175,7 +175,12 @@ def load(output_dir: Path, entry_id: str) -> JournalEntry:
     try:
         data = json.loads(path.read_text())
         files = tuple(
-            JournalFile(str(f["name"]), bool(f["existed"]), str(f["new_sha256"]), f.get("backup"))
+            JournalFile(
+                str(f["name"]),
+                _strict_bool(f["existed"], "existed"),
+                str(f["new_sha256"]),
+                f.get("backup"),
+            )
             for f in data["files"]
         )
         for f in files:  # a manifest must not name files outside the output directory
@@ -184,7 +189,7 @@ def load(output_dir: Path, entry_id: str) -> JournalEntry:
         return JournalEntry(
             str(data["id"]),
             str(data.get("created", "")),
-            bool(data["complete"]),
+            _strict_bool(data["complete"], "complete"),
             files,
             str(data.get("hwtune", "")),
         )
@@ -193,6 +198,13 @@ def load(output_dir: Path, entry_id: str) -> JournalEntry:
             f"journal entry {path} is unreadable: {err}",
             hint=f"remove {path.parent} if it is damaged; the output files are not affected",
         ) from err
+
+
+def _strict_bool(value: object, key: str) -> bool:
+    """A JSON true or false; bool() would read the string "false" (or 1, or []) as a value."""
+    if type(value) is not bool:
+        raise ValueError(f"{key!r} is {str(value)[:20]!r}, not true or false")
+    return value
 
 
 def entry_ids(output_dir: Path) -> list[str]:

@@ -259,7 +259,8 @@ def env_header(fmt: EnvFormat) -> list[str]:
     use = {
         "sh": 'source it, or: eval "$(hwtune env)"',
         "systemd": "for EnvironmentFile= in a unit (systemd.exec(5))",
-        "dotenv": "for docker run --env-file",
+        "dotenv": "docker's env-file format, for docker run --env-file (values verbatim; "
+        "python-dotenv reads quotes, escapes and $ differently)",
         "json": "",
     }[fmt]
     return [

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from hwtune.errors import KnowledgeError, ModelError
+from hwtune.fs.trusted_read import RefusedFile, read_bounded
 from hwtune.knowledge.grammar import validate_entry
 from hwtune.models.convert import load
+from hwtune.models.nesting import json_nesting_problem
 
 DATA_DIR = Path(__file__).with_name("data")
 
@@ -39,11 +41,29 @@ def user_dirs(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     return tuple(Path(d) for d in knowledge_dirs(environ))
 
 
+# Caps checked before the JSON parser runs (issue 15). The largest shipped table is about
+# 35 KB (microarchitectures.json): 1 MiB holds thirty times that, and bounds what a user's file
+# (or /dev/zero named as one) costs to read.
+MAX_KNOWLEDGE_BYTES = 1 << 20
+# An entry nests about four levels (object, entries list, entry, a list in it); json's scanner
+# recurses per level and fails near 1000 (a file of 200,000 `[` raised RecursionError).
+MAX_KNOWLEDGE_NESTING = 32
+
+
 def _read_entries(path: Path) -> list[Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise KnowledgeError(f"{path}: cannot read: {err}") from err
+        text = read_bounded(path, MAX_KNOWLEDGE_BYTES, check_owner=False, follow=True).decode()
+    except RefusedFile as err:
+        raise KnowledgeError(f"{path}: cannot read: {err.why}") from None
+    except UnicodeDecodeError as err:
+        raise KnowledgeError(f"{path}: cannot read: {err}") from None
+    problem = json_nesting_problem(text, MAX_KNOWLEDGE_NESTING)
+    if problem:
+        raise KnowledgeError(f"{path}: {problem}; not a knowledge file")
+    try:
+        data = json.loads(text)
+    except RecursionError:  # a backstop: the scan above refuses what nests this deep
+        raise KnowledgeError(f"{path}: invalid JSON: nested too deeply") from None
     except json.JSONDecodeError as err:
         raise KnowledgeError(f"{path}: line {err.lineno}: invalid JSON: {err.msg}") from err
     except ValueError as err:  # e.g. an integer of more than 4300 digits (int() refuses it)

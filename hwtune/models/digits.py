@@ -21,3 +21,22 @@ def is_ascii_digits(text: str) -> bool:
     """
     # isascii() first: on ASCII text, isdigit() is exactly [0-9]+.
     return text.isascii() and text.isdigit()
+
+
+def parse_ascii_int(text: str) -> int:
+    """The whole number `text` spells in ASCII digits, with an optional leading '-' and
+    surrounding whitespace; ValueError otherwise (`int()` also takes '٢', '+2' and '1_0').
+
+    >>> parse_ascii_int(" 12 "), parse_ascii_int("-3")
+    (12, -3)
+    """
+    stripped = text.strip()
+    digits = stripped[1:] if stripped.startswith("-") else stripped
+    if not is_ascii_digits(digits):
+        raise ValueError(f"{text!r} is not a whole number in ASCII digits")
+    return int(stripped)
+
+
+def whole_number(text: str) -> int:
+    """`parse_ascii_int` for argparse's `type=` (whose error message names the function)."""
+    return parse_ascii_int(text)

@@ -54,3 +54,54 @@ class Overrides:
             origins={**self.origins, **later.origins},
             **changes,
         )
+
+
+# Names a profile variable cannot have, because the shell that sources hwtune.sh owns them.
+# bash: read-only (UID, EUID, PPID, SHELLOPTS, BASHOPTS, BASH_VERSINFO: `export UID=…` fails
+# with "readonly variable"), or set by the shell itself so that an exported value is lost or
+# changes the shell (GNU Bash manual, "Bash Variables"). zsh: UID, EUID, GID, EGID and USERNAME
+# change the process's user or group when assigned (zsh manual, "Parameters Set By The Shell"),
+# which as root is not an environment setting at all.
+SHELL_RESERVED_NAMES = frozenset(
+    {
+        "UID",
+        "EUID",
+        "PPID",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "BASH_VERSINFO",
+        "BASHPID",
+        "BASH_ARGC",
+        "BASH_ARGV",
+        "BASH_ARGV0",
+        "BASH_COMMAND",
+        "BASH_LINENO",
+        "BASH_SOURCE",
+        "BASH_SUBSHELL",
+        "EPOCHREALTIME",
+        "EPOCHSECONDS",
+        "FUNCNAME",
+        "GROUPS",
+        "HISTCMD",
+        "LINENO",
+        "RANDOM",
+        "SECONDS",
+        "SRANDOM",
+        "GID",
+        "EGID",
+        "USERNAME",
+    }
+)
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why the profile cannot set the variable `name` ([env] in a config file, `--set`), or
+    None. A HWTUNE_* variable steers hwtune itself: exported by `. hwtune.sh`, a bad one
+    (HWTUNE_MODE=bogus) would break every later hwtune command in that shell."""
+    if name.startswith("HWTUNE_"):
+        return (
+            f"{name} steers hwtune itself, not the job; a profile does not set HWTUNE_* variables"
+        )
+    if name in SHELL_RESERVED_NAMES:
+        return f"{name} belongs to the shell (read-only or set by bash or zsh itself)"
+    return None

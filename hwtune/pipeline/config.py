@@ -40,11 +40,24 @@ from pathlib import Path
 from typing import Any
 
 from hwtune.errors import ConfigError, ModelError
+from hwtune.fs.trusted_read import RefusedFile, read_bounded
 from hwtune.models.cpulist import MAX_CPU
-from hwtune.models.overrides import DataFormat, JitLevel, Overrides
+from hwtune.models.nesting import toml_nesting_problem
+from hwtune.models.overrides import DataFormat, JitLevel, Overrides, env_name_problem
 from hwtune.models.profile import MODEL_KINDS, Mode, ModelKind, PrecisionIntent
 
 SYSTEM_CONFIG = Path("/etc/hwtune/config.toml")
+# Caps checked before the TOML parser runs (issue 15). A config is a few hundred bytes; the
+# largest one a process could still start with holds [env] values up to execve's 128 KiB per
+# string (MAX_ARG_STRLEN, execve(2)), so 256 KiB holds any usable config and keeps parsing
+# cheap.
+MAX_CONFIG_BYTES = 256 * 1024
+# The schema nests two levels ([threads], [env]; an inline table or array adds one): 16 is far
+# more than any config needs and far below the ~1000 levels where tomllib's recursion fails.
+MAX_CONFIG_NESTING = 16
+# The longest key the schema has is `threads.intra_op` (2 parts). tomllib copies the key so far
+# for every part, quadratic in the parts: one 40 KB key of 20,000 parts took 1.6 GB.
+MAX_CONFIG_KEY_PARTS = 16
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TF_VERSION = re.compile(r"\d+\.\d+(\.\d+)?\Z", re.ASCII)
 
@@ -100,8 +113,20 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "data_format": ("channels_last", "channels_first"),
 }
 _MINIMUM = {"instances": 1, "instance": 0, "intra_op": 1, "inter_op": 1}
-# No pool or instance count beyond the CPU numbers Linux has (models/cpulist.py).
-_MAXIMUM = {name: MAX_CPU for name in _MINIMUM}
+# The same bound tuned results have (pipeline/measured.py): no thread pool, instance count or
+# instance index beyond the CPU numbers Linux has (models/cpulist.py MAX_CPU). Unbounded,
+# intra_op = 2**63-1 was applied and TensorFlow then refused tf_config.pbtxt.
+_MAXIMUM = {
+    "instances": MAX_CPU,
+    "instance": MAX_CPU - 1,
+    "intra_op": MAX_CPU,
+    "inter_op": MAX_CPU,
+}
+# execve(2) takes each "NAME=value" string (with its NUL) up to MAX_ARG_STRLEN, 32 pages =
+# 128 KiB (include/uapi/linux/binfmts.h), and all of argv and the environment, strings and
+# pointers, up to ARG_MAX (a quarter of the stack limit, sysconf(_SC_ARG_MAX)). A value past
+# either starts no process: E2BIG from every exec of the job.
+MAX_ARG_STRLEN = 32 * 4096
 _COUNT_DIGITS = len(str(MAX_CPU))
 
 
@@ -130,14 +155,20 @@ def load_overrides(
         if Path(path).is_file():
             result = result.merged(read_config_file(Path(path)))
     result = result.merged(overrides_from_environ(environ))
-    return result.merged(parse_sets(argv_sets))
+    result = result.merged(parse_sets(argv_sets))
+    check_environment_size(environ, result.env)
+    return result
 
 
 def read_config_file(path: Path) -> Overrides:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read: {err}") from err
+        raw = read_bounded(path, MAX_CONFIG_BYTES, check_owner=False, follow=True)
+    except RefusedFile as err:
+        raise ConfigError(err.message) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: cannot read: {err}") from None
     return parse_config_text(text, str(path))
 
 
@@ -147,10 +178,17 @@ def parse_config_text(text: str, where: str) -> Overrides:
         import tomllib
     else:  # Python 3.10: the same parser, from PyPI
         import tomli as tomllib
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{where}: larger than {MAX_CONFIG_BYTES} bytes; not a config file")
+    problem = toml_nesting_problem(text, MAX_CONFIG_NESTING, MAX_CONFIG_KEY_PARTS)
+    if problem:
+        raise ConfigError(f"{where}: {problem}; not a config file")
     try:
         data = tomllib.loads(text)
     except ValueError as err:  # TOMLDecodeError, or an integer of more than 4300 digits
         raise ConfigError(f"{where}: invalid TOML: {err}") from err
+    except RecursionError:  # a backstop: the scan above refuses what nests this deep
+        raise ConfigError(f"{where}: invalid TOML: nested too deeply") from None
     from hwtune.models.convert import load
 
     try:
@@ -287,6 +325,9 @@ def _check_env_name(name: str, where: str) -> None:
             f"{where}: {name!r} is not an environment variable name",
             hint="letters, digits and underscores, not starting with a digit",
         )
+    problem = env_name_problem(name)
+    if problem:
+        raise ConfigError(f"{where}: {problem}", hint="leave it out of [env] and --set")
 
 
 def _check_env_value(name: str, value: str, where: str) -> None:
@@ -300,8 +341,33 @@ def _check_env_value(name: str, value: str, where: str) -> None:
             hint="remove the NUL (\\u0000 in TOML) from the value",
         )
     try:
-        os.fsencode(value)  # argv and the environment carry bytes; this is their codec
+        encoded = os.fsencode(value)  # argv and the environment carry bytes; this is their codec
     except UnicodeEncodeError as err:
         raise ConfigError(
             f"{where}: the value of {name} cannot be encoded for the environment ({err.reason})"
         ) from None
+    if len(name) + 1 + len(encoded) + 1 > MAX_ARG_STRLEN:
+        raise ConfigError(
+            f"{where}: {name}=… is {len(encoded)} bytes; execve(2) takes at most "
+            f"{MAX_ARG_STRLEN} bytes per variable (MAX_ARG_STRLEN), so no process could start",
+            hint="shorten the value",
+        )
+
+
+def check_environment_size(environ: Mapping[str, str], added: Mapping[str, str]) -> None:
+    """ConfigError when `environ` with the variables of `added` is more than execve(2) takes
+    (ARG_MAX, strings and pointers): every process of the job would fail with E2BIG."""
+    try:
+        arg_max = os.sysconf("SC_ARG_MAX")
+    except (OSError, ValueError):
+        return
+    merged = {**environ, **added}
+    pointer = 8  # one char* per string in envp (64-bit)
+    total = sum(len(f"{k}={v}".encode(errors="replace")) + 1 + pointer for k, v in merged.items())
+    if arg_max > 0 and total > arg_max:
+        raise ConfigError(
+            f"the environment with the variables set in [env] and --set would be {total} "
+            f"bytes; execve(2) takes at most {arg_max} (ARG_MAX) with the arguments, so no "
+            "process could start",
+            hint="set fewer or shorter variables",
+        )

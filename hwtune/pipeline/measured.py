@@ -14,8 +14,12 @@ and model kind).
 
 A result file is input like any other: it may be truncated, hand-edited, written by another
 version, or planted. Before anything reaches plan(), the whole file is checked: a regular
-file of at most MAX_RESULT_BYTES, UTF-8 JSON, schema 1, a positive finite ratio, and every
-setting one the planner takes, with a value it can use (`_setting_problem`). Anything else
+file (never a link, FIFO or device) of at most MAX_RESULT_BYTES, owned by root or the user
+running hwtune and writable by no one else (`hwtune.fs.trusted_read`), UTF-8 JSON, schema 1, a
+positive finite ratio, and every setting one of the knobs the tuner searches, with a value of
+that knob's grammar (`_setting_problem`): no other variable, however harmless its name looks
+(a planted result must not set CUDA_INJECTION64_PATH, NCCL_NET_PLUGIN, GLIBC_TUNABLES,
+XLA_FLAGS or HOME for every job `hwtune apply` writes a profile for). Anything else
 is a TuneError naming the file and what is wrong, and the whole result is ignored, never a
 part of it (a measurement holds for its combination of settings). Every planning command and
 `configure()` turn that error into a note and plan with the rules.
@@ -36,6 +40,7 @@ from typing import Any
 from hwtune.errors import ApplyError, TuneError
 from hwtune.fs.atomic import write_atomic
 from hwtune.fs.trust import make_dirs
+from hwtune.fs.trusted_read import RefusedFile, read_bounded
 from hwtune.models.cpulist import MAX_CPU
 from hwtune.models.profile import Setting
 
@@ -45,9 +50,9 @@ _REDO = "delete the file or run `hwtune tune` again"
 # A result is about 2 KB (hwtune/tune/tuner.py's record); a file of a megabyte is not one, and
 # reading it whole would only cost memory.
 MAX_RESULT_BYTES = 1 << 20
-# What plan() may take from a result, by key (aliases included: planner/core.py _ALIASES):
-# counts, and settings with a fixed set of values. env.NAME is any other variable (a knob such
-# as KMP_BLOCKTIME), checked by _env_problem.
+# What plan() may take from a result, by key: exactly the knobs the tuner searches
+# (settings_from_knobs below, hwtune/tune/config.py), under the keys it writes and their
+# aliases in plan() (planner/core.py _ALIASES), each with its grammar. Counts first:
 _COUNT_KEYS = frozenset(
     {
         "instances",
@@ -66,16 +71,7 @@ _CHOICES: dict[str, tuple[str | None, ...]] = {
     "precision.enabled": _PRECISIONS,
     "precision": _PRECISIONS,
     "env.TF_ENABLE_ONEDNN_OPTS": ("0", "1"),
-    "data_format": ("channels_last", "channels_first"),
 }
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z", re.ASCII)
-# Variables that decide which code a process runs or loads: a measurement never sets them, so
-# a result that does was not written by the tuner (`hwtune apply` runs as root).
-_CODE_VARIABLES = re.compile(
-    r"(LD_|DYLD_|PYTHON|HWTUNE_|BASH_FUNC_).*|PATH|BASH_ENV|ENV|IFS|SHELLOPTS|PS4|GCONV_PATH",
-    re.ASCII,
-)
-_MAX_ENV_VALUE = 4096
 
 
 def tuned_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -180,27 +176,11 @@ def read_result(path: Path) -> dict[str, Any]:
 
 
 def _read_text(path: Path) -> str:
-    """The file's text: a regular file (O_NONBLOCK: a FIFO planted there cannot block the
-    open), at most MAX_RESULT_BYTES, UTF-8."""
+    """The file's text: a trusted regular file of at most MAX_RESULT_BYTES, UTF-8."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise TuneError(f"{path}: {_what(path)}, not a tuned result", hint=_REDO)
-            chunks: list[bytes] = []
-            size = 0
-            while size <= MAX_RESULT_BYTES and (chunk := os.read(fd, MAX_RESULT_BYTES + 1)):
-                chunks.append(chunk)
-                size += len(chunk)
-        finally:
-            os.close(fd)
-    except OSError as err:
-        raise TuneError(f"{path}: cannot read: {err.strerror or err}", hint=_REDO) from err
-    data = b"".join(chunks)
-    if len(data) > MAX_RESULT_BYTES:
-        raise TuneError(
-            f"{path}: larger than {MAX_RESULT_BYTES} bytes: not a tuned result", hint=_REDO
-        )
+        data = read_bounded(path, MAX_RESULT_BYTES, check_owner=True)
+    except RefusedFile as err:
+        raise TuneError(f"{err.message}: not used as a tuned result", hint=_REDO) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -242,27 +222,7 @@ def _setting_problem(key: object, value: object) -> str | None:
             shown = ", ".join("null" if c is None else c for c in _CHOICES[key])
             return f"{_show(value)} is not one of {shown}"
         return None
-    if isinstance(key, str) and key.startswith("env."):
-        return _env_problem(key[4:], value)
-    return "not a setting the planner takes (written by a newer hwtune?)"
-
-
-def _env_problem(name: str, value: object) -> str | None:
-    if not _ENV_NAME.match(name):
-        return f"{name!r} is not an environment variable name"
-    if _CODE_VARIABLES.fullmatch(name):
-        return f"{name} decides what code runs; a measurement never sets it"
-    if type(value) is int and abs(value) < 10**18:
-        return None
-    if not isinstance(value, str):
-        return f"{_show(value)} is not a string"
-    # Every output format must hold it (hwtune/apply/render.py): one printable line, not wrapped in
-    # quotes (docker's --env-file strips them), of a sane length.
-    if len(value) > _MAX_ENV_VALUE or not value.isprintable():
-        return f"{_show(value)} is not one printable line of at most {_MAX_ENV_VALUE} characters"
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return f"{_show(value)} is wrapped in quotes"
-    return None
+    return "not a knob the tuner searches; only those are taken from a tuned result"
 
 
 def find_result(

@@ -32,6 +32,7 @@ AREAS = (
     ("test_faults", "Faults"),
     ("test_writes", "Writes"),
     ("test_hostile_values", "Hostile values"),
+    ("test_hostile_inputs", "Hostile caches and tuned results"),
     ("test_processes", "Processes"),
     ("test_hostile_roots", "Hostile roots and umasks"),
     ("test_known_bugs", "Regressions of fixed bugs"),

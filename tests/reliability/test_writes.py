@@ -2,7 +2,7 @@
 through planted symlinks, into directories it does not own, and twenty at once.
 
 Every apply here is a real `python -m hwtune apply --output DIR --root SNAPSHOT` process; the
-snapshot makes detection the same in every run, and `--set HWTUNE_MARK=<n>` makes each run's
+snapshot makes detection the same in every run, and `--set RELIABILITY_MARK=<n>` makes each run's
 files differ from the previous run's. The expected bytes of run n come from the same command
 run in-process into a reference directory (checked once against a real process).
 
@@ -67,7 +67,7 @@ class Applier:
             "--root",
             str(self.root),
             "--set",
-            f"HWTUNE_MARK={mark}",
+            f"RELIABILITY_MARK={mark}",
         ]
 
     def spawn(self, output: Path, mark: str) -> subprocess.Popen[bytes]:

@@ -1,0 +1,313 @@
+"""Every user input is bounded before it is parsed or used (issue 15, items 7, 8, 9, 13).
+
+Config files and knowledge files nested too deeply, too large or with keys of too many parts are
+one-line errors naming the file (never a RecursionError traceback, never gigabytes of memory);
+thread counts and environments stay within what the kernel and execve(2) take; names a shell
+cannot set, or that would re-steer hwtune itself, are refused; numbers are ASCII.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwtune.models.convert import dump
+from tests.conftest import run_cli
+from tests.plan_builders import make_hardware
+
+
+def _environ(tmp_path: Path, **extra: str) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "XDG_"))}
+    environ.update(XDG_CONFIG_HOME=str(tmp_path / "xdg"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    environ.update(extra)
+    return environ
+
+
+def _hardware(tmp_path: Path) -> str:
+    path = tmp_path / "hw.json"
+    path.write_text(json.dumps(dump(make_hardware())))
+    return str(path)
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "xdg" / "hwtune" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _one_line_error(stderr: str, path: Path) -> None:
+    assert "Traceback" not in stderr, stderr[-2000:]
+    lines = [line for line in stderr.splitlines() if not line.startswith("hint:")]
+    assert len(lines) == 1 and str(path) in lines[0], stderr[-2000:]
+
+
+# -- item 7: recursion -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x = " + "[" * 5000 + "]" * 5000 + "\n",  # 10 KB of nested arrays
+        "x = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n",  # nested inline tables
+    ],
+    ids=["arrays", "inline-tables"],
+)
+def test_a_deeply_nested_config_is_one_line_error(text: str, tmp_path: Path) -> None:
+    config = _config(tmp_path, text)
+    result = run_cli(["plan", "--hardware", _hardware(tmp_path)], _environ(tmp_path))
+    assert result.exit_status == 1
+    _one_line_error(result.stderr, config)
+    assert "nested more than" in result.stderr
+
+
+def _plan_in_a_process(tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    """`hwtune plan` in a fresh process: loaded knowledge tables are cached per process."""
+    return subprocess.run(
+        [sys.executable, "-m", "hwtune", "plan", "--hardware", _hardware(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_environ(tmp_path, **extra),
+    )
+
+
+def test_a_deeply_nested_knowledge_file_is_one_line_error(tmp_path: Path) -> None:
+    knowledge = tmp_path / "knowledge"
+    knowledge.mkdir()
+    table = knowledge / "tensorflow_versions.json"
+    table.write_text("[" * 200_000)
+    result = _plan_in_a_process(tmp_path, HWTUNE_KNOWLEDGE_DIR=str(knowledge))
+    assert result.returncode == 1
+    _one_line_error(result.stderr, table)
+    assert "nested more than" in result.stderr
+
+
+# -- item 8: size and key depth before parsing --------------------------------------------
+
+
+def _parse_in_a_small_process(text: str) -> subprocess.CompletedProcess[str]:
+    """parse_config_text in a child limited to 1 GiB of address space: the quadratic key used
+    to take 1.6 GB (a MemoryError there, not a thrashing test machine)."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    code = (
+        "import sys\n"
+        "from hwtune.errors import ConfigError\n"
+        "from hwtune.pipeline.config import parse_config_text\n"
+        "try:\n"
+        "    parse_config_text(sys.stdin.read(), 'config.toml')\n"
+        "except ConfigError as err:\n"
+        "    print(err.message)\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit,
+    )
+
+
+def test_a_dotted_key_of_many_parts_is_refused_before_parsing() -> None:
+    key = ".".join(["a"] * 20_000)  # 40 KB
+    done = _parse_in_a_small_process(f"{key} = 1\n")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "config.toml: line 1: a key of more than 16 dotted parts" in done.stdout
+
+
+def test_a_table_header_of_many_parts_is_refused() -> None:
+    done = _parse_in_a_small_process("[" + ".".join(["t"] * 20_000) + "]\n")
+    assert "a key of more than 16 dotted parts" in done.stdout, done.stderr[-2000:]
+
+
+def test_dots_in_strings_and_comments_are_not_key_parts(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path,
+        "# a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t\n"
+        'tf_version = "2.19"\n'
+        "[env]\n"
+        'XLA_FLAGS = "' + "." * 100 + '"\n'
+        "LIST = '''\n[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n'''\n",
+    )
+    result = run_cli(["plan", "--hardware", _hardware(tmp_path), "--json"], _environ(tmp_path))
+    assert result.exit_status == 0, result.stderr
+    assert config.is_file()
+
+
+def test_an_oversized_config_is_refused(tmp_path: Path) -> None:
+    config = _config(tmp_path, "# padding\n" * 30_000)  # 300 KB
+    result = run_cli(["plan", "--hardware", _hardware(tmp_path)], _environ(tmp_path))
+    assert result.exit_status == 1
+    _one_line_error(result.stderr, config)
+    assert "larger than 262144 bytes" in result.stderr
+
+
+def test_an_oversized_knowledge_file_is_refused(tmp_path: Path) -> None:
+    knowledge = tmp_path / "knowledge"
+    knowledge.mkdir()
+    table = knowledge / "tensorflow_versions.json"
+    table.write_text('{"entries": [], "_doc": "' + "x" * (2 << 20) + '"}')
+    result = _plan_in_a_process(tmp_path, HWTUNE_KNOWLEDGE_DIR=str(knowledge))
+    assert result.returncode == 1
+    _one_line_error(result.stderr, table)
+    assert "larger than 1048576 bytes" in result.stderr
+
+
+# -- item 9: thread counts and the environment's size -------------------------------------
+
+
+def test_a_thread_count_beyond_any_machine_is_refused(tmp_path: Path) -> None:
+    """Before: intra_op = 2**63-1 was applied, and TensorFlow then refused tf_config.pbtxt."""
+    hw = _hardware(tmp_path)
+    config = _config(tmp_path, "[threads]\nintra_op = 9223372036854775807\n")
+    result = run_cli(["plan", "--hardware", hw], _environ(tmp_path))
+    assert result.exit_status == 1
+    assert f"{config}: 'threads.intra_op'" in result.stderr
+    assert "above the maximum 65536" in result.stderr
+    config.unlink()
+    for name in ("HWTUNE_INTRA_OP", "HWTUNE_INTER_OP", "HWTUNE_INSTANCES"):
+        result = run_cli(["plan", "--hardware", hw], _environ(tmp_path, **{name: str(2**63 - 1)}))
+        assert result.exit_status == 1 and f"{name}=" in result.stderr, result.stderr
+        assert "expected a whole number from 1 to 65536" in result.stderr
+    flag = run_cli(["plan", "--hardware", hw, "--instances", str(2**40)], _environ(tmp_path))
+    # A flag is usage: exit 2 with the subcommand's own usage (issue 12).
+    assert flag.exit_status == 2 and "expected a whole number from 1 to 65536" in flag.stderr
+    fits = run_cli(["plan", "--hardware", hw, "--json"], _environ(tmp_path, HWTUNE_INTRA_OP="3"))
+    assert fits.exit_status == 0
+    assert json.loads(fits.stdout)["threads"]["intra_op"]["value"] == 3
+
+
+def test_a_value_execve_cannot_pass_is_refused(tmp_path: Path) -> None:
+    """MAX_ARG_STRLEN is 128 KiB per NAME=value string: such a variable starts no process."""
+    hw = _hardware(tmp_path)
+    huge = "x" * (128 * 1024)
+    result = run_cli(["plan", "--hardware", hw, "--set", f"BIG={huge}"], _environ(tmp_path))
+    assert result.exit_status == 2  # a bad --set is bad usage
+    assert "execve(2) takes at most 131072 bytes per variable" in result.stderr
+    # The largest value that fits still starts a process with it.
+    fits = "x" * (128 * 1024 - len("BIG=") - 1)
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(len(os.environ['BIG']))"],
+        env={**os.environ, "BIG": fits},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == str(len(fits))
+    ok = run_cli(["plan", "--hardware", hw, "--set", f"BIG={fits}"], _environ(tmp_path))
+    assert ok.exit_status == 0, ok.stderr[-500:]
+
+
+def test_an_environment_past_arg_max_is_refused(tmp_path: Path) -> None:
+    arg_max = os.sysconf("SC_ARG_MAX")
+    value = "v" * (100 * 1024)
+    sets = [f"--set=V{i}={value}" for i in range(arg_max // len(value) + 2)]
+    result = run_cli(["plan", "--hardware", _hardware(tmp_path), *sets], _environ(tmp_path))
+    assert result.exit_status == 1
+    assert f"execve(2) takes at most {arg_max} (ARG_MAX)" in result.stderr
+    with pytest.raises(OSError) as e2big:  # what every exec of the job would have met
+        subprocess.run(["true"], env={f"V{i}": value for i in range(len(sets))}, check=False)
+    assert e2big.value.errno == 7  # E2BIG
+
+
+# -- item 13: names, digits, the daemon's interval, the journal ---------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO", "GROUPS"]
+)
+def test_shell_owned_names_are_refused(name: str, tmp_path: Path) -> None:
+    hw = _hardware(tmp_path)
+    result = run_cli(["plan", "--hardware", hw, "--set", f"{name}=1"], _environ(tmp_path))
+    assert result.exit_status == 2  # a bad --set is bad usage
+    assert f"{name} belongs to the shell" in result.stderr
+    config = _config(tmp_path, f"[env]\n{name} = '1'\n")
+    from_file = run_cli(["plan", "--hardware", hw], _environ(tmp_path))
+    assert from_file.exit_status == 1 and f"{config}: '[env].{name}'" in from_file.stderr
+
+
+def test_a_readonly_name_would_break_sourcing_the_profile() -> None:
+    """Why UID and friends are refused: `. hwtune.sh` with `export UID=…` fails in bash."""
+    done = subprocess.run(
+        ["bash", "-c", "export UID='1' && echo reached"], capture_output=True, text=True
+    )
+    assert "readonly variable" in done.stderr and "reached" not in done.stdout
+
+
+@pytest.mark.parametrize("name", ["HWTUNE_MODE", "HWTUNE_KNOWLEDGE_DIR", "HWTUNE_ANYTHING"])
+def test_hwtune_names_are_refused_in_env_and_set(name: str, tmp_path: Path) -> None:
+    hw = _hardware(tmp_path)
+    result = run_cli(["plan", "--hardware", hw, "--set", f"{name}=bogus"], _environ(tmp_path))
+    assert result.exit_status == 2 and f"{name} steers hwtune itself" in result.stderr
+    config = _config(tmp_path, f"[env]\n{name} = 'bogus'\n")
+    from_file = run_cli(["plan", "--hardware", hw], _environ(tmp_path))
+    assert from_file.exit_status == 1 and f"{config}: '[env].{name}'" in from_file.stderr
+
+
+@pytest.mark.parametrize("digits", ["٢", "²", "２", "+2", "1_0"])
+def test_counts_are_ascii_digits(
+    digits: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hw = _hardware(tmp_path)
+    flag = run_cli(["plan", "--hardware", hw, "--instances", digits], _environ(tmp_path))
+    assert flag.exit_status == 2  # bad usage, as argparse reports it
+    for command in ("env", "apply", "exec", "tune"):
+        capsys.readouterr()
+        other = run_cli([command, "--instances", digits, "--", "true"], _environ(tmp_path))
+        said = other.stderr  # the subcommand's own usage, on its own stream
+        assert other.exit_status == 2 and "argument --instances:" in said, said
+        assert "expected a whole number" in said, said
+    variable = run_cli(["plan", "--hardware", hw], _environ(tmp_path, HWTUNE_INSTANCES=digits))
+    assert variable.exit_status == 1 and "expected a whole number" in variable.stderr
+
+
+def test_ascii_int_parsing() -> None:
+    from hwtune.models.digits import parse_ascii_int
+
+    assert parse_ascii_int(" 12\n") == 12 and parse_ascii_int("-3") == -3
+    for text in ("٢", "1٢", "", "-", "+1", "1_000", "0x10", "1.0", "- 1"):
+        with pytest.raises(ValueError):
+            parse_ascii_int(text)
+
+
+@pytest.mark.parametrize("interval", ["1e-300", "0.01", "5e-324"])
+def test_the_daemon_interval_has_a_floor(interval: str, tmp_path: Path) -> None:
+    """Before: --interval 1e-300 was taken and the loop kept a core 98% busy. A child with a
+    private output directory and a time limit: on the old code it ran until killed."""
+    argv = ["daemon", "--root", "/", "--output", str(tmp_path), "--interval", interval]
+    done = subprocess.run(
+        [sys.executable, "-m", "hwtune", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_environ(tmp_path),
+    )
+    assert done.returncode == 1
+    assert f"--interval {float(interval):g}: must be a number of seconds from 0.1" in (done.stderr)
+
+
+@pytest.mark.parametrize("text", ['"false"', '"true"', "0", "1", "null", "[]"])
+def test_a_journal_manifest_complete_flag_is_a_json_bool(text: str, tmp_path: Path) -> None:
+    """Before: bool("false") is True, so an incomplete entry read as complete and was never
+    rolled back."""
+    from hwtune.apply import journal
+    from hwtune.errors import ApplyError
+
+    entry = tmp_path / journal.JOURNAL_DIR / "1-1"
+    entry.mkdir(parents=True)
+    manifest = {"id": "1-1", "created": "x", "hwtune": "0", "files": []}
+    (entry / journal.MANIFEST).write_text(json.dumps(manifest)[:-1] + f', "complete": {text}}}')
+    with pytest.raises(ApplyError, match=r"'complete' is .* not true or false"):
+        journal.load(tmp_path, "1-1")
+    (entry / journal.MANIFEST).write_text(json.dumps({**manifest, "complete": False}))
+    assert journal.load(tmp_path, "1-1").complete is False
