@@ -67,6 +67,11 @@ class TrialConfig:
     cpus: tuple[tuple[int, ...], ...] = ()  # each copy's CPU affinity; () = not pinned
     extra_env: tuple[tuple[str, str], ...] = ()  # the plan's other variables, kept as planned
 
+    @property
+    def pinned(self) -> bool:
+        """Whether the copies are pinned to CPUs (the tuner's `pinned` dimension)."""
+        return bool(self.cpus)
+
     def replace(self, **changes: Any) -> TrialConfig:
         return dataclasses.replace(self, **changes)
 
