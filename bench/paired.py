@@ -35,6 +35,8 @@ class Paired:
     def show(self) -> str:
         if self.n == 0:
             return "not measured together"
+        if self.low == self.high == 1.0:
+            return f"1.00× (same settings, n={self.n})"
         if self.n == 1:
             return f"{self.ratio:.2f}× (1 round: no interval)"
         return f"{self.ratio:.2f}× [{self.low:.2f}–{self.high:.2f}] (n={self.n})"

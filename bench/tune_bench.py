@@ -141,7 +141,7 @@ class Settings:
         if smoke:
             # The plan (the whole "grid") and its peers, two short rounds, no tuner: every
             # part of the chain runs, in about a minute per scenario on the 2-core VM.
-            return cls(True, 0.3, 1, 2, 1, tune_runs=0, smoke=True)
+            return cls(True, 0.3, 0, 2, 1, tune_runs=0, smoke=True)
         if quick:
             return cls(True, 1.0, 1, 1, 4)
         # 8 final rounds: with 5, the S3/S4 ratios over TF's defaults came out with 95%
@@ -331,7 +331,9 @@ class ScenarioRun:
             if e.get("scenario") == self.s.name and e.get("phase") == phase
         )
 
-    def oracle_best(self) -> TrialConfig:
+    def oracle_best(self, start: TrialConfig) -> TrialConfig:
+        """The grid's best by a blocked fit of the oracle rounds; `start` (the plan) when
+        there are none (a smoke run)."""
         from hwtune.tune.stats import Blocked
 
         design = Blocked()
@@ -344,8 +346,10 @@ class ScenarioRun:
             else:
                 design.add(entry["config"], entry["round"], entry["value"])
         effect, _, _ = design.fit()
-        best = max((k for k in effect if k not in failed), key=lambda k: effect[k])
-        return configs[str(best)]
+        measured = [k for k in effect if k not in failed]
+        if not measured:
+            return start
+        return configs[str(max(measured, key=lambda k: effect[k]))]
 
     def tune(self, run: int) -> dict[str, Any]:
         """`hwtune tune` run `run` (1, 2, …) with seed run - 1 and the same budget rule."""
@@ -428,7 +432,7 @@ class ScenarioRun:
             "defaults": defaults,
             "folklore": self.folklore(),
             "plan": start,
-            "oracle": self.oracle_best(),
+            "oracle": self.oracle_best(start),
         }
         for run in range(1, self.settings.tune_runs + 1):
             tuned = self.tune(run)
@@ -593,6 +597,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_only:
         bench_report.write(journal_path, results, machine)
         return 0
+    wanted = {name.strip().upper() for name in args.scenarios.split(",")}
+    unknown = wanted - {s.name for s in SCENARIOS}
+    if unknown:
+        sys.exit(f"bench/run: no scenario {', '.join(sorted(unknown))} (S1-S{len(SCENARIOS)})")
     problem = check_hwtune()
     if problem:
         sys.exit(f"bench/run: {problem}")
@@ -615,10 +623,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_budgets and not args.smoke:
         run_budget_scripts(journal, args.quick)
         note_runtime()
-    wanted = {name.strip().upper() for name in args.scenarios.split(",")}
-    unknown = wanted - {s.name for s in SCENARIOS}
-    if unknown:
-        sys.exit(f"bench/run: no scenario {', '.join(sorted(unknown))} (S1-S{len(SCENARIOS)})")
     for scenario in SCENARIOS:
         if scenario.name not in wanted:
             continue
