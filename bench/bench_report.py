@@ -22,11 +22,12 @@ from tune_bench import SCENARIOS
 
 from hwtune.tune.stats import Blocked, Comparison, summarize
 
-COLUMNS = ("defaults", "folklore", "plan", "tune", "tune2", "oracle")
+COLUMNS = ("defaults", "folklore", "plan", "exec", "tune", "tune2", "oracle")
 HEADINGS = {
     "defaults": "TF defaults",
     "folklore": "folklore recipe",
     "plan": "plan",
+    "exec": "hwtune exec",
     "tune": "tune",
     "tune2": "tune (2nd run)",
     "oracle": "oracle (grid's best)",
@@ -235,6 +236,7 @@ PAIRS = (
     ("plan", "defaults"),
     ("plan", "folklore"),
     ("plan", "oracle"),
+    ("exec", "defaults"),
     ("tune", "defaults"),
     ("tune", "folklore"),
     ("tune", "plan"),
@@ -264,8 +266,9 @@ def _row(name: str, what: str, found: paired.Paired | None, target: float) -> li
 
 
 def hwtune_columns(data: dict[str, Any]) -> list[str]:
-    """The arms that are hwtune's: the plan and the tuner runs that picked something."""
-    return ["plan", *(c for c in ("tune", "tune2") if c in data["columns"])]
+    """The arms that are hwtune's: the plan, `hwtune exec` (several jobs) and the tuner runs
+    that picked something."""
+    return ["plan", *(c for c in ("exec", "tune", "tune2") if c in data["columns"])]
 
 
 def targets17(results: dict[str, dict[str, Any]]) -> list[list[str]]:
@@ -522,7 +525,7 @@ def write(journal: Path, out_dir: Path, machine: str) -> Path:
         )
         detail.append(f"- **{name}**{intent}{timing}")
         for column in COLUMNS:
-            if column not in data["labels"] and column in TUNE_RUNS:
+            if column not in data["labels"]:
                 continue
             seed = tunes.get(TUNE_RUNS.get(column, 0), {}).get("seed")
             note = f" (seed {seed})" if seed is not None else ""

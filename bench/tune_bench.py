@@ -66,12 +66,16 @@ from hwtune import __version__
 from hwtune.models.hardware import CpuInfo, Hardware
 from hwtune.tune.config import TrialConfig, from_json, to_json
 from hwtune.tune.trial import TrialRunner
-from hwtune.tune.workloads import builtin
+from hwtune.tune.workloads import Workload, builtin
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 RESULTS = BENCH / "results"
 TUNER_SHARE = 0.25  # issue 6: the tuner may spend ≤ 25% of the oracle's measuring time
+# Marks the "hwtune exec" arm's configuration (a variable its wrapper ignores): its journal key
+# differs from every configuration of the grid.
+EXEC_ARM_ENV = "HWTUNE_BENCH_ARM"
+EXEC_LABEL = "hwtune exec --instances {n} -- <workload> (its plan, pinning rule, configure())"
 
 
 @dataclass(frozen=True)
@@ -234,6 +238,29 @@ class ScenarioRun:
             cgroup_procs=procs,
         )
         self.rng = random.Random(f"{scenario.name}-{settings.quick}")
+        # Several jobs: also `hwtune exec --instances N` itself, as a user starts them
+        # (exec_arm.py): its plan, environment and pinning rule, configure() in each copy.
+        self.exec_config: TrialConfig | None = None
+        self.exec_runner: TrialRunner | None = None
+        count = scenario.instances or 1
+        if count > 1:
+            job = builtin(scenario.workload, seconds=settings.seconds)
+            argv = (
+                sys.executable,
+                str(BENCH / "exec_arm.py"),
+                str(count),
+                scenario.model,
+                job.metric or "samples_per_sec",
+                "--",
+                *job.argv,
+            )
+            self.exec_config = TrialConfig(extra_env=((EXEC_ARM_ENV, "exec"),))
+            self.exec_runner = TrialRunner(
+                Workload(key="bench:exec", argv=argv, display="hwtune exec", metric=job.metric),
+                environ=self.environ,
+                timeout_s=600,
+                cgroup_procs=procs,
+            )
 
     def common_args(self) -> list[str]:
         args = [
@@ -254,7 +281,9 @@ class ScenarioRun:
         if self.journal.get(entry_id):
             return
         meter = background.Meter()
-        result = self.runner.run(config)
+        runner = self.exec_runner if config == self.exec_config else self.runner
+        assert runner is not None
+        result = runner.run(config)
         self.journal.add(
             entry_id,
             {
@@ -271,7 +300,8 @@ class ScenarioRun:
             },
         )
         shown = f"{result.value:,.0f}/s" if result.ok else f"FAILED {result.failure}"
-        log(f"{self.s.name} {phase} r{round_} {config.label():48} {shown} ({result.wall_s:.1f} s)")
+        label = "hwtune exec" if config == self.exec_config else config.label()
+        log(f"{self.s.name} {phase} r{round_} {label:48} {shown} ({result.wall_s:.1f} s)")
 
     def space(self) -> dict[str, Any]:
         entry_id = f"{self.s.name}/space"
@@ -434,6 +464,8 @@ class ScenarioRun:
             "plan": start,
             "oracle": self.oracle_best(start),
         }
+        if self.exec_config is not None:
+            columns["exec"] = self.exec_config
         for run in range(1, self.settings.tune_runs + 1):
             tuned = self.tune(run)
             if "best" in tuned:
@@ -444,7 +476,10 @@ class ScenarioRun:
                 "scenario": self.s.name,
                 "phase": "columns",
                 "columns": {name: key_of(c) for name, c in columns.items()},
-                "labels": {name: c.label() for name, c in columns.items()},
+                "labels": {
+                    name: EXEC_LABEL.format(n=self.s.instances) if name == "exec" else c.label()
+                    for name, c in columns.items()
+                },
             },
         )
         self.final(columns)

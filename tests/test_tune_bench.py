@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import background
 import bench_report
 import budgets
+import exec_arm
 import folklore
 import paired
 import tune_bench
@@ -562,3 +563,18 @@ def test_a_real_smoke_run_writes_the_report_with_every_peer(tmp_path: Path) -> N
     md = (tmp_path / "smoke.md").read_text()
     assert "SMOKE run" in md and "## TARGETS (issue 17)" in md
     assert "| S2 | plan ≥ folklore |" in md and "(n=2)" in md
+
+
+def test_exec_arm_adds_every_copys_last_metric() -> None:
+    output = "\n".join(
+        [
+            "[0] hwtune-metric: samples_per_sec=10.0",
+            "[1] hwtune-metric: samples_per_sec=7.5",
+            "[0] hwtune-metric: samples_per_sec=11.0",  # the last value of a copy counts
+            "[1] # policy=float32",
+            "hwtune-metric: samples_per_sec=99",  # not a copy's line
+        ]
+    )
+    assert exec_arm.summed(output, "samples_per_sec", 2) == 18.5
+    assert exec_arm.summed(output, "samples_per_sec", 3) is None  # a copy did not report
+    assert exec_arm.summed(output, "work_per_sec", 2) is None
