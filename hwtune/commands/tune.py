@@ -21,7 +21,9 @@ from hwtune.status import ExitStatus
 
 _BUILTIN_HELP = (
     "builtin:cnn (Keras CNN training), builtin:mlp (MLP training), builtin:matmul, "
-    "builtin:pipeline (tf.data); default builtin:cnn"
+    "builtin:pipeline (tf.data), builtin:transformer (encoder block training), "
+    "builtin:inference (SavedModel batch inference), builtin:mixed (a CNN and an MLP, "
+    "2 instances); default builtin:cnn"
 )
 
 
