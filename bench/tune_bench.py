@@ -42,119 +42,46 @@ bench_daemon.py) run first, with --json, and are quoted in the report, "missing"
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import platform
 import random
-import re
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import background
 import budgets
 import folklore
+from provenance import (
+    check_hwtune,
+    default_machine,
+    git_commit,
+    log,
+    machine_name,
+    session,
+)
 from quota import QuotaUnavailable, cpu_quota, joiner
+from scenarios import SCENARIOS, Scenario, Settings
 
-from hwtune import __version__
-from hwtune.models.hardware import CpuInfo, Hardware
+from hwtune.models.hardware import Hardware
 from hwtune.tune.config import TrialConfig, from_json, to_json
 from hwtune.tune.trial import TrialRunner
 from hwtune.tune.workloads import Workload, builtin
 
+# Re-exported for bench_report.py and the tests.
+__all__ = ["SCENARIOS", "Scenario", "Settings", "git_commit", "machine_name"]
+
 BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
 RESULTS = BENCH / "results"
 TUNER_SHARE = 0.25  # issue 6: the tuner may spend ≤ 25% of the oracle's measuring time
 # Marks the "hwtune exec" arm's configuration (a variable its wrapper ignores): its journal key
 # differs from every configuration of the grid.
 EXEC_ARM_ENV = "HWTUNE_BENCH_ARM"
 EXEC_LABEL = "hwtune exec --instances {n} -- <workload> (its plan, pinning rule, configure())"
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    title: str
-    workload: str
-    model: str  # `hwtune tune --model`: the kind of model trained (the XLA rule uses it)
-    allow_precision: bool = False
-    instances: int | None = None  # concurrent jobs, fixed; None: searched by the tuner
-    quota: float | None = None  # CPUs of a CFS quota (S3)
-
-    @property
-    def budget_cut(self) -> bool:
-        """A quota or several jobs: where hwtune must reach 1.25× TF defaults (issue 17)."""
-        return self.quota is not None or (self.instances or 1) > 1
-
-
-# S1-S3, S5 and S6 are one training job (`--instances 1`): summing two independent copies
-# would not be the same job. Splitting the node is S4's and S8's subject, two jobs that are
-# there anyway; S7's inference copies are independent servers, so their count is searched.
-SCENARIOS = (
-    Scenario(
-        "S1",
-        "CNN training, whole machine, mixed precision allowed",
-        "cnn",
-        "conv",
-        allow_precision=True,
-        instances=1,
-    ),
-    Scenario("S2", "MLP training, whole machine", "mlp", "dense", instances=1),
-    Scenario(
-        "S3", "MLP training in a 1-CPU quota (cgroup CFS)", "mlp", "dense", instances=1, quota=1.0
-    ),
-    Scenario("S4", "MLP training, two jobs at once on the node", "mlp", "dense", instances=2),
-    Scenario(
-        "S5",
-        "transformer encoder block training, whole machine",
-        "transformer",
-        "dense",
-        instances=1,
-    ),
-    Scenario(
-        "S6",
-        "input-bound tf.data pipeline (decode/augment map)",
-        "pipeline",
-        "unknown",
-        instances=1,
-    ),
-    Scenario("S7", "batch inference on a SavedModel, instances searched", "inference", "conv"),
-    Scenario("S8", "mixed jobs: a CNN and an MLP at once", "mixed", "unknown", instances=2),
-)
-
-
-@dataclass(frozen=True)
-class Settings:
-    quick: bool
-    seconds: float  # measurement window of each built-in trial
-    oracle_rounds: int
-    final_rounds: int
-    oracle_limit: int | None  # quick mode: this many grid configurations only
-    tune_runs: int = 2  # `hwtune tune` runs per scenario, seeds 0, 1…: is its pick reproducible?
-    smoke: bool = False
-
-    @classmethod
-    def make(cls, quick: bool, smoke: bool = False) -> Settings:
-        if smoke:
-            # The plan (the whole "grid") and its peers, two short rounds, no tuner: every
-            # part of the chain runs, in about a minute per scenario on the 2-core VM.
-            return cls(True, 0.3, 0, 2, 1, tune_runs=0, smoke=True)
-        if quick:
-            return cls(True, 1.0, 1, 1, 4)
-        # 8 final rounds: with 5, the S3/S4 ratios over TF's defaults came out with 95%
-        # intervals of ±8-10% on the 2-core Zen 3 VM (TF's defaults oversubscribe, and vary
-        # most), too wide to judge a 1.25× target; 8 narrows them by about sqrt(5/8).
-        return cls(False, 2.0, 3, 8, None)
-
-    def as_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def key_of(config: TrialConfig) -> str:
@@ -191,10 +118,6 @@ class Journal:
             os.fsync(handle.fileno())
         self.entries[entry_id] = entry
         return entry
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def hwtune_json(
@@ -501,110 +424,6 @@ def run_budget_scripts(journal: Journal, quick: bool) -> None:
             {"phase": "budget", "script": script, **budgets.measure(BENCH / script, quick)},
         )
         log(f"budget: {script} exit {entry['status']}")
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def machine_name(cpu: CpuInfo, usable_cpus: int) -> str:
-    """CPU model, microarchitecture, usable CPUs and hypervisor: "amd-epyc-znver3-2cpu-kvm".
-
-    The model name alone does not tell machines apart: a KVM guest of a Zen 3 and of a Zen 4
-    host both read "AMD EPYC", and their results differ (Zen 4 has AVX512_BF16, so its S1
-    grid has bf16 configurations)."""
-    parts = [slug(cpu.model_name or cpu.arch)]
-    march = slug(cpu.microarch or "")
-    if march and march not in parts[0]:
-        parts.append(march)
-    parts.append(f"{usable_cpus}cpu")
-    if cpu.hypervisor:
-        parts.append(slug(cpu.hypervisor))
-    return "-".join(parts)
-
-
-def default_machine() -> str:
-    from hwtune.probes import detect
-
-    hw = detect(gpus=False, tensorflow=False)
-    return machine_name(hw.cpu, len(hw.limits.usable_cpus))
-
-
-def git_commit(repo: Path = REPO) -> str | None:
-    """`git rev-parse --short HEAD`, "+dirty" when the tree differs from it; None without git.
-
-    Results files are left out: a resumed run has already changed its own journal."""
-
-    def git(*args: str) -> str | None:
-        try:
-            proc = subprocess.run(
-                ["git", *args], cwd=repo, capture_output=True, text=True, timeout=60
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return proc.stdout.strip() if proc.returncode == 0 else None
-
-    head = git("rev-parse", "--short", "HEAD")
-    if not head:
-        return None
-    changes = git("status", "--porcelain", "--", ".", ":(exclude)bench/results")
-    return head + ("+dirty" if changes is None or changes else "")
-
-
-def check_hwtune() -> str | None:
-    """Why this hwtune cannot run the benchmark, or None: it must know `tune --model`."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "hwtune", "tune", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if proc.returncode != 0:
-        return f"`python -m hwtune tune --help` failed:\n{proc.stderr[-2000:]}"
-    if "--model" not in proc.stdout:
-        return (
-            "this hwtune's `tune` has no --model option, which every scenario passes "
-            "(S1 --model conv, S2 --model dense, …)"
-        )
-    return None
-
-
-# CPU flags of native bf16 arithmetic (kernel names, /proc/cpuinfo): where a bf16 run means
-# something (AVX512_BF16 on Cooper Lake and Zen 4 on, AMX-BF16 on Sapphire Rapids on).
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-def accelerators(hw: Hardware) -> dict[str, Any]:
-    """What decides the scenarios that need special hardware: a bf16 CPU, GPUs."""
-    return {
-        "bf16_flags": [flag for flag in BF16_FLAGS if flag in hw.cpu.flags],
-        "gpus": len(hw.gpus),
-    }
-
-
-def session(machine: str, hw: Hardware | None = None) -> dict[str, Any]:
-    """What this start of bench/run ran with, and how loaded the machine was before it."""
-    cpus = background.online_cpus()
-    load = background.loadavg()
-    warning = background.load_warning(load, cpus)
-    if warning:
-        log(warning)
-    if importlib.util.find_spec("matplotlib") is None:
-        log(
-            "warning: matplotlib is missing, so the report will have no chart "
-            "(pip install 'hwtune[bench]', then `bench/run --report-only`)"
-        )
-    return {
-        "phase": "session",
-        "machine": machine,
-        "started": time.time(),
-        "commit": git_commit(),
-        "hwtune": __version__,
-        "python": platform.python_version(),
-        "cpus": cpus,
-        "loadavg": load,
-        **(accelerators(hw) if hw is not None else {}),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
