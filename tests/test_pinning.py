@@ -73,3 +73,12 @@ def test_whole_numa_nodes_are_pinned_even_when_small() -> None:
 def test_one_instance_keeps_its_cpus() -> None:
     hw = machine(2)
     assert pinning(hw, [(0, 1)]).pinned
+
+
+def test_explain_says_when_exec_pins() -> None:
+    from hwtune.planner.explain import explain
+
+    hw = machine(2)
+    text = explain(plan(hw, instances=2), "instance")
+    assert "slices never share a physical core" in text and "leaves them unpinned" in text
+    assert "unpinned" not in explain(plan(hw), "instance")  # one instance: nothing to say

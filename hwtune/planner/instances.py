@@ -1,6 +1,6 @@
 """Split the usable CPUs and GPUs of a node into `instances` slices, one per process.
 
-Rules (issue 3): instances never share a physical core; slices follow NUMA nodes where the
+Rules (issue 3): slices never share a physical core; slices follow NUMA nodes where the
 counts allow (cores are dealt in NUMA-node order, so N instances on N equal nodes get one node
 each); when GPUs exist, an instance takes the cores local to its GPUs first (the NUMA node
 or `cpu_affinity` nvidia-smi reports), as PyTorch's run_cpu and NVIDIA's guidance bind data
