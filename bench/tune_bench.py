@@ -353,6 +353,14 @@ class ScenarioRun:
         log(f"{self.s.name} tune #{run}: {entry.get('best') or entry.get('failure')}")
         return self.journal.add(entry_id, entry)
 
+    def label(self, column: str, config: TrialConfig) -> str:
+        """How the report names a column's settings (the folklore's variables spelt out)."""
+        if column == "exec":
+            return EXEC_LABEL.format(n=self.s.instances)
+        if column == "folklore":
+            return " ".join([config.label(), *(f"{k}={v}" for k, v in config.extra_env)])
+        return config.label()
+
     def folklore(self) -> TrialConfig:
         """The recipe users copy (folklore.py), for this scenario's job count; several copies
         are pinned numactl-style to the planner's slices."""
@@ -399,10 +407,7 @@ class ScenarioRun:
                 "scenario": self.s.name,
                 "phase": "columns",
                 "columns": {name: key_of(c) for name, c in columns.items()},
-                "labels": {
-                    name: EXEC_LABEL.format(n=self.s.instances) if name == "exec" else c.label()
-                    for name, c in columns.items()
-                },
+                "labels": {name: self.label(name, c) for name, c in columns.items()},
             },
         )
         self.final(columns)
