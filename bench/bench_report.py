@@ -217,7 +217,7 @@ def chart(results: dict[str, dict[str, Any]], path: Path) -> bool:
     names = [n for n, d in results.items() if "columns" in d]
     if not names:
         return False
-    fig, ax = plt.subplots(figsize=(9, 4.2))
+    fig, ax = plt.subplots(figsize=(10, 5))
     width = 0.8 / len(COLUMNS)
     for i, column in enumerate(COLUMNS):
         heights, low, high = [], [], []
@@ -245,7 +245,8 @@ def chart(results: dict[str, dict[str, Any]], path: Path) -> bool:
         "(median, IQR)",
         fontsize="medium",
     )
-    ax.legend(ncol=len(COLUMNS), loc="lower center", fontsize="small")
+    # Below the axes: seven peers in one row would cover the bars.
+    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.1), fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
