@@ -1,26 +1,35 @@
-"""The tuning benchmark: TF defaults, `hwtune plan`, `hwtune tune` and the grid's best.
+"""The tuning benchmark: TF defaults, the folklore recipe, `hwtune plan`, `hwtune tune` and
+the grid's best, interleaved, on the workloads the rules came from and on others.
 
-    bench/run [--quick] [--scenarios S1,S3] [--fresh] [--report-only] [--machine NAME]
+    bench/run [--quick | --smoke] [--scenarios S1,S3] [--fresh] [--report-only] [--machine NAME]
 
-Scenarios (issue 6), each with a built-in workload:
+Scenarios (issues 6 and 17), each with a built-in workload (hwtune/tune/builtin/):
     S1  CNN training, whole machine, mixed precision allowed (one job)
     S2  MLP training, whole machine (one job)
     S3  MLP training inside a real cgroup with a 1-CPU CFS quota (root only; else skipped)
     S4  MLP training, two jobs at once on the node (2 concurrent processes, throughputs added)
+    S5  transformer encoder block training, whole machine (attention, layer norm, GELU)
+    S6  input-bound tf.data pipeline (decode/augment map), whole machine
+    S7  batch inference on a SavedModel; instances searched (1, 2, … copies)
+    S8  mixed jobs: a CNN and an MLP trained at once (work = samples × model FLOPs)
 
-Every `hwtune tune` call states the kind of model the scenario trains (`--model conv` for
-S1, `--model dense` for S2-S4): the planner's XLA rule depends on it.
+Every `hwtune tune` call states the kind of model the scenario trains (`--model`): the
+planner's XLA rule depends on it.
 
 For each, in order: the plan's configuration and the space (`hwtune tune --dry-run`, run
 inside the scenario's cgroup so it sees the quota); the oracle: every configuration of the
 space, R rounds, each round in a new shuffled order; the tuner, twice (`hwtune tune
 --no-store --seed 0`, then `--seed 1`, each with the same budget: 25% of the oracle's
 measuring time; its trials in the same cgroup), so the report can show whether its decisions
-are reproducible; then the final comparison, interleaved: defaults, plan, both tuner picks
-and oracle-best (identical configurations once) once per round in a shuffled order, N rounds.
-Medians and spreads come from the final rounds only (the oracle's pick is re-measured there,
-so its selection luck does not count), and ratios from a per-round blocked fit
-(hwtune.tune.stats.Blocked) with 95% intervals.
+are reproducible; then the final comparison, interleaved: TF defaults, the folklore recipe
+(folklore.py), plan, both tuner picks and oracle-best (identical configurations once) once per
+round in a shuffled order, N rounds. The report's ratios are paired (paired.py): each arm
+against the other in the same round, with a t-interval over the rounds' ratios; the oracle's
+pick is re-measured there, so its selection luck does not count.
+
+Modes: the full run (the one the report's targets are judged on); `--quick`, a tiny grid and
+one round of everything, to check the whole chain; `--smoke`, the plan and its peers only (no
+grid, no tuner), two short rounds, in a minute or two per scenario: the test suite runs it.
 
 Every trial is appended to bench/results/<machine>.journal.jsonl as it finishes, so an
 interrupted run continues where it stopped (unless --fresh); the report is written from the
@@ -33,87 +42,46 @@ bench_daemon.py) run first, with --json, and are quoted in the report, "missing"
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import platform
 import random
-import re
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import background
 import budgets
+import folklore
+from provenance import (
+    check_hwtune,
+    default_machine,
+    git_commit,
+    log,
+    machine_name,
+    session,
+)
 from quota import QuotaUnavailable, cpu_quota, joiner
+from scenarios import SCENARIOS, Scenario, Settings
 
-from hwtune import __version__
-from hwtune.models.hardware import CpuInfo
+from hwtune.models.hardware import Hardware
 from hwtune.tune.config import TrialConfig, from_json, to_json
 from hwtune.tune.trial import TrialRunner
-from hwtune.tune.workloads import builtin
+from hwtune.tune.workloads import Workload, builtin
+
+# Re-exported for bench_report.py and the tests.
+__all__ = ["SCENARIOS", "Scenario", "Settings", "git_commit", "machine_name"]
 
 BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
 RESULTS = BENCH / "results"
 TUNER_SHARE = 0.25  # issue 6: the tuner may spend ≤ 25% of the oracle's measuring time
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    title: str
-    workload: str
-    model: str  # `hwtune tune --model`: the kind of model trained (the XLA rule uses it)
-    allow_precision: bool = False
-    instances: int | None = None  # concurrent jobs, fixed; None: searched by the tuner
-    quota: float | None = None  # CPUs of a CFS quota (S3)
-
-
-# S1-S3 are one training job (`--instances 1`): summing two independent copies would not be
-# the same job. Splitting the node is S4's subject, two jobs that are there anyway.
-SCENARIOS = (
-    Scenario(
-        "S1",
-        "CNN training, whole machine, mixed precision allowed",
-        "cnn",
-        "conv",
-        allow_precision=True,
-        instances=1,
-    ),
-    Scenario("S2", "MLP training, whole machine", "mlp", "dense", instances=1),
-    Scenario(
-        "S3", "MLP training in a 1-CPU quota (cgroup CFS)", "mlp", "dense", instances=1, quota=1.0
-    ),
-    Scenario("S4", "MLP training, two jobs at once on the node", "mlp", "dense", instances=2),
-)
-
-
-@dataclass(frozen=True)
-class Settings:
-    quick: bool
-    seconds: float  # measurement window of each built-in trial
-    oracle_rounds: int
-    final_rounds: int
-    oracle_limit: int | None  # quick mode: this many grid configurations only
-    tune_runs: int = 2  # `hwtune tune` runs per scenario, seeds 0, 1…: is its pick reproducible?
-
-    @classmethod
-    def make(cls, quick: bool) -> Settings:
-        if quick:
-            return cls(True, 1.0, 1, 1, 4)
-        # 8 final rounds: with 5, the S3/S4 ratios over TF's defaults came out with 95%
-        # intervals of ±8-10% on the 2-core Zen 3 VM (TF's defaults oversubscribe, and vary
-        # most), too wide to judge a 1.25× target; 8 narrows them by about sqrt(5/8).
-        return cls(False, 2.0, 3, 8, None)
-
-    def as_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+# Marks the "hwtune exec" arm's configuration (a variable its wrapper ignores): its journal key
+# differs from every configuration of the grid.
+EXEC_ARM_ENV = "HWTUNE_BENCH_ARM"
+EXEC_LABEL = "hwtune exec --instances {n} -- <workload> (its plan, pinning rule, configure())"
 
 
 def key_of(config: TrialConfig) -> str:
@@ -152,10 +120,6 @@ class Journal:
         return entry
 
 
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
 def hwtune_json(
     args: list[str], procs: Path | None, environ: dict[str, str], timeout: float
 ) -> tuple[dict[str, Any] | None, str, float]:
@@ -177,8 +141,14 @@ def hwtune_json(
 
 class ScenarioRun:
     def __init__(
-        self, scenario: Scenario, settings: Settings, journal: Journal, procs: Path | None
+        self,
+        scenario: Scenario,
+        settings: Settings,
+        journal: Journal,
+        procs: Path | None,
+        hardware: Hardware | None = None,
     ) -> None:
+        self.hw = hardware
         self.s = scenario
         self.settings = settings
         self.journal = journal
@@ -191,6 +161,29 @@ class ScenarioRun:
             cgroup_procs=procs,
         )
         self.rng = random.Random(f"{scenario.name}-{settings.quick}")
+        # Several jobs: also `hwtune exec --instances N` itself, as a user starts them
+        # (exec_arm.py): its plan, environment and pinning rule, configure() in each copy.
+        self.exec_config: TrialConfig | None = None
+        self.exec_runner: TrialRunner | None = None
+        count = scenario.instances or 1
+        if count > 1:
+            job = builtin(scenario.workload, seconds=settings.seconds)
+            argv = (
+                sys.executable,
+                str(BENCH / "exec_arm.py"),
+                str(count),
+                scenario.model,
+                job.metric or "samples_per_sec",
+                "--",
+                *job.argv,
+            )
+            self.exec_config = TrialConfig(extra_env=((EXEC_ARM_ENV, "exec"),))
+            self.exec_runner = TrialRunner(
+                Workload(key="bench:exec", argv=argv, display="hwtune exec", metric=job.metric),
+                environ=self.environ,
+                timeout_s=600,
+                cgroup_procs=procs,
+            )
 
     def common_args(self) -> list[str]:
         args = [
@@ -211,7 +204,9 @@ class ScenarioRun:
         if self.journal.get(entry_id):
             return
         meter = background.Meter()
-        result = self.runner.run(config)
+        runner = self.exec_runner if config == self.exec_config else self.runner
+        assert runner is not None
+        result = runner.run(config)
         self.journal.add(
             entry_id,
             {
@@ -228,7 +223,8 @@ class ScenarioRun:
             },
         )
         shown = f"{result.value:,.0f}/s" if result.ok else f"FAILED {result.failure}"
-        log(f"{self.s.name} {phase} r{round_} {config.label():48} {shown} ({result.wall_s:.1f} s)")
+        label = "hwtune exec" if config == self.exec_config else config.label()
+        log(f"{self.s.name} {phase} r{round_} {label:48} {shown} ({result.wall_s:.1f} s)")
 
     def space(self) -> dict[str, Any]:
         entry_id = f"{self.s.name}/space"
@@ -288,7 +284,9 @@ class ScenarioRun:
             if e.get("scenario") == self.s.name and e.get("phase") == phase
         )
 
-    def oracle_best(self) -> TrialConfig:
+    def oracle_best(self, start: TrialConfig) -> TrialConfig:
+        """The grid's best by a blocked fit of the oracle rounds; `start` (the plan) when
+        there are none (a smoke run)."""
         from hwtune.tune.stats import Blocked
 
         design = Blocked()
@@ -301,8 +299,10 @@ class ScenarioRun:
             else:
                 design.add(entry["config"], entry["round"], entry["value"])
         effect, _, _ = design.fit()
-        best = max((k for k in effect if k not in failed), key=lambda k: effect[k])
-        return configs[str(best)]
+        measured = [k for k in effect if k not in failed]
+        if not measured:
+            return start
+        return configs[str(max(measured, key=lambda k: effect[k]))]
 
     def tune(self, run: int) -> dict[str, Any]:
         """`hwtune tune` run `run` (1, 2, …) with seed run - 1 and the same budget rule."""
@@ -310,7 +310,14 @@ class ScenarioRun:
         found = self.journal.get(entry_id)
         if found:
             return found
-        budget = 90.0 if self.settings.quick else max(self.first_race_s(), self.tuner_share())
+        # Quick: enough for two rounds of the first race (the tuner compares nothing before
+        # its second round); 90 s alone failed S4's quick run once the `pinned` dimension
+        # made six arms of ~15-22 s on the loaded 2-core VM.
+        budget = (
+            max(90.0, 2 * self.first_race_s())
+            if self.settings.quick
+            else max(self.first_race_s(), self.tuner_share())
+        )
         seed = run - 1
         args = [
             "tune",
@@ -353,6 +360,25 @@ class ScenarioRun:
         log(f"{self.s.name} tune #{run}: {entry.get('best') or entry.get('failure')}")
         return self.journal.add(entry_id, entry)
 
+    def label(self, column: str, config: TrialConfig) -> str:
+        """How the report names a column's settings (the folklore's variables spelt out)."""
+        if column == "exec":
+            return EXEC_LABEL.format(n=self.s.instances)
+        if column == "folklore":
+            return " ".join([config.label(), *(f"{k}={v}" for k, v in config.extra_env)])
+        return config.label()
+
+    def folklore(self) -> TrialConfig:
+        """The recipe users copy (folklore.py), for this scenario's job count; several copies
+        are pinned numactl-style to the planner's slices."""
+        from hwtune.planner.instances import split
+        from hwtune.probes import detect
+
+        hw = self.hw or detect(gpus=False, tensorflow=False)
+        count = self.s.instances or 1
+        slices = [s.cpus for s in split(hw, count, ())] if count > 1 else []
+        return folklore.recipe(hw, count, slices)
+
     def final(self, columns: dict[str, TrialConfig]) -> None:
         unique = list(dict.fromkeys(columns.values()))
         for round_ in range(self.settings.final_rounds):
@@ -370,7 +396,14 @@ class ScenarioRun:
         log(f"{self.s.name}: plan {start.label()}; grid of {len(grid)}")
         self.oracle(grid, start)
         defaults = TrialConfig(instances=self.s.instances or 1)
-        columns = {"defaults": defaults, "plan": start, "oracle": self.oracle_best()}
+        columns = {
+            "defaults": defaults,
+            "folklore": self.folklore(),
+            "plan": start,
+            "oracle": self.oracle_best(start),
+        }
+        if self.exec_config is not None:
+            columns["exec"] = self.exec_config
         for run in range(1, self.settings.tune_runs + 1):
             tuned = self.tune(run)
             if "best" in tuned:
@@ -381,7 +414,7 @@ class ScenarioRun:
                 "scenario": self.s.name,
                 "phase": "columns",
                 "columns": {name: key_of(c) for name, c in columns.items()},
-                "labels": {name: c.label() for name, c in columns.items()},
+                "labels": {name: self.label(name, c) for name, c in columns.items()},
             },
         )
         self.final(columns)
@@ -405,119 +438,44 @@ def run_budget_scripts(journal: Journal, quick: bool) -> None:
         log(f"budget: {script} exit {entry['status']}")
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def machine_name(cpu: CpuInfo, usable_cpus: int) -> str:
-    """CPU model, microarchitecture, usable CPUs and hypervisor: "amd-epyc-znver3-2cpu-kvm".
-
-    The model name alone does not tell machines apart: a KVM guest of a Zen 3 and of a Zen 4
-    host both read "AMD EPYC", and their results differ (Zen 4 has AVX512_BF16, so its S1
-    grid has bf16 configurations)."""
-    parts = [slug(cpu.model_name or cpu.arch)]
-    march = slug(cpu.microarch or "")
-    if march and march not in parts[0]:
-        parts.append(march)
-    parts.append(f"{usable_cpus}cpu")
-    if cpu.hypervisor:
-        parts.append(slug(cpu.hypervisor))
-    return "-".join(parts)
-
-
-def default_machine() -> str:
-    from hwtune.probes import detect
-
-    hw = detect(gpus=False, tensorflow=False)
-    return machine_name(hw.cpu, len(hw.limits.usable_cpus))
-
-
-def git_commit(repo: Path = REPO) -> str | None:
-    """`git rev-parse --short HEAD`, "+dirty" when the tree differs from it; None without git.
-
-    Results files are left out: a resumed run has already changed its own journal."""
-
-    def git(*args: str) -> str | None:
-        try:
-            proc = subprocess.run(
-                ["git", *args], cwd=repo, capture_output=True, text=True, timeout=60
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return proc.stdout.strip() if proc.returncode == 0 else None
-
-    head = git("rev-parse", "--short", "HEAD")
-    if not head:
-        return None
-    changes = git("status", "--porcelain", "--", ".", ":(exclude)bench/results")
-    return head + ("+dirty" if changes is None or changes else "")
-
-
-def check_hwtune() -> str | None:
-    """Why this hwtune cannot run the benchmark, or None: it must know `tune --model`."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "hwtune", "tune", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if proc.returncode != 0:
-        return f"`python -m hwtune tune --help` failed:\n{proc.stderr[-2000:]}"
-    if "--model" not in proc.stdout:
-        return (
-            "this hwtune's `tune` has no --model option, which every scenario passes "
-            "(S1 --model conv, S2-S4 --model dense)"
-        )
-    return None
-
-
-def session(machine: str) -> dict[str, Any]:
-    """What this start of bench/run ran with, and how loaded the machine was before it."""
-    cpus = background.online_cpus()
-    load = background.loadavg()
-    warning = background.load_warning(load, cpus)
-    if warning:
-        log(warning)
-    if importlib.util.find_spec("matplotlib") is None:
-        log(
-            "warning: matplotlib is missing, so the report will have no chart "
-            "(pip install 'hwtune[bench]', then `bench/run --report-only`)"
-        )
-    return {
-        "phase": "session",
-        "machine": machine,
-        "started": time.time(),
-        "commit": git_commit(),
-        "hwtune": __version__,
-        "python": platform.python_version(),
-        "cpus": cpus,
-        "loadavg": load,
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="a few minutes: tiny grid, 1 round")
-    parser.add_argument("--scenarios", default="S1,S2,S3,S4")
+    parser.add_argument("--quick", action="store_true", help="tiny grid, 1 round, with the tuner")
+    parser.add_argument(
+        "--smoke", action="store_true", help="plan and peers only, 2 short rounds (minutes)"
+    )
+    parser.add_argument(
+        "--scenarios", default=",".join(s.name for s in SCENARIOS), help="default: all"
+    )
+    parser.add_argument("--results-dir", type=Path, default=RESULTS, help=argparse.SUPPRESS)
     parser.add_argument("--machine", help="results file name (default: CPU model and count)")
     parser.add_argument("--fresh", action="store_true", help="discard the journal, start over")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report only")
     parser.add_argument("--no-budgets", action="store_true", help="skip the earlier budgets")
     args = parser.parse_args(argv)
-    machine = args.machine or default_machine() + ("-quick" if args.quick else "")
-    settings = Settings.make(args.quick)
-    journal_path = RESULTS / f"{machine}.journal.jsonl"
+    suffix = "-smoke" if args.smoke else "-quick" if args.quick else ""
+    machine = args.machine or default_machine() + suffix
+    settings = Settings.make(args.quick, smoke=args.smoke)
+    results: Path = args.results_dir
+    journal_path = results / f"{machine}.journal.jsonl"
     import bench_report
 
     if args.report_only:
-        bench_report.write(journal_path, RESULTS, machine)
+        bench_report.write(journal_path, results, machine)
         return 0
+    wanted = {name.strip().upper() for name in args.scenarios.split(",")}
+    unknown = wanted - {s.name for s in SCENARIOS}
+    if unknown:
+        sys.exit(f"bench/run: no scenario {', '.join(sorted(unknown))} (S1-S{len(SCENARIOS)})")
     problem = check_hwtune()
     if problem:
         sys.exit(f"bench/run: {problem}")
     header = {"machine": machine, "settings": settings.as_json(), "started": time.time()}
     journal = Journal(journal_path, args.fresh, header)
-    journal.add(f"session/{time.time()}", session(machine))
+    from hwtune.probes import detect
+
+    hardware = detect(tensorflow=False)
+    journal.add(f"session/{time.time()}", session(machine, hardware))
     started = time.monotonic()
     # One runtime entry per session, rewritten after each step, so a run interrupted and
     # resumed reports the time of every session up to its last finished step.
@@ -528,20 +486,19 @@ def main(argv: list[str] | None = None) -> int:
             runtime_id, {"phase": "runtime", "wall_s": round(time.monotonic() - started, 1)}
         )
 
-    if not args.no_budgets:
+    if not args.no_budgets and not args.smoke:
         run_budget_scripts(journal, args.quick)
         note_runtime()
-    wanted = {name.strip().upper() for name in args.scenarios.split(",")}
     for scenario in SCENARIOS:
         if scenario.name not in wanted:
             continue
         note_runtime()
         if scenario.quota is None:
-            ScenarioRun(scenario, settings, journal, None).run()
+            ScenarioRun(scenario, settings, journal, None, hardware).run()
             continue
         try:
             with cpu_quota(scenario.quota) as procs:
-                ScenarioRun(scenario, settings, journal, procs).run()
+                ScenarioRun(scenario, settings, journal, procs, hardware).run()
         except QuotaUnavailable as why:
             log(f"{scenario.name} skipped: {why}")
             journal.add(
@@ -549,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
                 {"scenario": scenario.name, "phase": "skipped", "reason": str(why)},
             )
     note_runtime()
-    path = bench_report.write(journal_path, RESULTS, machine)
+    path = bench_report.write(journal_path, results, machine)
     log(f"report: {path}")
     return 0
 

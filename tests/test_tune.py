@@ -230,3 +230,35 @@ def test_cli_rejects_a_workload_and_a_command_together(synth: Path) -> None:
     assert "either --workload builtin:NAME or a command" in result.stderr
     result = run_cli(["tune", "--workload", "builtin:nope"])
     assert result.exit_status == 1 and "builtin:cnn, builtin:mlp" in result.stderr
+
+
+def test_the_search_measures_pinned_against_unpinned(tmp_path: Path) -> None:
+    """The `pinned` dimension (issue 17): from the plan's unpinned copies, a workload that runs
+    faster pinned (real sched_setaffinity in the trial's children) gets its copies pinned."""
+    script = tmp_path / "pinned.py"
+    script.write_text(
+        "import os, random\n"
+        "pinned = len(os.sched_getaffinity(0)) == 1\n"
+        "noise = random.SystemRandom().lognormvariate(0, 0.02)\n"
+        "print(f'hwtune-metric: samples_per_sec={1000 * (1.5 if pinned else 1.0) * noise:.3f}')\n"
+    )
+    cpus = sorted(os.sched_getaffinity(0))
+    slices = ((cpus[0],), (cpus[-1],))  # one CPU each (the same one on a 1-CPU runner)
+    unpinned = TrialConfig(intra=1, inter=1, instances=2)
+    space = SearchSpace(
+        bases={2: unpinned},
+        intra={2: (1,)},
+        inter={2: (1,)},
+        onednn=(None,),
+        jit=(None,),
+        slices={2: slices},
+    )
+    assert space.neighbors(unpinned) == [unpinned.replace(cpus=slices)]
+    runner = TrialRunner(
+        user_command([sys.executable, "-I", "-S", str(script)]),
+        environ=dict(os.environ),
+        timeout_s=30,
+    )
+    outcome = Search(space, runner.run, SearchSettings(budget_s=120, seed=0)).run(unpinned)
+    assert outcome.best == unpinned.replace(cpus=slices) and outcome.best.pinned
+    assert outcome.ratio > 1.3

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,9 +19,12 @@ sys.path.insert(0, str(REPO / "bench"))
 import background
 import bench_report
 import budgets
+import exec_arm
+import folklore
+import paired
 import tune_bench
 
-from hwtune.models.hardware import CpuInfo
+from hwtune.models.hardware import CpuInfo, Hardware, Limits, LogicalCpu
 from hwtune.tune.stats import Comparison
 
 
@@ -222,7 +229,7 @@ def test_report_has_the_table_targets_and_reasons(tmp_path: Path) -> None:
     row = next(line for line in md.splitlines() if line.startswith("| S3 MLP"))
     assert "8 s, 1 trials; 9 s, 2 trials" in row and "40 s, 1 trials (1 configs)" in row
     assert "| S3 | tune's measuring ≤ 25% of the oracle's (each run) | 20%, 22% | ✓ |" in md
-    plan_vs_defaults = next(line for line in md.splitlines() if "plan ≥ 1.25× TF defaults" in line)
+    plan_vs_defaults = next(x for x in md.splitlines() if "| plan ≥ 1.25× TF defaults |" in x)
     assert "1.50×" in plan_vs_defaults and plan_vs_defaults.endswith("✓ |")
     assert "| S3 | plan ≥ 0.95× oracle | 0.94×" in md  # 90/96, clearly below: ✗
     assert "| `bench/bench_plan.py` | | missing | | — |" in md
@@ -306,7 +313,16 @@ def test_machine_names_tell_zen3_from_zen4() -> None:
 
 def test_every_tune_call_states_the_scenarios_model(tmp_path: Path) -> None:
     models = {s.name: s.model for s in tune_bench.SCENARIOS}
-    assert models == {"S1": "conv", "S2": "dense", "S3": "dense", "S4": "dense"}
+    assert models == {
+        "S1": "conv",
+        "S2": "dense",
+        "S3": "dense",
+        "S4": "dense",
+        "S5": "dense",  # a transformer: MODEL_HELP counts transformers as dense
+        "S6": "unknown",  # tf.data only: no model
+        "S7": "conv",  # inference with the CNN
+        "S8": "unknown",  # a CNN and an MLP at once
+    }
     settings = tune_bench.Settings.make(quick=True)
     journal = tune_bench.Journal(tmp_path / "j.jsonl", True, {"settings": settings.as_json()})
     for scenario in tune_bench.SCENARIOS:
@@ -375,3 +391,190 @@ def test_a_resumed_run_adds_the_time_of_every_session(tmp_path: Path) -> None:
             handle.write(json.dumps({"id": entry_id, "phase": "runtime", "wall_s": wall_s}) + "\n")
     md = bench_report.write(path, tmp_path, "m").read_text()
     assert "total runtime 31 min" in md  # 1200 s + 660 s, not 600 + 1200 + 660
+
+
+# -- issue 17: paired ratios, intervals, targets, the folklore, a real smoke run -------------
+
+
+def test_paired_ratios_cancel_the_rounds_level() -> None:
+    # The machine's level swings 2× between rounds; A is exactly twice B in every round.
+    rounds = {0: {"a": 100.0, "b": 50.0}, 1: {"a": 60.0, "b": 30.0}, 2: {"a": 90.0, "b": 45.0}}
+    assert paired.ratios(rounds, "a", "b") == [2.0, 2.0, 2.0]
+    result = paired.paired(rounds, "a", "b")
+    assert result.n == 3 and result.ratio == pytest.approx(2.0)
+    assert result.low == pytest.approx(2.0) and result.high == pytest.approx(2.0)
+    # A round where one arm failed pairs nothing; the same arm against itself is exactly 1.
+    rounds[3] = {"a": 80.0}
+    assert paired.paired(rounds, "a", "b").n == 3
+    assert paired.paired(rounds, "a", "a") == paired.Paired(4, 1.0, 1.0, 1.0)
+    assert paired.rounds_of(
+        [
+            {"phase": "final", "round": 0, "config": "a", "value": 5.0},
+            {"phase": "final", "round": 0, "config": "b", "value": None},  # failed
+            {"phase": "oracle", "round": 0, "config": "c", "value": 7.0},  # not final
+        ]
+    ) == {0: {"a": 5.0}}
+
+
+def test_interval_is_a_t_interval_over_log_ratios() -> None:
+    values = [1.0, 1.1, 1.2]
+    logs = [math.log(v) for v in values]
+    mean = sum(logs) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    half = 4.303 * sd / math.sqrt(3)  # t(0.975, df=2), any statistics table
+    result = paired.interval(values)
+    assert result.ratio == pytest.approx(math.exp(mean))
+    assert result.low == pytest.approx(math.exp(mean - half))
+    assert result.high == pytest.approx(math.exp(mean + half))
+    one = paired.interval([1.3])
+    assert one.n == 1 and one.high == math.inf and "no interval" in one.show()
+    assert paired.interval([]).n == 0
+
+
+def test_a_target_is_met_only_when_the_interval_clears_it() -> None:
+    judge = paired.judge
+    assert judge(paired.Paired(8, 1.30, 1.26, 1.34), 1.25) == "met"
+    assert judge(paired.Paired(8, 1.30, 1.20, 1.41), 1.25) == "unclear"  # point above, not all
+    assert judge(paired.Paired(8, 1.10, 1.05, 1.15), 1.25) == "missed"
+    assert judge(paired.Paired(1, 1.50, 0.0, math.inf), 1.25) == "unclear"
+    assert judge(paired.Paired(0, math.nan, 0.0, math.inf), 1.0) == "no data"
+
+
+def issue17_journal(tmp_path: Path, tune_over_plan: float) -> Path:
+    """S4 (two jobs: a cut budget) with every peer over 4 drifting rounds: defaults 60,
+    folklore 80, plan 90, tune `90 × tune_over_plan`, oracle 96; 1% alternating noise."""
+    keys = {
+        "defaults": config(None),
+        "folklore": config(2),
+        "plan": config(1),
+        "tune": config(1, jit=True),
+        "oracle": config(1, jit=False),
+    }
+    levels = {"defaults": 60.0, "folklore": 80.0, "plan": 90.0, "oracle": 96.0}
+    levels["tune"] = 90.0 * tune_over_plan
+    entries: list[dict[str, object]] = [
+        {"id": "header", "settings": {"quick": False, "final_rounds": 4}, "started": 0},
+        {"id": "S4/space", "scenario": "S4", "phase": "space", "model": "dense"},
+        {
+            "id": "S4/tune/1",
+            "scenario": "S4",
+            "phase": "tune",
+            "run": 1,
+            "measuring_s": 9.0,
+            "trials": 3,
+        },
+        {
+            "id": "S4/columns/1",
+            "scenario": "S4",
+            "phase": "columns",
+            "columns": keys,
+            "labels": {name: name for name in keys},
+        },
+        {"id": "session/1", "phase": "session", "cpus": 2, "bf16_flags": [], "gpus": 0},
+    ]
+    for round_, level in enumerate((1.0, 0.6, 1.3, 0.8)):
+        for name, key in keys.items():
+            entries.append(
+                {
+                    "id": f"S4/final/{round_}/{key}",
+                    "scenario": "S4",
+                    "phase": "final",
+                    "round": round_,
+                    "config": key,
+                    "value": levels[name] * level * (1.01 if (round_ + len(name)) % 2 else 0.99),
+                    "wall_s": 10.0,
+                    "failure": None,
+                }
+            )
+    path = tmp_path / "i17.journal.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return path
+
+
+@pytest.mark.usefixtures("no_chart")
+def test_targets_table_judges_every_peer_by_its_paired_interval(tmp_path: Path) -> None:
+    md = bench_report.write(issue17_journal(tmp_path, 1.0), tmp_path, "i17").read_text()
+    rows = {
+        line.split(" | ")[1]: line
+        for line in md.splitlines()
+        if line.startswith("| S4 | ") or line.startswith("| all | ")
+    }
+    assert rows["plan ≥ folklore"].endswith("| ✓ met |")  # 90 / 80 = 1.125
+    assert "1.12×" in rows["plan ≥ folklore"] and "(n=4)" in rows["plan ≥ folklore"]
+    assert rows["plan ≥ 1.25× TF defaults (budget cut)"].endswith("| ✓ met |")  # 1.5
+    assert rows["plan ≥ 0.95× grid's best"].endswith("| ✗ missed |")  # 0.9375
+    assert rows["tune ≥ 0.97× TF defaults"].endswith("| ✓ met |")
+    # The tuner matched the plan: not met, and the grid's headroom over the plan is quoted.
+    earns = rows["tuner ≥ 1.1× plan somewhere"]
+    assert "✗ missed" in earns and "grid's best over the plan, paired: S4 1.07×" in earns
+    assert "**not run: no bf16 CPU**" in md and "**not run: no GPU**" in md
+    # The same journal, the tuner 20% above the plan: met.
+    md = bench_report.write(issue17_journal(tmp_path, 1.2), tmp_path, "i17").read_text()
+    earns = next(x for x in md.splitlines() if "tuner ≥ 1.1× plan somewhere" in x)
+    assert earns.endswith("| ✓ met |") and "S4 tune 1.20×" in earns
+
+
+def test_folklore_is_the_guides_recipe() -> None:
+    cpu = CpuInfo(
+        arch="x86_64",
+        sockets=2,
+        physical_cores=8,
+        logical_cpus=16,
+        online_cpus=tuple(range(16)),
+        topology=tuple(
+            LogicalCpu(c, socket=(c % 8) // 4, core=c % 8, node=(c % 8) // 4) for c in range(16)
+        ),
+    )
+    hw = Hardware(cpu=cpu, limits=Limits(usable_cpus=tuple(range(16)), effective_cpus=16))
+    one = folklore.recipe(hw, 1)
+    assert (one.intra, one.inter, one.cpus) == (8, 2, ())  # physical cores, sockets
+    assert dict(one.extra_env) == {
+        "OMP_NUM_THREADS": "8",
+        "KMP_BLOCKTIME": "1",
+        "KMP_AFFINITY": "granularity=fine,compact,1,0",
+    }
+    two = folklore.recipe(hw, 2, [(0, 1, 2, 3), (4, 5, 6, 7)])
+    assert (two.intra, two.inter, two.instances) == (4, 1, 2)
+    assert two.cpus == ((0, 1, 2, 3), (4, 5, 6, 7))  # numactl-style, one group each
+    assert dict(two.extra_env)["OMP_NUM_THREADS"] == "4"
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs TensorFlow")
+def test_a_real_smoke_run_writes_the_report_with_every_peer(tmp_path: Path) -> None:
+    """bench/run --smoke on S2: dry run, defaults, folklore and plan over two rounds of
+    0.3 s trials (~40 s on a quiet 2-core VM); the report has the paired ratios and targets."""
+    env = {**os.environ, "PYTHON": sys.executable, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    args = ["--smoke", "--scenarios", "S2", "--machine", "smoke", "--results-dir", str(tmp_path)]
+    proc = subprocess.run(
+        [str(REPO / "bench" / "run"), *args, "--fresh"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    journal = bench_report.load(tmp_path / "smoke.journal.jsonl")
+    finals = [e for e in journal if e.get("phase") == "final"]
+    assert {e["round"] for e in finals} == {0, 1} and all(e["value"] for e in finals)
+    columns = next(e for e in journal if e.get("phase") == "columns")["columns"]
+    assert set(columns) == {"defaults", "folklore", "plan", "oracle"}
+    assert '"KMP_BLOCKTIME": "1"' in columns["folklore"]
+    md = (tmp_path / "smoke.md").read_text()
+    assert "SMOKE run" in md and "## TARGETS (issue 17)" in md
+    assert "| S2 | plan ≥ folklore |" in md and "(n=2)" in md
+
+
+def test_exec_arm_adds_every_copys_last_metric() -> None:
+    output = "\n".join(
+        [
+            "[0] hwtune-metric: samples_per_sec=10.0",
+            "[1] hwtune-metric: samples_per_sec=7.5",
+            "[0] hwtune-metric: samples_per_sec=11.0",  # the last value of a copy counts
+            "[1] # policy=float32",
+            "hwtune-metric: samples_per_sec=99",  # not a copy's line
+        ]
+    )
+    assert exec_arm.summed(output, "samples_per_sec", 2) == 18.5
+    assert exec_arm.summed(output, "samples_per_sec", 3) is None  # a copy did not report
+    assert exec_arm.summed(output, "work_per_sec", 2) is None

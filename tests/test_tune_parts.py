@@ -270,10 +270,15 @@ def test_space_around_the_plan_of_a_big_host() -> None:
         if n.instances == 1
     )
     grid = list(space.grid())
-    assert len(grid) == len(set(grid)) == space.size() == 144
+    # 48 single-instance configurations, and 48 each for 2 and 4 instances, pinned and not
+    # (the `pinned` dimension, issue 17): 48 + 2 × 2 × 48.
+    assert len(grid) == len(set(grid)) == space.size() == 240
     assert start in grid and set(neighbors) <= set(grid)
     four = next(n for n in neighbors if n.instances == 4)
+    # Whole NUMA nodes of 44 cores: the plan's rule pins them; the tuner may try unpinned.
     assert len(four.cpus) == 4 and not set(four.cpus[0]) & set(four.cpus[1])
+    unpinned = [n for n in space.neighbors(four) if n.instances == 4 and not n.pinned]
+    assert unpinned == [four.replace(cpus=())]
     _, latency, _ = prepare(hw, TuneRequest(builtin("cnn"), mode="latency"))
     assert list(latency.bases) == [1] and latency.precision == (None,)
 
@@ -404,3 +409,30 @@ def _search_on_a_fake_clock(budget: float) -> SearchOutcome:
     fake = _SlowTail()
     settings = SearchSettings(budget_s=budget, seed=0)
     return Search(space, fake.measure, settings, clock=fake.clock).run(start)
+
+
+def test_pinned_is_a_dimension_and_one_core_slices_start_unpinned() -> None:
+    """On a 2-CPU machine, two instances get one core each: the rule leaves them unpinned
+    (measured faster, issue 17) and the tuner's neighbours include the pinned variant."""
+    from hwtune.models.hardware import CpuInfo, Hardware, Limits, LogicalCpu
+    from hwtune.tune.tuner import TuneRequest, prepare
+
+    cpu = CpuInfo(
+        arch="x86_64",
+        physical_cores=2,
+        logical_cpus=2,
+        online_cpus=(0, 1),
+        topology=(LogicalCpu(0, socket=0, core=0), LogicalCpu(1, socket=0, core=1)),
+    )
+    hw = Hardware(
+        cpu=cpu, limits=Limits(affinity_cpus=(0, 1), usable_cpus=(0, 1), effective_cpus=2)
+    )
+    start, space, _ = prepare(hw, TuneRequest(builtin("mlp"), instances=2))
+    assert start.instances == 2 and not start.pinned and start.intra == 1
+    pinned = [n for n in space.neighbors(start) if n.pinned]
+    assert pinned == [start.replace(cpus=((0,), (1,)))]
+    assert {c.pinned for c in space.grid()} == {True, False}
+    # The move is named, so the search can make a lost pinning tabu.
+    from hwtune.tune.space import changed
+
+    assert changed(start, pinned[0]) == ["pinned"]

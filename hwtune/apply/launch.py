@@ -4,7 +4,9 @@ Each instance gets its slice of the node (`profile.instances[i]`): CPU affinity
 (sched_setaffinity), a NUMA memory policy bound to the slice's nodes (set_mempolicy(2),
 called through ctypes so numactl need not be installed), `CUDA_VISIBLE_DEVICES` for its GPUs
 (UUIDs when known, so the numbering cannot differ from NVML's), the profile's environment and
-`HWTUNE_INSTANCE`/`HWTUNE_INSTANCES`.
+`HWTUNE_INSTANCE`/`HWTUNE_INSTANCES`. Several instances are pinned only where their slices are
+big enough (`instance_pinning`, the rule of hwtune.planner.instances.pinning): one-core slices
+are left unpinned with thread pools capped to the slice, which was measured to be faster.
 
 One instance replaces hwtune (execve): the command keeps hwtune's PID, terminal and signals.
 Several run as children, each in its own process group with stdin from /dev/null; their
@@ -41,6 +43,7 @@ from hwtune.apply.mempolicy import set_mempolicy as set_mempolicy
 from hwtune.errors import HwtuneError
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import InstanceSlice, Profile
+from hwtune.planner.instances import Pinning
 
 NumaPolicy = Literal["bind", "preferred", "none"]
 
@@ -66,6 +69,14 @@ def instance_slice(profile: Profile, index: int) -> InstanceSlice:
     if profile.instance.index == index:
         return profile.instance
     raise HwtuneError(f"the profile has no instance {index} (it has {len(profile.instances)})")
+
+
+def instance_pinning(profile: Profile, hardware: Hardware) -> Pinning:
+    """Whether the profile's instances are pinned to their slices, and why (the planner's rule
+    applied to the profile's slices: hwtune.planner.instances.pinning)."""
+    from hwtune.planner.instances import pinning
+
+    return pinning(hardware, [s.cpus for s in profile.instances] or [profile.instance.cpus])
 
 
 def env_for_instance(

@@ -2,7 +2,8 @@
 
 One instance (the default, or this rank's slice under srun/mpirun/torchrun) replaces hwtune
 with CMD, pinned to its CPUs and NUMA node, with the profile's environment. `--instances N`
-starts N copies on disjoint slices (CPUs, NUMA node, GPUs), output prefixed "[i] ", signals
+starts N copies on disjoint slices (CPUs, NUMA node, GPUs; pinned where a slice has 2+ physical
+cores or whole NUMA nodes, else unpinned with capped pools), output prefixed "[i] ", signals
 forwarded, and exits with the worst child's status (128+N for a death by signal N).
 Variables already set in the environment win over the profile (a note says so on stderr).
 Exit status: the command's (worst) status; 1 when hwtune itself fails; 2 bad usage.
@@ -49,6 +50,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         Launcher,
         env_for_instance,
         exec_replace,
+        instance_pinning,
         instance_slice,
         merge_environment,
     )
@@ -76,6 +78,10 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         request.instances is not None or first.measured_instances
     )
     indices = list(range(intent.instances)) if every else [intent.instance]
+    # Several instances are pinned only where their slices are big enough (the planner's rule).
+    pinning = instance_pinning(first.profile, hardware)
+    if not args.no_pin and not pinning.pinned:
+        print(f"hwtune exec: {pinning.reason}", file=env.stderr)
     specs = []
     for index in indices:
         planned = (
@@ -92,7 +98,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         if len(indices) == 1 or index == indices[0]:
             for note in notes:
                 print(f"hwtune exec: {note}", file=env.stderr)
-        pin = not args.no_pin
+        pin = not args.no_pin and pinning.pinned
         multi_node = len(hardware.numa) > 1
         specs.append(
             InstanceSpec(

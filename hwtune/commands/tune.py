@@ -29,8 +29,10 @@ from hwtune.status import ExitStatus
 
 _BUILTIN_HELP = (
     "builtin:cnn (Keras CNN training), builtin:mlp (MLP training), builtin:matmul, "
-    "builtin:pipeline (tf.data); default builtin:cnn. With -- CMD: the name to store the "
-    "result under (as --name)"
+    "builtin:pipeline (tf.data), builtin:transformer (encoder block training), "
+    "builtin:inference (SavedModel batch inference), builtin:mixed (a CNN and an MLP, "
+    "2 instances); default builtin:cnn. With -- CMD: the name to store the result under "
+    "(as --name)"
 )
 
 

@@ -94,7 +94,7 @@ def _watch_pid(pid: int, wait: float) -> object:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.apply.launch import instance_slice
+    from hwtune.apply.launch import instance_pinning, instance_slice
     from hwtune.apply.render import env_map, thread_counts
     from hwtune.apply.verify import Expectation, Observation, compare, describe, render_table
     from hwtune.pipeline.request import profile_for
@@ -121,12 +121,15 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     index = profile.intent.instance
     intra, inter = thread_counts(profile)
     mine = instance_slice(profile, index)
+    # Instances on one-core slices run unpinned (hwtune.planner.instances.pinning): no
+    # affinity or NUMA policy to check then.
+    pinned = instance_pinning(profile, planned.hardware).pinned
     expected = Expectation(
         env=env_map(profile),
-        cpus=mine.cpus,
+        cpus=mine.cpus if pinned else (),
         intra_op=intra,
         inter_op=inter,
-        numa_nodes=mine.numa_nodes if len(planned.hardware.numa) > 1 else (),
+        numa_nodes=mine.numa_nodes if pinned and len(planned.hardware.numa) > 1 else (),
         numa_policy=args.numa_policy,
     )
     checks = compare(expected, seen)

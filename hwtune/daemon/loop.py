@@ -40,7 +40,7 @@ from hwtune.models.profile import Profile
 # After an inotify event, wait this long for the writer to finish (an editor writes, renames
 # and chmods in quick succession) before fingerprinting, so one edit is one re-plan.
 SETTLE_S = 0.05
-# Plans made again when a config changes between the stable reads around plan_for.
+# Plans made again when a config changes between the stable reads around profile_for.
 CONFIG_RETRIES = 3
 # NFD re-reads features.d every core.sleepInterval, 60 s by default (NFD docs, "nfd-worker
 # configuration"); an expiry of at least two of those, refreshed at half-life, means the labels

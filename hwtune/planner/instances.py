@@ -1,16 +1,23 @@
 """Split the usable CPUs and GPUs of a node into `instances` slices, one per process.
 
-Rules (issue 3): instances never share a physical core; slices follow NUMA nodes where the
+Rules (issue 3): slices never share a physical core; slices follow NUMA nodes where the
 counts allow (cores are dealt in NUMA-node order, so N instances on N equal nodes get one node
 each); when GPUs exist, an instance takes the cores local to its GPUs first (the NUMA node
 or `cpu_affinity` nvidia-smi reports), as PyTorch's run_cpu and NVIDIA's guidance bind data
 loaders next to their GPU. GPUs are dealt as units (planner/gpu_units.py): whole GPUs, or one
 MIG device per instance when a GPU is in MIG mode. Each slice also gets its share of the CPU
 budget: with a cgroup quota, `limits.effective_cpus` is split in proportion to the slice's CPUs.
+
+Pinning (issue 17, `pinning()`): N > 1 instances are pinned to their slices only where a slice
+is big enough to hold a copy's other threads too: at least `MIN_PINNED_CORES` physical cores,
+or whole NUMA nodes of a multi-node machine (where memory locality is the gain). Smaller slices
+are left unpinned, each copy's thread pools capped to its slice's budget, because pinning one
+CPU per copy was measured to lose (see `MEASURED_ONE_CPU_PINNING`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hwtune.errors import PlanError
@@ -205,3 +212,69 @@ def _budget(
         f"{min(logical, share)} of {effective} effective CPUs, in proportion to this slice's "
         f"{logical} of {usable_count} usable CPUs ({basis})",
     )
+
+
+# The smallest slice worth pinning an instance to, in physical cores. A training or inference
+# process runs more than its intra-op pool: the Python thread that drives it, tf.data's and the
+# inter-op pool's threads. Pinned to one CPU, they all queue behind the compute thread, while
+# unpinned they fill the moments another copy leaves a CPU idle. Measured (issue 17):
+MEASURED_ONE_CPU_PINNING = (
+    "on a 2-vCPU EPYC VM (KVM, TF 2.21), two CNN training jobs each pinned to one CPU with one "
+    "intra-op thread ran at 0.61-0.86x of the same two jobs left unpinned with TF's defaults "
+    "(four interleaved runs of 3-6 rounds), and unpinned copies with one intra-op thread each "
+    "summed ~925-1020 samples/s against ~800 pinned (hwtune issue 17)"
+)
+MIN_PINNED_CORES = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Pinning:
+    """Whether `hwtune exec` (and the tuner's plan configuration) pins the instances."""
+
+    pinned: bool
+    reason: str
+
+
+def pinning(hw: Hardware, slices: Sequence[Sequence[int]]) -> Pinning:
+    """The pinning rule for instances on these slices (each given by its CPUs).
+
+    One instance is pinned to the usable CPUs (its affinity as it already is). Several are
+    pinned only when every slice is whole NUMA nodes of a multi-node machine or has at least
+    MIN_PINNED_CORES physical cores; otherwise none is (a mix would let the unpinned ones run
+    on the pinned ones' cores). All-or-nothing: slices differ by one core at most.
+    """
+    if len(slices) <= 1:
+        return Pinning(True, "one instance: it keeps the usable CPUs (affinity ∩ cpuset)")
+    cores = [len(physical_cores(hw, tuple(sorted(cpus)))) for cpus in slices]
+    if len(hw.numa) > 1 and all(_whole_nodes(hw, cpus) for cpus in slices):
+        return Pinning(
+            True,
+            f"each of the {len(slices)} instances pinned to whole NUMA nodes, its memory bound "
+            "there: remote memory costs bandwidth and latency (numactl's --cpunodebind/"
+            "--membind, as Intel's multi-instance launchers use)",
+        )
+    smallest = min(cores)
+    if smallest >= MIN_PINNED_CORES:
+        return Pinning(
+            True,
+            f"each of the {len(slices)} instances pinned to its own {smallest}+ physical cores "
+            "(never shared): copies do not migrate onto each other's cores (numactl "
+            "--physcpubind, as Intel's multi-instance launchers use); slices of one core are "
+            f"left unpinned instead, since {MEASURED_ONE_CPU_PINNING}",
+        )
+    return Pinning(
+        False,
+        f"the {len(slices)} instances are left unpinned, each with thread pools capped to its "
+        f"slice's budget: a slice of {smallest} physical core is too small to pin (its copy's "
+        "Python, input and inter-op threads would queue behind the compute thread instead of "
+        f"using the idle moments of the other CPUs); {MEASURED_ONE_CPU_PINNING}",
+    )
+
+
+def _whole_nodes(hw: Hardware, cpus: Sequence[int]) -> bool:
+    """Whether `cpus` is one or more whole NUMA nodes (as far as their CPUs are usable)."""
+    usable = set(usable_cpus(hw))
+    mine = set(cpus)
+    nodes = [set(node.cpus) & usable for node in hw.numa]
+    touched = [node for node in nodes if node & mine]
+    return bool(touched) and all(node <= mine for node in touched)

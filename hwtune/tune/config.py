@@ -75,6 +75,11 @@ class TrialConfig:
     extra_env: tuple[tuple[str, str], ...] = ()  # the plan's other variables, kept as planned
     openmp: bool = False  # TF links OpenMP: OMP_NUM_THREADS follows intra (not a searched knob)
 
+    @property
+    def pinned(self) -> bool:
+        """Whether the copies are pinned to CPUs (the tuner's `pinned` dimension)."""
+        return bool(self.cpus)
+
     def replace(self, **changes: Any) -> TrialConfig:
         return dataclasses.replace(self, **changes)
 

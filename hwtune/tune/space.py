@@ -7,6 +7,11 @@ CPUs, and thread counts sized for a slice), so changing the count moves to that 
 Thread candidates per slice with a budget of n effective CPUs: 1, n/2, n and the plan's
 choice, plus the number of CPUs the process can see (TensorFlow's own default, which a CPU
 quota does not narrow).
+
+Pinning: with several instances, `pinned` is a dimension of its own (each copy pinned to its
+slice's CPUs, or all left unpinned with the same capped pools): the plan's rule
+(hwtune.planner.instances.pinning) picks the start, and the tuner measures the other side,
+since the rule rests on one machine's measurement (issue 17).
 """
 
 from __future__ import annotations
@@ -35,9 +40,16 @@ class SearchSpace:
     onednn: tuple[bool | None, ...] = (True, False)
     jit: tuple[bool | None, ...] = (False, True)
     precision: tuple[str | None, ...] = (None,)
+    # instance count -> each slice's CPUs (counts above 1): what "pinned" pins the copies to
+    slices: Mapping[int, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
     dimensions: tuple[str, ...] = field(
-        default=("precision", "onednn", "jit", "intra", "instances", "inter")
+        default=("precision", "onednn", "jit", "intra", "instances", "pinned", "inter")
     )
+
+    def pin_options(self, count: int) -> tuple[tuple[tuple[int, ...], ...], ...]:
+        """The `cpus` values a configuration of `count` instances may take: pinned, unpinned."""
+        cpus = self.slices.get(count, ())
+        return (cpus, ()) if count > 1 and cpus else ((),)
 
     def neighbors(self, config: TrialConfig) -> list[TrialConfig]:
         """Every configuration that differs from `config` in one setting, biggest effects'
@@ -49,6 +61,11 @@ class SearchSpace:
                 for other in self.bases:
                     if other != count:
                         found.append(self._carry(self.bases[other], config))
+                continue
+            if dimension == "pinned":
+                for cpus in self.pin_options(count):
+                    if cpus != config.cpus:
+                        found.append(config.replace(cpus=cpus))
                 continue
             values: tuple[object, ...] = {
                 "intra": self.intra.get(count, ()),
@@ -69,11 +86,21 @@ class SearchSpace:
     def grid(self) -> Iterator[TrialConfig]:
         """The full grid (the benchmark's oracle): every combination, every instance count."""
         for count, base in self.bases.items():
-            for intra, inter, onednn, jit, precision in itertools.product(
-                self.intra[count], self.inter[count], self.onednn, self.jit, self.precision
+            for intra, inter, onednn, jit, precision, cpus in itertools.product(
+                self.intra[count],
+                self.inter[count],
+                self.onednn,
+                self.jit,
+                self.precision,
+                self.pin_options(count),
             ):
                 yield base.replace(
-                    intra=intra, inter=inter, onednn=onednn, jit=jit, precision=precision
+                    intra=intra,
+                    inter=inter,
+                    onednn=onednn,
+                    jit=jit,
+                    precision=precision,
+                    cpus=cpus,
                 )
 
     def size(self) -> int:
@@ -82,7 +109,7 @@ class SearchSpace:
 
 def changed(before: TrialConfig, after: TrialConfig) -> list[str]:
     """The names of the settings that differ (for the log and the report)."""
-    names = ("intra", "inter", "onednn", "jit", "precision", "instances")
+    names = ("intra", "inter", "onednn", "jit", "precision", "instances", "pinned")
     return [name for name in names if getattr(before, name) != getattr(after, name)]
 
 
@@ -94,8 +121,11 @@ def _as_int(value: object) -> int | None:
     return number if number > 0 else None
 
 
-def config_from_profile(profile: Profile, onednn_default: bool | None = None) -> TrialConfig:
-    """The trial configuration that reproduces `profile` (its instances pinned to slices)."""
+def config_from_profile(
+    profile: Profile, onednn_default: bool | None = None, pinned: bool = True
+) -> TrialConfig:
+    """The trial configuration that reproduces `profile` (its instances pinned to their
+    slices when `pinned`, the planner's pinning rule)."""
     env = {name: setting.value for name, setting in profile.env.items()}
     onednn_text = env.get(ONEDNN_ENV)
     onednn = onednn_default if onednn_text is None else str(onednn_text) in ("1", "true")
@@ -114,7 +144,7 @@ def config_from_profile(profile: Profile, onednn_default: bool | None = None) ->
         jit=str(profile.jit.level.value) != "off",
         precision=profile.precision.enabled,
         instances=count,
-        cpus=tuple(s.cpus for s in profile.instances) if count > 1 else (),
+        cpus=tuple(s.cpus for s in profile.instances) if count > 1 and pinned else (),
         extra_env=extra,
         openmp=profile.threads.openmp is not None,
     )
@@ -145,22 +175,34 @@ def build_space(
     visible_cpus: int,
     allow_precision: bool,
     onednn_default: bool | None,
+    pinned: Mapping[int, bool] | None = None,
 ) -> SearchSpace:
     """The space around `plans` (instance count -> the plan for that many instances);
-    `budget_cpus` is the effective CPU count (quota-capped), `visible_cpus` the usable CPUs."""
-    bases = {count: config_from_profile(p, onednn_default) for count, p in plans.items()}
+    `budget_cpus` is the effective CPU count (quota-capped), `visible_cpus` the usable CPUs,
+    `pinned` the planner's pinning rule per count (default: pinned)."""
+    pinned = pinned or {}
+    bases = {
+        count: config_from_profile(p, onednn_default, pinned.get(count, True))
+        for count, p in plans.items()
+    }
+    slices = {
+        count: tuple(s.cpus for s in p.instances)
+        for count, p in plans.items()
+        if len(p.instances) > 1
+    }
     if not allow_precision:
         bases = {count: base.replace(precision=None) for count, base in bases.items()}
     intra: dict[int, tuple[int, ...]] = {}
     inter: dict[int, tuple[int, ...]] = {}
     for count, profile in plans.items():
         budget = max(1, budget_cpus // count)
-        # Pinned to a slice, a process sees only the slice; a single instance sees them all.
-        seen = visible_cpus if count == 1 else max(1, len(profile.instances[0].cpus))
+        # Pinned to a slice, a process sees only the slice; unpinned or alone, it sees them all.
+        pinned_here = count > 1 and pinned.get(count, True)
+        seen = max(1, len(profile.instances[0].cpus)) if pinned_here else visible_cpus
         intra[count] = thread_candidates(budget, bases[count].intra, seen)
         inter[count] = inter_candidates(bases[count].inter)
     eligible = next(iter(plans.values())).precision.eligible if plans else ()
     precision: tuple[str | None, ...] = (None,)
     if allow_precision:
         precision = (None, *eligible)
-    return SearchSpace(bases=bases, intra=intra, inter=inter, precision=precision)
+    return SearchSpace(bases=bases, intra=intra, inter=inter, precision=precision, slices=slices)

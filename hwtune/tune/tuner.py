@@ -142,14 +142,20 @@ def plans_for(hw: Hardware, request: TuneRequest) -> dict[int, Profile]:
 
 def prepare(hw: Hardware, request: TuneRequest) -> tuple[TrialConfig, SearchSpace, str]:
     """(the plan's configuration, the space around it, the hardware fingerprint)."""
+    from hwtune.planner.instances import pinning
+
     plans = plans_for(hw, request)
     onednn_default = hw.tensorflow.onednn_default if hw.tensorflow else None
+    pinned = {
+        count: pinning(hw, [s.cpus for s in p.instances]).pinned for count, p in plans.items()
+    }
     space = build_space(
         plans,
         budget_cpus=hw.limits.effective_cpus,
         visible_cpus=len(hw.limits.usable_cpus) or hw.limits.effective_cpus,
         allow_precision=request.allow_precision,
         onednn_default=onednn_default,
+        pinned=pinned,
     )
     first = request.instances or 1
     return space.bases[first], space, plans[first].fingerprint

@@ -23,7 +23,12 @@ BUILTINS: dict[str, str] = {
     "mlp": "Keras training of a 3×512 MLP on tabular data (matmuls: threads, instances)",
     "matmul": "a chain of 512×512 matrix multiplies in a tf.function (intra-op threads)",
     "pipeline": "a tf.data pipeline decoding and augmenting images (tf.data parallelism)",
+    "transformer": "Keras training of one transformer encoder block (attention, layer norm, GELU)",
+    "inference": "batch inference with the CNN as a SavedModel (instances are the lever)",
+    "mixed": "a CNN and an MLP trained at once, one per instance (use 2 instances)",
 }
+# The metric each built-in reports, where it is not samples per second.
+BUILTIN_METRICS: dict[str, str] = {"mixed": "work_per_sec"}
 BUILTIN_PREFIX = "builtin:"
 # The measurement window of a built-in trial: long enough for a median over 5 sub-windows of
 # several steps each, short next to TensorFlow's ~4 s import on the 2-core VM it was tuned on.
@@ -50,7 +55,8 @@ def builtin(
         )
     argv = (python, "-m", f"hwtune.tune.builtin.{name}", "--seconds", f"{seconds:g}")
     key = BUILTIN_PREFIX + name
-    return Workload(key=key, argv=argv, display=key, metric="samples_per_sec")
+    metric = BUILTIN_METRICS.get(name, "samples_per_sec")
+    return Workload(key=key, argv=argv, display=key, metric=metric)
 
 
 def command_key(argv: Sequence[str], cwd: str) -> str:

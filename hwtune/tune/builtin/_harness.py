@@ -147,3 +147,39 @@ def keras_fit_rate(model: Any, data: Any, batch: int, args: argparse.Namespace) 
     total = args.warmup_steps + args.max_steps
     model.fit(data, epochs=1, steps_per_epoch=total, verbose=0, shuffle=False, callbacks=[Timer()])
     return rate_from_step_times(ends, state["start"], batch)
+
+
+def compile_for_training(model: Any, jit_compile: Any) -> None:
+    """Adam and sparse cross-entropy on logits: what every training built-in compiles with."""
+    import keras
+
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=jit_compile,
+    )
+
+
+def model_details(model: Any) -> dict[str, Any]:
+    """What the metric's comment line shows: the precision policy and whether XLA compiled."""
+    import keras
+
+    return {"policy": keras.mixed_precision.global_policy().name, "jit": model.jit_compile}
+
+
+def forward_flops(model: Any) -> int:
+    """Floating-point operations of one sample's forward pass through the model's Dense and
+    Conv2D layers (2 per multiply-add; activations, pooling and normalisation left out): the
+    weight that puts different models' samples on one scale (the `mixed` workload)."""
+    import math
+
+    total = 0
+    for layer in model.layers:
+        kernel = getattr(layer, "kernel", None)
+        if kernel is None:
+            continue
+        # Dense applies its kernel at every position but the last axis; Conv2D at every
+        # output pixel: either way, the output's positions times the kernel's size.
+        positions = math.prod(int(d) for d in layer.output.shape[1:-1])
+        total += 2 * positions * math.prod(int(d) for d in kernel.shape)
+    return total

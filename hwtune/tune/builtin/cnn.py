@@ -7,26 +7,21 @@ the training step: convolutions, where oneDNN, threads and bf16 matter most.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hwtune.tune.builtin import _harness
 
 BATCH = 64
+SHAPE = (32, 32, 3)
 
 
-def main() -> None:
-    args = _harness.parse_args(__doc__ or "")
-    batch = args.batch or BATCH
-    report = _harness.configure()
+def build_model() -> Any:
+    """The CNN, uncompiled (the `inference` and `mixed` workloads reuse it)."""
     import keras
-    import numpy as np
-    import tensorflow as tf
 
-    rng = np.random.default_rng(0)
-    images = rng.random((batch, 32, 32, 3), dtype=np.float32)
-    labels = rng.integers(0, 10, size=(batch,))
-    data = tf.data.Dataset.from_tensors((images, labels)).repeat()
-    model = keras.Sequential(
+    return keras.Sequential(
         [
-            keras.Input((32, 32, 3)),
+            keras.Input(SHAPE),
             keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
             keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
             keras.layers.MaxPooling2D(),
@@ -39,14 +34,23 @@ def main() -> None:
             keras.layers.Dense(10, dtype="float32"),
         ]
     )
-    model.compile(
-        optimizer="adam",
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=report.jit_compile,
-    )
+
+
+def main() -> None:
+    args = _harness.parse_args(__doc__ or "")
+    batch = args.batch or BATCH
+    report = _harness.configure()
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    images = rng.random((batch, *SHAPE), dtype=np.float32)
+    labels = rng.integers(0, 10, size=(batch,))
+    data = tf.data.Dataset.from_tensors((images, labels)).repeat()
+    model = build_model()
+    _harness.compile_for_training(model, report.jit_compile)
     rate = _harness.keras_fit_rate(model, data, batch, args)
-    policy = keras.mixed_precision.global_policy().name
-    _harness.report(rate, policy=policy, jit=model.jit_compile)
+    _harness.report(rate, **_harness.model_details(model))
 
 
 if __name__ == "__main__":

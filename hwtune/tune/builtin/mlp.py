@@ -6,25 +6,19 @@ counts and instances per node matter more than kernels.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hwtune.tune.builtin import _harness
 
 BATCH = 256
 FEATURES = 256
 
 
-def main() -> None:
-    args = _harness.parse_args(__doc__ or "")
-    batch = args.batch or BATCH
-    report = _harness.configure()
+def build_model() -> Any:
+    """The MLP, uncompiled (the `mixed` workload reuses it)."""
     import keras
-    import numpy as np
-    import tensorflow as tf
 
-    rng = np.random.default_rng(0)
-    features = rng.random((batch, FEATURES), dtype=np.float32)
-    labels = rng.integers(0, 10, size=(batch,))
-    data = tf.data.Dataset.from_tensors((features, labels)).repeat()
-    model = keras.Sequential(
+    return keras.Sequential(
         [
             keras.Input((FEATURES,)),
             keras.layers.Dense(512, activation="relu"),
@@ -33,14 +27,23 @@ def main() -> None:
             keras.layers.Dense(10, dtype="float32"),
         ]
     )
-    model.compile(
-        optimizer="adam",
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=report.jit_compile,
-    )
+
+
+def main() -> None:
+    args = _harness.parse_args(__doc__ or "")
+    batch = args.batch or BATCH
+    report = _harness.configure()
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    features = rng.random((batch, FEATURES), dtype=np.float32)
+    labels = rng.integers(0, 10, size=(batch,))
+    data = tf.data.Dataset.from_tensors((features, labels)).repeat()
+    model = build_model()
+    _harness.compile_for_training(model, report.jit_compile)
     rate = _harness.keras_fit_rate(model, data, batch, args)
-    policy = keras.mixed_precision.global_policy().name
-    _harness.report(rate, policy=policy, jit=model.jit_compile)
+    _harness.report(rate, **_harness.model_details(model))
 
 
 if __name__ == "__main__":
