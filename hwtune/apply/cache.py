@@ -20,7 +20,7 @@ from typing import Any
 
 from hwtune.apply.fingerprint import fingerprint
 
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2  # 2: the payload carries tf_data, data_format and distribution
 INTENT_KEYS = ("mode", "instances", "instance", "precision", "model")
 
 
@@ -93,6 +93,13 @@ def payload_from_planned(planned: Any) -> dict[str, Any]:
         # MiB per visible GPU for tf.config.set_logical_device_configuration, or None.
         "gpu_memory_limit_mb": profile.gpu_memory.value if profile.gpu_memory else None,
         "notes": list(planned.notes),
+        # For hwtune.data_options() and the report: tf.data option name -> planned value.
+        "tf_data": {
+            name: getattr(profile.tf_data, name).value
+            for name in profile.tf_data.__dataclass_fields__
+        },
+        "data_format": profile.data_format.value,
+        "distribution": profile.distribution.strategy.value if profile.distribution else None,
     }
 
 

@@ -126,6 +126,25 @@ class ConfigureReport:
         return value if isinstance(value, str) else None
 
     @property
+    def tf_data(self) -> dict[str, Any]:
+        """The planned tf.data values (private_threadpool_size, autotune_cpu_budget,
+        autotune_ram_budget, parallel_calls, interleave_cycle_length, prefetch; -1 is
+        tf.data.AUTOTUNE); `hwtune.data_options()` puts the first three in a tf.data.Options."""
+        value = self.payload.get("tf_data")
+        return dict(value) if isinstance(value, dict) else {}
+
+    @property
+    def data_format(self) -> str | None:
+        value = self.payload.get("data_format")
+        return value if isinstance(value, str) else None
+
+    @property
+    def distribution(self) -> str | None:
+        """The planned tf.distribute strategy ("MirroredStrategy"…); None without GPUs."""
+        value = self.payload.get("distribution")
+        return value if isinstance(value, str) else None
+
+    @property
     def env(self) -> dict[str, str]:
         """The planned environment (name -> value), whatever was done with it."""
         return {str(e[0]): str(e[1]) for e in self.payload.get("env", [])}
@@ -382,6 +401,9 @@ class ConfigureReport:
             "env_already": dict(self.env_already),
             "env_user": {k: {"user": u, "planned": p} for k, (u, p) in self.env_user.items()},
             "tensorflow": dict(self.tensorflow),
+            "tf_data": self.tf_data,
+            "data_format": self.data_format,
+            "distribution": self.distribution,
             "problems": list(self.problems),
             "notes": list(self.notes),
         }
@@ -396,6 +418,14 @@ class ConfigureReport:
             for k, (u, p) in sorted(self.env_user.items())
         ]
         lines += [f"  {k}: {v}" for k, v in sorted(self.tensorflow.items())]
+        if self.tf_data:
+            shown = ", ".join(f"{k}={v}" for k, v in self.tf_data.items())
+            lines.append(f"  tf.data (hwtune.data_options()): {shown}")
+        if self.data_format or self.distribution:
+            lines.append(
+                f"  data format: {self.data_format or '-'}; "
+                f"distribution: {self.distribution or 'none (no GPU)'}"
+            )
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  problem: {p}" for p in self.problems]
         return "\n".join(lines)
