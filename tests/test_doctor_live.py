@@ -24,6 +24,7 @@ REPEATS = range(int(os.environ.get("HWTUNE_DOCTOR_REPEATS", "1")))
 WINDOW = ["--seconds", "6", "--warmup", "3"]
 
 pytest.importorskip("tensorflow", reason="tensorflow is not installed (pip install '.[tf]')")
+pytestmark = pytest.mark.tf
 
 
 def doctor(*argv: str, env: dict[str, str] | None = None) -> dict[str, object]:
@@ -74,6 +75,7 @@ def _cpu_cgroup() -> tuple[Path, str, str] | None:
     return None
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("attempt", REPEATS)
 def test_throttled_job_in_a_half_cpu_quota(attempt: int) -> None:
     if os.geteuid() != 0:
