@@ -16,12 +16,17 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from hwtune.cli import Environment
 from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
+
+if TYPE_CHECKING:
+    from hwtune.apply.verify import Check
+    from hwtune.doctor.samples import SampleSet
 
 STOP_GRACE_S = 10.0
 
@@ -124,7 +129,7 @@ class _Job:
         return code
 
 
-def _progress(env: Environment, pid: int, seconds: float):  # type: ignore[no-untyped-def]
+def _progress(env: Environment, pid: int, seconds: float) -> Callable[[float], None]:
     tty = bool(getattr(env.stderr, "isatty", lambda: False)())
     print(f"hwtune doctor: sampling pid {pid} for {seconds:g} s", file=env.stderr)
     shown = [-1]
@@ -138,12 +143,33 @@ def _progress(env: Environment, pid: int, seconds: float):  # type: ignore[no-un
     return update
 
 
+def _observe(
+    pid: int, args: argparse.Namespace, env: Environment
+) -> tuple[SampleSet, list[Check]]:
+    """Sample `pid`, then check its settings against the plan (as `hwtune verify`)."""
+    from hwtune.doctor.gpu import GpuSampler
+    from hwtune.doctor.settings import settings_checks
+    from hwtune.doctor.watch import sample
+
+    gpus = GpuSampler()
+    try:
+        data = sample(pid, args.seconds, progress=_progress(env, pid, args.seconds), gpus=gpus)
+    finally:
+        gpus.close()
+    if getattr(env.stderr, "isatty", lambda: False)():
+        env.stderr.write("\n")
+    try:
+        checks = settings_checks(pid, args.root)
+    except HwtuneError as err:
+        print(f"hwtune doctor: settings not checked: {err.message}", file=env.stderr)
+        checks = []
+    return data, checks
+
+
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.doctor.analysis import analyse
-    from hwtune.doctor.gpu import GpuSampler
     from hwtune.doctor.report import render_json, render_text
-    from hwtune.doctor.settings import settings_checks
-    from hwtune.doctor.watch import sample, tensorflow_process, wait_for_tensorflow
+    from hwtune.doctor.watch import tensorflow_process, wait_for_tensorflow
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -163,38 +189,29 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if args.pid is not None:
         if not os.path.isdir(f"/proc/{args.pid}"):
             raise HwtuneError(f"no process {args.pid}")
-        pid = tensorflow_process(args.pid) or args.pid
+        data, checks = _observe(tensorflow_process(args.pid) or args.pid, args, env)
     else:
         job = _Job(command, env)
-        found = wait_for_tensorflow(job.process.pid, args.startup, job.alive)
-        if found is None:
-            code = job.stop()
-            raise HwtuneError(
-                f"TensorFlow did not start in the job within {args.startup:g} s "
-                f"(it {'exited with status ' + str(code) if code >= 0 else 'was stopped'})"
-            )
-        pid = found
-        time.sleep(args.warmup)
-    gpus = GpuSampler()
-    try:
-        data = sample(pid, args.seconds, progress=_progress(env, pid, args.seconds), gpus=gpus)
-    finally:
-        gpus.close()
-    if getattr(env.stderr, "isatty", lambda: False)():
-        env.stderr.write("\n")
-    try:
-        checks = settings_checks(pid, args.root)
-    except HwtuneError as err:
-        print(f"hwtune doctor: settings not checked: {err.message}", file=env.stderr)
-        checks = []
-    if job is not None:
-        if args.wait:
-            job.finish()
-        else:
-            job.stop()
+        try:
+            found = wait_for_tensorflow(job.process.pid, args.startup, job.alive)
+            if found is None:
+                code = job.stop()
+                raise HwtuneError(
+                    f"TensorFlow did not start in the job within {args.startup:g} s "
+                    f"(it {'exited with status ' + str(code) if code >= 0 else 'was stopped'})"
+                )
+            time.sleep(args.warmup)
+            data, checks = _observe(found, args, env)
+        finally:
+            # Also on Ctrl-C: the job has a session of its own, the terminal's SIGINT
+            # does not reach it.
+            if args.wait and job.alive():
+                job.finish()
+            else:
+                job.stop()
         data = replace(data, signals=job.reader.signals)
     if len(data.samples) < 2:
-        raise HwtuneError(f"pid {pid} ended before two samples could be taken")
+        raise HwtuneError(f"pid {data.pid} ended before two samples could be taken")
     diagnosis = analyse(data, checks)
     render = render_json if args.json else render_text
     env.stdout.write(render(diagnosis, data))
