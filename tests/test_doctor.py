@@ -212,3 +212,13 @@ def test_a_job_without_tensorflow_is_reported(cli) -> None:  # type: ignore[no-u
     result = cli(["doctor", "--startup", "1", "--", "sh", "-c", "exit 3"])
     assert result.exit_status == 1
     assert "TensorFlow did not start" in result.stderr and "status 3" in result.stderr
+
+
+def test_extra_compute_threads_are_not_a_mismatch() -> None:
+    from hwtune.doctor.settings import _inter_op_at_least
+
+    more = Check("inter-op pool (tf_Compute threads)", "1", "6", "DIFFERENT")
+    assert _inter_op_at_least(more, "1").status == "OK"
+    assert _inter_op_at_least(more, None).status == "DIFFERENT"  # the variable never reached it
+    fewer = Check("inter-op pool (tf_Compute threads)", "4", "2", "DIFFERENT")
+    assert _inter_op_at_least(fewer, "4").status == "DIFFERENT"

@@ -131,3 +131,37 @@ def test_watching_a_running_job_by_pid() -> None:
     assert result["bottleneck"] == "python", result["findings"]
     ids = [f["id"] for f in result["findings"]]  # type: ignore[attr-defined]
     assert not any(i.startswith(("onednn", "xla")) for i in ids)  # no output to read
+
+
+def test_a_job_under_hwtune_exec_got_its_settings() -> None:
+    result = doctor("--", sys.executable, "-m", "hwtune", "exec", "--", *job("compute_bound"))
+    ids = [f["id"] for f in result["findings"]]  # type: ignore[attr-defined]
+    assert "settings-not-applied" not in ids, result["findings"]
+    assert result["bottleneck"] == "compute", result["findings"]
+
+
+def test_sigterm_to_the_doctor_stops_the_job() -> None:
+    argv = [sys.executable, "-m", "hwtune", "doctor", "--seconds", "120", "--warmup", "0"]
+    doctor_process = subprocess.Popen(
+        [*argv, "--", *job("python_bound")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert doctor_process.stderr is not None
+    pid = None
+    try:
+        for line in doctor_process.stderr:
+            if line.startswith("hwtune doctor: sampling pid"):
+                pid = int(line.split()[4])
+                break
+        assert pid is not None and Path(f"/proc/{pid}").exists()
+        doctor_process.terminate()
+        assert doctor_process.wait(30) == 128 + 15
+        deadline = time.monotonic() + 15
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not Path(f"/proc/{pid}").exists(), "the job outlived the doctor"
+    finally:
+        doctor_process.kill()
+        doctor_process.wait()

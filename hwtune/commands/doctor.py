@@ -143,6 +143,18 @@ def _progress(env: Environment, pid: int, seconds: float) -> Callable[[float], N
     return update
 
 
+def _exit_on_sigterm() -> signal.Handlers | Callable[..., object] | int | None:
+    """SIGTERM becomes SystemExit, so the `finally` that stops the job runs; the old handler."""
+
+    def terminated(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        return signal.signal(signal.SIGTERM, terminated)
+    except ValueError:  # not the main thread (an embedding caller): leave signals alone
+        return None
+
+
 def _observe(
     pid: int, args: argparse.Namespace, env: Environment
 ) -> tuple[SampleSet, list[Check]]:
@@ -192,6 +204,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         data, checks = _observe(tensorflow_process(args.pid) or args.pid, args, env)
     else:
         job = _Job(command, env)
+        previous = _exit_on_sigterm()
         try:
             found = wait_for_tensorflow(job.process.pid, args.startup, job.alive)
             if found is None:
@@ -209,6 +222,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
                 job.finish()
             else:
                 job.stop()
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
         data = replace(data, signals=job.reader.signals)
     if len(data.samples) < 2:
         raise HwtuneError(f"pid {data.pid} ended before two samples could be taken")
