@@ -222,3 +222,45 @@ def test_extra_compute_threads_are_not_a_mismatch() -> None:
     assert _inter_op_at_least(more, None).status == "DIFFERENT"  # the variable never reached it
     fewer = Check("inter-op pool (tf_Compute threads)", "4", "2", "DIFFERENT")
     assert _inter_op_at_least(fewer, "4").status == "DIFFERENT"
+
+
+class _Nvml:
+    """The NVML calls the doctor makes, for two GPUs; the second one is lost (its calls raise
+    the real pynvml.NVMLError, as a GPU that fell off the bus does)."""
+
+    def __init__(self) -> None:
+        import pynvml
+
+        self.error = pynvml.NVMLError
+        self.shut = False
+
+    def nvmlInit(self) -> None: ...
+
+    def nvmlShutdown(self) -> None:
+        self.shut = True
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> object:
+        if handle == 1:
+            raise self.error(15)  # NVML_ERROR_GPU_IS_LOST
+        return type("Rates", (), {"gpu": 42, "memory": 10})()
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> object:
+        return type("Memory", (), {"used": 2**30, "total": 16 * 2**30})()
+
+
+def test_gpu_samples_skip_a_lost_gpu() -> None:
+    pytest.importorskip("pynvml", reason="nvidia-ml-py is not installed")
+    from hwtune.doctor.gpu import GpuSampler
+
+    lib = _Nvml()
+    sampler = GpuSampler(library=lib)
+    assert sampler.available
+    assert sampler.sample() == (GpuSample(0, 42, 2**30, 16 * 2**30),)
+    sampler.close()
+    assert lib.shut and not sampler.available and sampler.sample() == ()

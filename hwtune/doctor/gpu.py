@@ -13,28 +13,39 @@ from typing import Any
 from hwtune.doctor.samples import GpuSample
 
 
-class GpuSampler:
-    """Opens NVML once; `sample()` reads every GPU; `close()` shuts NVML down."""
+def _load_pynvml() -> Any | None:
+    from hwtune.probes.nvml import find_nvml_library
 
-    def __init__(self) -> None:
+    library_file = find_nvml_library()
+    if library_file is None:
+        return None
+    if "/" in library_file:  # as probe_nvml: so pynvml's dlopen finds it
+        import ctypes
+
+        ctypes.CDLL(library_file)
+    import pynvml
+
+    return pynvml
+
+
+class GpuSampler:
+    """Opens NVML once; `sample()` reads every GPU; `close()` shuts NVML down.
+
+    `library` is the NVML binding (pynvml when None, once the driver's library is found), as
+    for `probe_nvml`: tests hand it a module-like object.
+    """
+
+    def __init__(self, library: Any | None = None) -> None:
         self._lib: Any = None
         self._handles: list[tuple[int, Any]] = []
-        from hwtune.probes.nvml import find_nvml_library
-
-        library_file = find_nvml_library()
-        if library_file is None:
-            return
         try:
-            if "/" in library_file:  # as probe_nvml: so pynvml's dlopen finds it
-                import ctypes
-
-                ctypes.CDLL(library_file)
-            import pynvml
-
-            pynvml.nvmlInit()
-            count = pynvml.nvmlDeviceGetCount()
-            self._handles = [(i, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
-            self._lib = pynvml
+            lib = library if library is not None else _load_pynvml()
+            if lib is None:
+                return
+            lib.nvmlInit()
+            count = lib.nvmlDeviceGetCount()
+            self._handles = [(i, lib.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
+            self._lib = lib
         except Exception:  # noqa: BLE001 - no binding, no driver: the doctor goes on without GPUs
             self._lib = None
 
