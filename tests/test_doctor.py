@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from hwtune.apply.verify import Check
-from hwtune.doctor.analysis import analyse, measure
+from hwtune.doctor.analysis import analyse
+from hwtune.doctor.metrics import measure
 from hwtune.doctor.report import render_json, render_text
 from hwtune.doctor.samples import CpuStat, GpuSample, Sample, SampleSet, ThreadSample
 from hwtune.doctor.sampling import parse_cpu_stat, parse_thread_stat, read_threads

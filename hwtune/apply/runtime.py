@@ -509,8 +509,26 @@ def configure(
     report._apply_environment()
     if tensorflow:
         report._schedule_tensorflow()
+        if os.environ.get("HWTUNE_DOCTOR_STEPS"):  # = hwtune.apply.steps.STEPS_ENV
+            _watch_steps(os.environ["HWTUNE_DOCTOR_STEPS"])
     report._finish(stacklevel=3)
     return report
+
+
+def _watch_steps(path: str) -> None:
+    """`hwtune doctor` asked for step times: time every Keras `fit` once Keras is imported."""
+    from hwtune.apply.steps import install
+
+    def on_keras(module: ModuleType) -> None:
+        _HOOK.forget(on_keras)
+        with contextlib.suppress(Exception):  # a diagnostic aid must never break the import
+            install(module, path)
+
+    keras = sys.modules.get("keras")
+    if keras is not None:
+        on_keras(keras)
+    else:
+        _HOOK.watch("keras", on_keras)
 
 
 def trial_payload(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -6,7 +6,8 @@ import json
 import textwrap
 from typing import Any
 
-from hwtune.doctor.analysis import GROUP_NAMES, Diagnosis
+from hwtune.doctor.analysis import Diagnosis
+from hwtune.doctor.metrics import GROUP_NAMES
 from hwtune.doctor.samples import SampleSet
 
 
