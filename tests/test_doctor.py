@@ -265,3 +265,19 @@ def test_gpu_samples_skip_a_lost_gpu() -> None:
     assert sampler.sample() == (GpuSample(0, 42, 2**30, 16 * 2**30),)
     sampler.close()
     assert lib.shut and not sampler.available and sampler.sample() == ()
+
+
+def test_step_ends_give_a_median_and_reach_the_lead_finding() -> None:
+    from hwtune.apply.steps import parse_steps
+    from hwtune.doctor.watch import steps_in_window
+
+    data = replace(recorded("compute"), origin=1000.0)
+    stamps = parse_steps("999.5\n1000.5\n1000.7\n1001.1\n1001.2\n1001.2x\n99999\n")
+    assert stamps == [999.5, 1000.5, 1000.7, 1001.1, 1001.2, 99999.0]
+    ends = steps_in_window(stamps, data)  # before the window and after it are left out
+    assert ends == pytest.approx((0.5, 0.7, 1.1, 1.2))
+    diagnosis = analyse(replace(data, steps=ends))
+    assert diagnosis.metrics is not None and diagnosis.metrics.steps == 4
+    assert diagnosis.metrics.step_median_s == pytest.approx(0.2)
+    assert "4 training steps, median 200.0 ms" in diagnosis.findings[0].evidence
+    assert analyse(data).metrics.step_median_s is None  # type: ignore[union-attr]

@@ -165,3 +165,13 @@ def test_sigterm_to_the_doctor_stops_the_job() -> None:
     finally:
         doctor_process.kill()
         doctor_process.wait()
+
+
+def test_step_times_where_the_job_calls_configure() -> None:
+    result = doctor("--", *job("compute_configured"))
+    metrics = result["metrics"]
+    assert metrics["steps"] >= 3, metrics  # type: ignore[index]
+    assert 0 < metrics["step_median_s"] < 6  # type: ignore[index]
+    steps = result["samples"]["steps"]  # type: ignore[index]
+    assert steps == sorted(steps) and steps[0] >= 0 and steps[-1] <= metrics["window_s"]  # type: ignore[index]
+    assert "training steps, median" in result["findings"][0]["evidence"]  # type: ignore[index]

@@ -14,6 +14,7 @@ import argparse
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -69,12 +70,17 @@ class _Job:
     """The job the doctor started: its output is read (for TF's signals) and passed on."""
 
     def __init__(self, command: list[str], env: Environment) -> None:
+        from hwtune.apply.steps import STEPS_ENV
         from hwtune.doctor.signals import ONEDNN_VERBOSE_ENV, ONEDNN_VERBOSE_VALUE, SignalReader
 
         environ = dict(os.environ)
         self.verbose_ours = ONEDNN_VERBOSE_ENV not in environ
         if self.verbose_ours:
             environ[ONEDNN_VERBOSE_ENV] = ONEDNN_VERBOSE_VALUE
+        # Step times, where the job calls hwtune.configure() (hwtune/apply/steps.py).
+        self._scratch = tempfile.TemporaryDirectory(prefix="hwtune-doctor-")
+        self.steps_file = os.path.join(self._scratch.name, "steps")
+        environ[STEPS_ENV] = self.steps_file
         self.reader = SignalReader()
         self._out = env.stderr
         try:
@@ -127,6 +133,18 @@ class _Job:
         code = self.process.wait()
         self._pump.join(STOP_GRACE_S)
         return code
+
+    def step_ends(self) -> list[float]:
+        """The step ends the job's Keras callback wrote; the scratch folder goes away."""
+        from hwtune.apply.steps import parse_steps
+
+        try:
+            with open(self.steps_file, encoding="ascii", errors="replace") as handle:
+                return parse_steps(handle.read())
+        except OSError:
+            return []
+        finally:
+            self._scratch.cleanup()
 
 
 def _progress(env: Environment, pid: int, seconds: float) -> Callable[[float], None]:
@@ -181,7 +199,7 @@ def _observe(
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.doctor.analysis import analyse
     from hwtune.doctor.report import render_json, render_text
-    from hwtune.doctor.watch import tensorflow_process, wait_for_tensorflow
+    from hwtune.doctor.watch import steps_in_window, tensorflow_process, wait_for_tensorflow
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -224,7 +242,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
                 job.stop()
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
-        data = replace(data, signals=job.reader.signals)
+        data = replace(
+            data, signals=job.reader.signals, steps=steps_in_window(job.step_ends(), data)
+        )
     if len(data.samples) < 2:
         raise HwtuneError(f"pid {data.pid} ended before two samples could be taken")
     diagnosis = analyse(data, checks)

@@ -10,7 +10,7 @@ demand falls back to CPU time. docs/doctor.md gives the reasoning behind each th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hwtune.apply.verify import Check
 from hwtune.doctor.metrics import (
@@ -173,7 +173,13 @@ def _settings(checks: Sequence[Check]) -> list[Finding]:
             f"{len(different)} of {len(checks)} planned settings did not take effect",
             shown + more,
             "start the job with `hwtune exec -- CMD`, or call `hwtune.configure()` before "
-            "`import tensorflow`; `hwtune verify --pid PID` shows each check",
+            "`import tensorflow`; `hwtune verify --pid PID` shows each check"
+            + (
+                " (variables are compared as the process started: the ones configure() sets "
+                "inside it do not show in /proc, its thread pools do)"
+                if any(c.setting.startswith("env ") for c in different)
+                else ""
+            ),
         )
     ]
 
@@ -249,8 +255,14 @@ def analyse(data: SampleSet, checks: Sequence[Check] = ()) -> Diagnosis:
         bottleneck, lead = "compute", compute
     else:
         bottleneck, lead = "unknown", None
-    ordered = [lead] + [f for f in (throttled, over, python, inputs, compute) if f is not lead]
-    findings = [f for f in ordered if f is not None] + extra
+    others = [f for f in (throttled, over, python, inputs, compute) if f is not lead]
+    if lead is not None and m.step_median_s is not None:
+        lead = replace(
+            lead,
+            evidence=f"{lead.evidence}; {m.steps} training steps, median "
+            f"{m.step_median_s * 1000:.1f} ms",
+        )
+    findings = [f for f in [lead, *others] if f is not None] + extra
     notes = [] if m.schedstat else ["no schedstat: demand is CPU time only (waits not seen)"]
     if bottleneck == "unknown":
         notes.append(

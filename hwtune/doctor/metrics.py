@@ -7,6 +7,8 @@ loaded the machine is; where schedstat is missing, demand falls back to CPU time
 
 from __future__ import annotations
 
+import itertools
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +59,8 @@ class Metrics:
     gpu_util: float | None  # mean percent over GPUs and samples
     gpu_memory: float | None  # mean share of GPU memory used
     schedstat: bool
+    steps: int = 0  # training steps that ended in the window (Keras callback)
+    step_median_s: float | None = None  # median time between two step ends
 
     @property
     def compute(self) -> float:
@@ -157,4 +161,11 @@ def measure(data: SampleSet) -> Metrics | None:
         if gpu
         else None,
         schedstat=schedstat,
+        steps=len(data.steps),
+        step_median_s=_median_step(data.steps),
     )
+
+
+def _median_step(ends: tuple[float, ...]) -> float | None:
+    gaps = [b - a for a, b in itertools.pairwise(ends)]
+    return round(statistics.median(gaps), 6) if len(gaps) >= 2 else None

@@ -52,6 +52,11 @@ def render_text(diagnosis: Diagnosis, data: SampleSet) -> str:
                 f"  CFS throttling: {m.throttled_share:.0%} of {m.periods} periods, "
                 f"{m.throttled_s or 0:.1f} s"
             )
+        if m.step_median_s is not None:
+            lines.append(
+                f"  steps: {m.steps} in the window, median {m.step_median_s * 1000:.1f} ms "
+                "(Keras callback)"
+            )
         if m.gpu_util is not None:
             lines.append(f"  GPU: {m.gpu_util:.0f}% busy, {m.gpu_memory or 0:.0%} memory used")
     if diagnosis.findings:

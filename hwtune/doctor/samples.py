@@ -101,6 +101,10 @@ class SampleSet:
     samples: tuple[Sample, ...]
     # What TensorFlow said about itself on stderr (only where the doctor started the job).
     signals: dict[str, str] = field(default_factory=dict)
+    origin: float = 0.0  # CLOCK_MONOTONIC seconds of the first sample (time 0)
+    # Ends of training steps, on the samples' time line, from the Keras callback
+    # (hwtune.apply.steps) where the job called hwtune.configure() under the doctor.
+    steps: tuple[float, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +113,8 @@ class SampleSet:
             "clock_ticks": self.clock_ticks,
             "budget": asdict(self.budget),
             "signals": dict(self.signals),
+            "origin": self.origin,
+            "steps": [round(t, 6) for t in self.steps],
             "samples": [s.as_dict() for s in self.samples],
         }
 
@@ -121,4 +127,6 @@ class SampleSet:
             budget=Budget(**data["budget"]),
             samples=tuple(Sample.from_dict(s) for s in data["samples"]),
             signals={str(k): str(v) for k, v in data.get("signals", {}).items()},
+            origin=float(data.get("origin", 0.0)),
+            steps=tuple(float(t) for t in data.get("steps", [])),
         )

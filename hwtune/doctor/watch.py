@@ -82,5 +82,18 @@ def sample(
         next_at += interval_s
         time.sleep(max(0.0, next_at - time.monotonic()))
     return SampleSet(
-        pid=pid, comm=comm, clock_ticks=clock_ticks(), budget=budget, samples=tuple(samples)
+        pid=pid,
+        comm=comm,
+        clock_ticks=clock_ticks(),
+        budget=budget,
+        samples=tuple(samples),
+        origin=start,
     )
+
+
+def steps_in_window(stamps: list[float], data: SampleSet) -> tuple[float, ...]:
+    """Step ends (CLOCK_MONOTONIC) that fall in the sampling window, on its time line."""
+    if not data.samples:
+        return ()
+    end = data.samples[-1].time
+    return tuple(t - data.origin for t in stamps if 0.0 <= t - data.origin <= end)
