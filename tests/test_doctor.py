@@ -281,3 +281,12 @@ def test_step_ends_give_a_median_and_reach_the_lead_finding() -> None:
     assert diagnosis.metrics.step_median_s == pytest.approx(0.2)
     assert "4 training steps, median 200.0 ms" in diagnosis.findings[0].evidence
     assert analyse(data).metrics.step_median_s is None  # type: ignore[union-attr]
+
+
+def test_a_command_that_cannot_run_is_one_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    missing = str(tmp_path / "no-such-program")
+    result = cli(["doctor", "--", missing])
+    assert result.exit_status == 1
+    assert result.stderr.splitlines()[0].startswith(
+        f"hwtune doctor: error: cannot run '{missing}'"
+    )
