@@ -290,3 +290,11 @@ def test_a_command_that_cannot_run_is_one_line(cli, tmp_path: Path) -> None:  # 
     assert result.stderr.splitlines()[0].startswith(
         f"hwtune doctor: error: cannot run '{missing}'"
     )
+
+
+def test_an_idle_gpu_without_a_cpu_cause_names_launch_overhead() -> None:
+    data = recorded("compute")
+    with_gpu = tuple(replace(s, gpus=(GpuSample(0, 50, 2**30, 2**34),)) for s in data.samples)
+    lead = analyse(replace(data, samples=with_gpu)).findings[0]
+    assert lead.id == "gpu-idle" and "on the CPU side" not in lead.evidence
+    assert lead.fix.startswith("feed the GPU") and "steps_per_execution" in lead.fix

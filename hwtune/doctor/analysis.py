@@ -144,8 +144,8 @@ def _gpu(m: Metrics, cause: Finding | None) -> Finding | None:
         "gpu-idle",
         f"the GPU is busy less than {GPU_BUSY:.0f}% of the time",
         f"mean utilisation {m.gpu_util:.0f}%, memory {m.gpu_memory or 0:.0%} used{why}",
-        (cause.fix if cause else "feed the GPU: prefetch to the device, larger batches, ")
-        + "; `steps_per_execution` cuts per-step launch overhead",
+        (cause.fix if cause else "feed the GPU more work per launch: larger batches")
+        + "; `steps_per_execution` in `model.compile` cuts the per-step launch overhead",
     )
 
 
