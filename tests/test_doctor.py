@@ -298,3 +298,18 @@ def test_an_idle_gpu_without_a_cpu_cause_names_launch_overhead() -> None:
     lead = analyse(replace(data, samples=with_gpu)).findings[0]
     assert lead.id == "gpu-idle" and "on the CPU side" not in lead.evidence
     assert lead.fix.startswith("feed the GPU") and "steps_per_execution" in lead.fix
+
+
+def test_wanting_twice_the_quota_is_throttling_without_the_counters() -> None:
+    # A busy machine keeps a job below its 0.5-CPU quota, so the kernel seldom throttles it;
+    # its threads still want 1.2 CPUs, more than twice what the quota allows.
+    from hwtune.doctor.samples import Budget
+
+    data = _synthetic({"python": 0.1, "tf_Compute": 0.1, "worker": 1.0})
+    quota = replace(data, budget=Budget(1, "cgroup quota 0.5 CPUs", quota=0.5))
+    diagnosis = analyse(quota)
+    assert diagnosis.bottleneck == "throttling"
+    assert diagnosis.findings[0].id == "oversubscribed"
+    assert "0.5-CPU cgroup quota" in diagnosis.findings[0].evidence
+    # The same threads with a whole CPU and no quota are compute-bound.
+    assert analyse(replace(data, budget=Budget(1, "1 online CPU"))).bottleneck == "compute"

@@ -103,9 +103,11 @@ def test_throttled_job_in_a_half_cpu_quota(attempt: int) -> None:
             except OSError:
                 time.sleep(0.1)
     assert result["bottleneck"] == "throttling", result["findings"]
-    metrics = result["metrics"]
-    assert metrics["throttled_share"] >= 0.1  # type: ignore[index]
+    # Throttled in the CFS counters, or (when other load keeps the job below its quota, so
+    # the kernel seldom has to throttle it) wanting ≥ 2× the quota.
+    assert result["findings"][0]["id"] in ("throttled", "oversubscribed")  # type: ignore[index]
     assert result["samples"]["budget"]["quota"] == 0.5  # type: ignore[index]
+    assert result["metrics"]["capacity"] == 0.5  # type: ignore[index]
 
 
 def test_watching_a_running_job_by_pid() -> None:

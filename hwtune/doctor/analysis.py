@@ -85,12 +85,17 @@ def _throttling(m: Metrics, data: SampleSet) -> Finding | None:
 
 
 def _oversubscribed(m: Metrics) -> Finding | None:
-    if m.total < OVERSUBSCRIBED * m.budget:
+    if m.total < OVERSUBSCRIBED * m.capacity:
         return None
+    against = (
+        f"a {m.capacity:g}-CPU cgroup quota"
+        if m.capacity < m.budget
+        else f"{m.budget} effective CPUs"
+    )
     return Finding(
         "oversubscribed",
-        "more threads want a CPU than the job's budget has",
-        f"{_cpus(m.total)} wanted (on a CPU or runnable) against {m.budget} effective CPUs "
+        "more threads want a CPU than the job can get",
+        f"{_cpus(m.total)} wanted (on a CPU or runnable) against {against} "
         f"({m.runnable:.1f} runnable threads on average); {_groups(m)}",
         "run with hwtune's thread counts: `hwtune exec -- CMD` or `eval $(hwtune env)`",
     )
@@ -243,7 +248,7 @@ def analyse(data: SampleSet, checks: Sequence[Check] = ()) -> Diagnosis:
     gpu = _gpu(m, python or inputs)
     if throttled:
         bottleneck, lead = "throttling", throttled
-    elif over and m.total >= OVERSUBSCRIBED_VERDICT * m.budget:
+    elif over and m.total >= OVERSUBSCRIBED_VERDICT * m.capacity:
         bottleneck, lead = "throttling", over
     elif gpu:
         bottleneck, lead = "gpu-idle", gpu

@@ -48,6 +48,9 @@ MIN_PERIODS = 5  # fewer CFS periods than this say nothing about throttling
 class Metrics:
     window_s: float
     budget: int
+    # What the job can get: the budget, or the cgroup quota where it is lower (0.5 CPUs of a
+    # quota are 0.5, where the budget floors them to 1 for sizing pools).
+    capacity: float
     busy: dict[str, float]  # group -> CPUs used
     demand: dict[str, float]  # group -> CPUs wanted (used + waiting)
     threads: dict[str, int]  # group -> thread count in the last sample
@@ -146,6 +149,7 @@ def measure(data: SampleSet) -> Metrics | None:
     return Metrics(
         window_s=_r(window),
         budget=data.budget.cpus,
+        capacity=min(data.budget.cpus, data.budget.quota or data.budget.cpus),
         busy={k: _r(v) for k, v in busy.items()},
         demand={k: _r(v) for k, v in demand.items()},
         threads=counts,
