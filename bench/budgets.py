@@ -2,7 +2,8 @@
 
 bench_detect.py (issue 2: `hwtune detect` vs py-cpuinfo), bench_configure.py (issue 4:
 configure()'s start-up cost), bench_plan.py (issue 3: planning time) and bench_daemon.py
-(issue 5: the daemon's idle cost, how fast it follows a change, how fast it stops). Each
+(issue 5: the daemon's idle cost, how fast it follows a change, how fast it stops) and
+bench_doctor.py (issue 16: the doctor's own CPU while it samples). Each
 prints its figures, budgets and verdict as JSON; a script that gives no JSON (it crashed, or
 a command it times failed) is quoted with its output instead.
 """
@@ -26,6 +27,7 @@ SCRIPTS = {
     "bench_configure.py": ["--rounds", "3"],
     "bench_plan.py": ["--rounds", "20"],
     "bench_daemon.py": ["--seconds", "6"],
+    "bench_doctor.py": ["--seconds", "4", "--rounds", "2"],
 }
 TIMEOUT_S = 1200  # the longest, bench_daemon.py, takes ~100 s on the 2-core VM
 
@@ -121,11 +123,24 @@ def _figures_daemon(r: dict[str, Any]) -> tuple[str, str, str, bool]:
     )
 
 
+def _figures_doctor(r: dict[str, Any]) -> tuple[str, str, str, bool]:
+    command = r["whole_command"]
+    return (
+        f"`hwtune doctor`'s own CPU while sampling {r['threads']} threads every "
+        f"{r['interval_s']:g} s, {len(r['rounds'])} rounds",
+        f"{r['median_percent_of_one_cpu']:.2f}% of one CPU (whole command "
+        f"{command['cpu_s']:.2f} CPU s in {command['wall_s']:.0f} s)",
+        f"< {r['budget_percent']:g}% of one CPU",
+        bool(r["pass"]),
+    )
+
+
 FIGURES: dict[str, Callable[[dict[str, Any]], tuple[str, str, str, bool]]] = {
     "bench_detect.py": _figures_detect,
     "bench_configure.py": _figures_configure,
     "bench_plan.py": _figures_plan,
     "bench_daemon.py": _figures_daemon,
+    "bench_doctor.py": _figures_doctor,
 }
 
 

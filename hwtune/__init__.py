@@ -2,6 +2,7 @@
 
     import hwtune
     hwtune.configure()            # at program start, before `import tensorflow`
+    ds = ds.with_options(hwtune.data_options())   # the plan's tf.data pool and budgets
 
     hw = hwtune.detect()          # what this machine (or a snapshot under root=) has
     profile = hwtune.plan(hw)     # pure: settings, each with its reason
@@ -24,15 +25,26 @@ _LAZY = {
     "detect": "hwtune.probes",
     "plan": "hwtune.planner",
     "configure": "hwtune.apply.runtime",
+    "data_options": "hwtune.apply.tfdata",
     "Hardware": "hwtune.models.hardware",
     "Profile": "hwtune.models.profile",
     "HwtuneError": "hwtune.errors",
 }
 
-__all__ = ["Hardware", "HwtuneError", "Profile", "__version__", "configure", "detect", "plan"]
+__all__ = [
+    "Hardware",
+    "HwtuneError",
+    "Profile",
+    "__version__",
+    "configure",
+    "data_options",
+    "detect",
+    "plan",
+]
 
 if TYPE_CHECKING:
     from hwtune.apply.runtime import configure as configure
+    from hwtune.apply.tfdata import data_options as data_options
     from hwtune.errors import HwtuneError as HwtuneError
     from hwtune.models.hardware import Hardware as Hardware
     from hwtune.models.profile import Profile as Profile

@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "daemon": ("hwtune.commands.daemon", "keep the applied profile current (systemd)"),
     "nfd": ("hwtune.commands.nfd", "write a Node Feature Discovery feature file"),
     "tune": ("hwtune.commands.tune", "measure settings on a workload and keep the best"),
+    "doctor": ("hwtune.commands.doctor", "say what slows a running TensorFlow job"),
 }
 
 

@@ -30,7 +30,7 @@ from hwtune import paths
 from hwtune.apply.fingerprint import fingerprint
 from hwtune.fs.trusted_read import RefusedFile, read_bounded
 
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2  # 2: the payload carries tf_data, data_format and distribution
 # A cache file is a few KB (a dozen variables with their reasons, notes, CPU lists); one of a
 # MiB is not one of ours, and the bound keeps a huge planted file (or /dev/zero, refused anyway
 # as a device) from costing memory at every job start.
@@ -116,6 +116,13 @@ def payload_from_planned(planned: Any) -> dict[str, Any]:
         # MiB per visible GPU for tf.config.set_logical_device_configuration, or None.
         "gpu_memory_limit_mb": profile.gpu_memory.value if profile.gpu_memory else None,
         "notes": list(planned.notes),
+        # For hwtune.data_options() and the report: tf.data option name -> planned value.
+        "tf_data": {
+            name: getattr(profile.tf_data, name).value
+            for name in profile.tf_data.__dataclass_fields__
+        },
+        "data_format": profile.data_format.value,
+        "distribution": profile.distribution.strategy.value if profile.distribution else None,
     }
 
 

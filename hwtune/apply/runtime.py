@@ -127,6 +127,25 @@ class ConfigureReport:
         return value if isinstance(value, str) else None
 
     @property
+    def tf_data(self) -> dict[str, Any]:
+        """The planned tf.data values (private_threadpool_size, autotune_cpu_budget,
+        autotune_ram_budget, parallel_calls, interleave_cycle_length, prefetch; -1 is
+        tf.data.AUTOTUNE); `hwtune.data_options()` puts the first three in a tf.data.Options."""
+        value = self.payload.get("tf_data")
+        return dict(value) if isinstance(value, dict) else {}
+
+    @property
+    def data_format(self) -> str | None:
+        value = self.payload.get("data_format")
+        return value if isinstance(value, str) else None
+
+    @property
+    def distribution(self) -> str | None:
+        """The planned tf.distribute strategy ("MirroredStrategy"…); None without GPUs."""
+        value = self.payload.get("distribution")
+        return value if isinstance(value, str) else None
+
+    @property
     def env(self) -> dict[str, str]:
         """The planned environment (name -> value), whatever was done with it."""
         return {str(e[0]): str(e[1]) for e in self.payload.get("env", [])}
@@ -427,6 +446,9 @@ class ConfigureReport:
             "env_already": dict(self.env_already),
             "env_user": {k: {"user": u, "planned": p} for k, (u, p) in self.env_user.items()},
             "tensorflow": dict(self.tensorflow),
+            "tf_data": self.tf_data,
+            "data_format": self.data_format,
+            "distribution": self.distribution,
             "problems": list(self.problems),
             "notes": list(self.notes),
         }
@@ -441,6 +463,14 @@ class ConfigureReport:
             for k, (u, p) in sorted(self.env_user.items())
         ]
         lines += [f"  {k}: {v}" for k, v in sorted(self.tensorflow.items())]
+        if self.tf_data:
+            shown = ", ".join(f"{k}={v}" for k, v in self.tf_data.items())
+            lines.append(f"  tf.data (hwtune.data_options()): {shown}")
+        if self.data_format or self.distribution:
+            lines.append(
+                f"  data format: {self.data_format or '-'}; "
+                f"distribution: {self.distribution or 'none (no GPU)'}"
+            )
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  problem: {p}" for p in self.problems]
         return "\n".join(lines)
@@ -531,9 +561,27 @@ def configure(
     report._apply_environment()
     if tensorflow:
         report._schedule_tensorflow()
+        if os.environ.get("HWTUNE_DOCTOR_STEPS"):  # = hwtune.apply.steps.STEPS_ENV
+            _watch_steps(os.environ["HWTUNE_DOCTOR_STEPS"])
     report._record()
     report._finish(stacklevel=3)
     return report
+
+
+def _watch_steps(path: str) -> None:
+    """`hwtune doctor` asked for step times: time every Keras `fit` once Keras is imported."""
+    from hwtune.apply.steps import install
+
+    def on_keras(module: ModuleType) -> None:
+        _HOOK.forget(on_keras)
+        with contextlib.suppress(Exception):  # a diagnostic aid must never break the import
+            install(module, path)
+
+    keras = sys.modules.get("keras")
+    if keras is not None:
+        on_keras(keras)
+    else:
+        _HOOK.watch("keras", on_keras)
 
 
 def trial_payload(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -31,9 +31,12 @@ import os
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hwtune.models.cpulist import format_cpulist
+
+if TYPE_CHECKING:
+    from hwtune.pipeline.request import Planned
 
 Status = Literal["OK", "DIFFERENT", "CANNOT TELL"]
 CANNOT_TELL: Status = "CANNOT TELL"
@@ -58,6 +61,27 @@ class Expectation:
     inter_op: int | None = None
     numa_nodes: tuple[int, ...] = ()  # checked only when non-empty (multi-node machines)
     numa_policy: str = "bind"
+
+
+def expected_for(planned: Planned, numa_policy: str = "bind") -> Expectation:
+    """What a process planned as `planned` should run with: the env files' variables, the
+    pools, and (for pinned instances) its slice's CPUs and NUMA nodes. Instances on one-core
+    slices run unpinned (hwtune.planner.instances.pinning): no affinity or NUMA policy then."""
+    from hwtune.apply.launch import instance_pinning, instance_slice
+    from hwtune.apply.render import env_map, thread_counts
+
+    profile = planned.profile
+    intra, inter = thread_counts(profile)
+    mine = instance_slice(profile, profile.intent.instance)
+    pinned = instance_pinning(profile, planned.hardware).pinned
+    return Expectation(
+        env=env_map(profile),
+        cpus=mine.cpus if pinned else (),
+        intra_op=intra,
+        inter_op=inter,
+        numa_nodes=mine.numa_nodes if pinned and len(planned.hardware.numa) > 1 else (),
+        numa_policy=numa_policy,
+    )
 
 
 @dataclass(frozen=True)

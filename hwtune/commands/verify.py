@@ -94,9 +94,7 @@ def _watch_pid(pid: int, wait: float) -> object:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.apply.launch import instance_pinning, instance_slice
-    from hwtune.apply.render import env_map, thread_counts
-    from hwtune.apply.verify import Expectation, Observation, compare, describe, render_table
+    from hwtune.apply.verify import Observation, compare, describe, expected_for, render_table
     from hwtune.pipeline.request import profile_for
 
     command = list(args.command)
@@ -117,21 +115,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         raise HwtuneError("the process could not be observed (it exited or /proc is unreadable)")
     # The process's own rank/instance variables choose its slice, as they did when it started.
     planned = profile_for(request_from_args(args, seen.environ))
-    profile = planned.profile
-    index = profile.intent.instance
-    intra, inter = thread_counts(profile)
-    mine = instance_slice(profile, index)
-    # Instances on one-core slices run unpinned (hwtune.planner.instances.pinning): no
-    # affinity or NUMA policy to check then.
-    pinned = instance_pinning(profile, planned.hardware).pinned
-    expected = Expectation(
-        env=env_map(profile),
-        cpus=mine.cpus if pinned else (),
-        intra_op=intra,
-        inter_op=inter,
-        numa_nodes=mine.numa_nodes if pinned and len(planned.hardware.numa) > 1 else (),
-        numa_policy=args.numa_policy,
-    )
+    expected = expected_for(planned, args.numa_policy)
     checks = compare(expected, seen)
     if args.json:
         shown = {

@@ -1,0 +1,253 @@
+"""`hwtune doctor [--seconds S] [--json] (-- CMD ARGS… | --pid PID)`: what slows the job.
+
+With `-- CMD` it starts the job (its output goes to stderr, so stdout holds only the report),
+waits for TensorFlow's runtime to start and a warm-up, samples for S seconds, then stops the
+job with SIGINT (as Ctrl-C; SIGKILL if it has not ended 10 s later) unless --wait is given,
+and prints the findings. With `--pid` it samples a running job and leaves it alone.
+The verdict is explained in docs/doctor.md. Exit status: 0 a report was printed; 1 nothing
+could be observed (the job ended or never started TensorFlow); 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import IO, TYPE_CHECKING
+
+from hwtune.cli import Environment
+from hwtune.errors import HwtuneError
+from hwtune.status import ExitStatus
+
+if TYPE_CHECKING:
+    from hwtune.apply.verify import Check
+    from hwtune.doctor.samples import SampleSet
+
+STOP_GRACE_S = 10.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pid", type=int, default=None, help="watch this running process")
+    parser.add_argument(
+        "--seconds", type=float, default=20.0, metavar="S", help="how long to sample (20)"
+    )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="with -- CMD: seconds to let the job settle after TensorFlow starts (5)",
+    )
+    parser.add_argument(
+        "--startup",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="with -- CMD: how long to wait for TensorFlow to start (120)",
+    )
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help="with -- CMD: let the job finish instead of stopping it",
+    )
+    parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    parser.add_argument("--root", default="/", metavar="DIR", help=argparse.SUPPRESS)
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+
+
+def _positive(value: float, flag: str) -> None:
+    if not value > 0:
+        raise ValueError(f"{flag} must be a positive number of seconds, got {value:g}")
+
+
+class _Job:
+    """The job the doctor started: its output is read (for TF's signals) and passed on."""
+
+    def __init__(self, command: list[str], env: Environment) -> None:
+        from hwtune.apply.steps import STEPS_ENV
+        from hwtune.doctor.signals import ONEDNN_VERBOSE_ENV, ONEDNN_VERBOSE_VALUE, SignalReader
+
+        environ = dict(os.environ)
+        self.verbose_ours = ONEDNN_VERBOSE_ENV not in environ
+        if self.verbose_ours:
+            environ[ONEDNN_VERBOSE_ENV] = ONEDNN_VERBOSE_VALUE
+        # Step times, where the job calls hwtune.configure() (hwtune/apply/steps.py).
+        self._scratch = tempfile.TemporaryDirectory(prefix="hwtune-doctor-")
+        self.steps_file = os.path.join(self._scratch.name, "steps")
+        environ[STEPS_ENV] = self.steps_file
+        self.reader = SignalReader()
+        self._out = env.stderr
+        try:
+            self.process = subprocess.Popen(
+                command,
+                env=environ,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own group: stopping it stops what it started
+            )
+        except OSError as err:
+            raise HwtuneError(f"cannot run {command[0]!r}: {err.strerror}") from err
+        assert self.process.stdout is not None
+        self._pump = threading.Thread(target=self._forward, args=(self.process.stdout,))
+        self._pump.daemon = True
+        self._pump.start()
+
+    def _forward(self, stream: IO[bytes]) -> None:
+        from hwtune.doctor.signals import passes_on
+
+        for raw in stream:
+            line = raw.decode("utf-8", "replace")
+            self.reader.feed(line)
+            if passes_on(line, verbose_ours=self.verbose_ours):
+                try:
+                    self._out.write(line)
+                    self._out.flush()
+                except (OSError, ValueError):
+                    pass
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> int:
+        """SIGINT (Python's KeyboardInterrupt: buffers are flushed), then SIGKILL."""
+        for sig in (signal.SIGINT, signal.SIGKILL):
+            if self.process.poll() is not None:
+                break
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.process.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                continue
+        return self.finish()
+
+    def finish(self) -> int:
+        code = self.process.wait()
+        self._pump.join(STOP_GRACE_S)
+        return code
+
+    def step_ends(self) -> list[float]:
+        """The step ends the job's Keras callback wrote; the scratch folder goes away."""
+        from hwtune.apply.steps import parse_steps
+
+        try:
+            with open(self.steps_file, encoding="ascii", errors="replace") as handle:
+                return parse_steps(handle.read())
+        except OSError:
+            return []
+        finally:
+            self._scratch.cleanup()
+
+
+def _progress(env: Environment, pid: int, seconds: float) -> Callable[[float], None]:
+    tty = bool(getattr(env.stderr, "isatty", lambda: False)())
+    print(f"hwtune doctor: sampling pid {pid} for {seconds:g} s", file=env.stderr)
+    shown = [-1]
+
+    def update(elapsed: float) -> None:
+        if tty and int(elapsed) != shown[0]:
+            shown[0] = int(elapsed)
+            env.stderr.write(f"\rhwtune doctor: sampling pid {pid}: {elapsed:.0f}/{seconds:g} s")
+            env.stderr.flush()
+
+    return update
+
+
+def _exit_on_sigterm() -> signal.Handlers | Callable[..., object] | int | None:
+    """SIGTERM becomes SystemExit, so the `finally` that stops the job runs; the old handler."""
+
+    def terminated(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        return signal.signal(signal.SIGTERM, terminated)
+    except ValueError:  # not the main thread (an embedding caller): leave signals alone
+        return None
+
+
+def _observe(
+    pid: int, args: argparse.Namespace, env: Environment
+) -> tuple[SampleSet, list[Check]]:
+    """Sample `pid`, then check its settings against the plan (as `hwtune verify`)."""
+    from hwtune.doctor.gpu import GpuSampler
+    from hwtune.doctor.settings import settings_checks
+    from hwtune.doctor.watch import sample
+
+    gpus = GpuSampler()
+    try:
+        data = sample(pid, args.seconds, progress=_progress(env, pid, args.seconds), gpus=gpus)
+    finally:
+        gpus.close()
+    if getattr(env.stderr, "isatty", lambda: False)():
+        env.stderr.write("\n")
+    try:
+        checks = settings_checks(pid, args.root)
+    except HwtuneError as err:
+        print(f"hwtune doctor: settings not checked: {err.message}", file=env.stderr)
+        checks = []
+    return data, checks
+
+
+def run(args: argparse.Namespace, env: Environment) -> int:
+    from hwtune.doctor.analysis import analyse
+    from hwtune.doctor.report import render_json, render_text
+    from hwtune.doctor.watch import steps_in_window, tensorflow_process, wait_for_tensorflow
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if (args.pid is None) == (not command):
+        print("hwtune doctor: error: give either --pid PID or -- CMD", file=env.stderr)
+        return ExitStatus.USAGE
+    try:
+        _positive(args.seconds, "--seconds")
+        _positive(args.startup, "--startup")
+        if args.warmup < 0:
+            raise ValueError(f"--warmup must not be negative, got {args.warmup:g}")
+    except ValueError as err:
+        print(f"hwtune doctor: error: {err}", file=env.stderr)
+        return ExitStatus.USAGE
+    job: _Job | None = None
+    if args.pid is not None:
+        if not os.path.isdir(f"/proc/{args.pid}"):
+            raise HwtuneError(f"no process {args.pid}")
+        data, checks = _observe(tensorflow_process(args.pid) or args.pid, args, env)
+    else:
+        job = _Job(command, env)
+        previous = _exit_on_sigterm()
+        try:
+            found = wait_for_tensorflow(job.process.pid, args.startup, job.alive)
+            if found is None:
+                code = job.stop()
+                raise HwtuneError(
+                    f"TensorFlow did not start in the job within {args.startup:g} s "
+                    f"(it {'exited with status ' + str(code) if code >= 0 else 'was stopped'})"
+                )
+            time.sleep(args.warmup)
+            data, checks = _observe(found, args, env)
+        finally:
+            # Also on Ctrl-C: the job has a session of its own, the terminal's SIGINT
+            # does not reach it.
+            if args.wait and job.alive():
+                job.finish()
+            else:
+                job.stop()
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        data = replace(
+            data, signals=job.reader.signals, steps=steps_in_window(job.step_ends(), data)
+        )
+    if len(data.samples) < 2:
+        raise HwtuneError(f"pid {data.pid} ended before two samples could be taken")
+    diagnosis = analyse(data, checks)
+    render = render_json if args.json else render_text
+    env.stdout.write(render(diagnosis, data))
+    return ExitStatus.SUCCESS

@@ -1,0 +1,43 @@
+"""A job whose tf.data map sleeps in Python: the compute waits for the input pipeline.
+
+Run as `python input_bound.py SECONDS`; it stops after SECONDS (a safety net: the doctor
+stops it sooner).
+"""
+
+import sys
+import time
+
+import tensorflow as tf
+
+
+def slow_read(x):
+    time.sleep(0.02)  # a slow read: the map waits, it does not compute
+    return x
+
+
+def main() -> None:
+    end = time.monotonic() + float(sys.argv[1])
+    ds = (
+        tf.data.Dataset.range(10**9)
+        .map(
+            lambda x: tf.py_function(slow_read, [x], tf.int64),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+        .batch(4)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    weights = tf.Variable(tf.random.normal([256, 256]))
+
+    @tf.function
+    def step(batch):
+        product = tf.reduce_sum(tf.matmul(weights, weights))
+        return product + tf.cast(tf.reduce_sum(batch), tf.float32)
+
+    for batch in ds:
+        step(batch)
+        if time.monotonic() > end:
+            break
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""The doctor's analysis, parsers and rendering, on sample sets recorded from real jobs.
+
+tests/data/doctor/*.json are the "samples" of `hwtune doctor --json` on the jobs in
+tests/doctor_jobs/ (input-bound, compute-bound, Python-bound, and the compute job with 2
+intra-op threads in a 0.5-CPU cgroup v1 quota), recorded on a loaded 2-vCPU VM.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hwtune.apply.verify import Check
+from hwtune.doctor.analysis import analyse
+from hwtune.doctor.metrics import measure
+from hwtune.doctor.report import render_json, render_text
+from hwtune.doctor.samples import CpuStat, GpuSample, Sample, SampleSet, ThreadSample
+from hwtune.doctor.sampling import parse_cpu_stat, parse_thread_stat, read_threads
+from hwtune.doctor.signals import SignalReader, passes_on
+
+DATA = Path(__file__).resolve().parent / "data" / "doctor"
+
+
+def recorded(name: str) -> SampleSet:
+    return SampleSet.from_dict(json.loads((DATA / f"{name}.json").read_text()))
+
+
+@pytest.mark.parametrize("name", ["input", "compute", "python", "throttling"])
+def test_recorded_jobs_get_their_verdict(name: str) -> None:
+    diagnosis = analyse(recorded(name))
+    assert diagnosis.bottleneck == name
+    assert diagnosis.findings[0].evidence and diagnosis.findings[0].fix
+
+
+def test_round_trip_keeps_the_verdict() -> None:
+    data = recorded("input")
+    again = SampleSet.from_dict(json.loads(json.dumps(data.as_dict())))
+    assert again == data
+    assert analyse(again).bottleneck == "input"
+
+
+def _without_cgroup(data: SampleSet) -> SampleSet:
+    return replace(data, samples=tuple(replace(s, cpu_stat=None) for s in data.samples))
+
+
+def test_throttling_needs_the_cgroup_counters() -> None:
+    data = recorded("throttling")
+    m = measure(data)
+    assert m is not None and m.throttled_share is not None and m.throttled_share >= 0.1
+    # Without cpu.stat the same threads are a compute-bound job that wants more than its
+    # budget (2 CPUs wanted against 1): oversubscribed, not throttled.
+    diagnosis = analyse(_without_cgroup(data))
+    ids = [f.id for f in diagnosis.findings]
+    assert "throttled" not in ids and "oversubscribed" in ids
+
+
+def test_rare_throttling_is_not_the_verdict() -> None:
+    data = recorded("compute")
+    n = len(data.samples)
+    # 1 throttled period in 100 per second: below the 10% threshold.
+    quiet = tuple(
+        replace(s, cpu_stat=CpuStat(100 * i, i // 4, 1000 * i)) for i, s in enumerate(data.samples)
+    )
+    assert n > 4
+    assert analyse(replace(data, samples=quiet)).bottleneck == "compute"
+    busy = tuple(
+        replace(s, cpu_stat=CpuStat(100 * i, 50 * i, 10**7 * i))
+        for i, s in enumerate(data.samples)
+    )
+    assert analyse(replace(data, samples=busy)).bottleneck == "throttling"
+
+
+def test_an_idle_gpu_is_the_verdict_and_names_the_cpu_side_cause() -> None:
+    data = recorded("input")
+    with_gpu = tuple(
+        replace(s, gpus=(GpuSample(0, 30, 2 * 2**30, 16 * 2**30),)) for s in data.samples
+    )
+    diagnosis = analyse(replace(data, samples=with_gpu))
+    assert diagnosis.bottleneck == "gpu-idle"
+    assert "input pipeline" in diagnosis.findings[0].evidence
+    busy_gpu = tuple(
+        replace(s, gpus=(GpuSample(0, 95, 2 * 2**30, 16 * 2**30),)) for s in data.samples
+    )
+    assert analyse(replace(data, samples=busy_gpu)).bottleneck == "input"
+
+
+def _synthetic(groups: dict[str, float], seconds: int = 4) -> SampleSet:
+    """Threads named as TF names them, each wanting `rate` CPUs (all on a CPU)."""
+    samples = []
+    for t in range(seconds + 1):
+        threads = tuple(
+            ThreadSample(100 + i, name, "R", int(rate * 100 * t), int(rate * 1e9 * t), 0, "")
+            for i, (name, rate) in enumerate(groups.items())
+        )
+        samples.append(Sample(float(t), threads))
+    from hwtune.doctor.samples import Budget
+
+    return SampleSet(100, "python", 100, Budget(4, "4 online CPUs"), tuple(samples))
+
+
+def test_a_busy_private_tf_data_pool_is_input_bound() -> None:
+    data = _synthetic({"python": 0.2, "tf_data_private": 2.0, "tf_Compute": 0.5})
+    assert analyse(data).bottleneck == "input"
+    # The same CPU on the compute pools is compute-bound.
+    data = _synthetic({"python": 0.2, "tf_Compute": 2.5})
+    assert analyse(data).bottleneck == "compute"
+
+
+def test_an_idle_job_is_unknown_and_says_so() -> None:
+    diagnosis = analyse(_synthetic({"python": 0.05, "tf_Compute": 0.05}))
+    assert diagnosis.bottleneck == "unknown"
+    assert any("nothing stands out" in n for n in diagnosis.notes)
+
+
+def test_one_sample_is_unknown() -> None:
+    data = recorded("compute")
+    diagnosis = analyse(replace(data, samples=data.samples[:1]))
+    assert diagnosis.bottleneck == "unknown" and diagnosis.metrics is None
+
+
+def test_settings_that_differ_become_a_finding() -> None:
+    checks = [
+        Check("env TF_NUM_INTRAOP_THREADS", "2", "(unset)", "DIFFERENT"),
+        Check("CPU affinity", "0-1", "0-1", "OK"),
+    ]
+    diagnosis = analyse(recorded("compute"), checks)
+    found = [f for f in diagnosis.findings if f.id == "settings-not-applied"]
+    assert len(found) == 1 and "1 of 2" in found[0].finding
+    assert "TF_NUM_INTRAOP_THREADS" in found[0].evidence
+    assert not [f for f in analyse(recorded("compute"), checks[1:]).findings if "settings" in f.id]
+
+
+def test_thread_stat_with_parentheses_in_the_name() -> None:
+    line = "4242 (a) (b) c) S 1 1 1 0 -1 4194304 1 0 0 0 250 17 0 0 20 0 1 0 1 1 1\n"
+    thread = parse_thread_stat(4242, line)
+    assert thread is not None
+    assert (thread.comm, thread.state, thread.cpu_ticks) == ("a) (b) c", "S", 267)
+    assert parse_thread_stat(1, "garbage") is None
+
+
+def test_cpu_stat_v1_and_v2() -> None:
+    v1 = "nr_periods 57\nnr_throttled 19\nthrottled_time 812345678\nnr_bursts 0\n"
+    assert parse_cpu_stat(v1) == CpuStat(57, 19, 812345678)
+    v2 = "usage_usec 10\nuser_usec 5\nnr_periods 10\nnr_throttled 4\nthrottled_usec 7\n"
+    assert parse_cpu_stat(v2) == CpuStat(10, 4, 7000)
+    assert parse_cpu_stat("usage_usec 10\n") is None
+
+
+def test_read_threads_of_this_process() -> None:
+    import os
+
+    threads = read_threads(os.getpid())
+    assert threads is not None
+    assert any(t.tid == os.getpid() for t in threads)
+    assert read_threads(2**22 + 1) is None  # above pid_max's ceiling: never a process
+
+
+def test_signals_from_tensorflow_output() -> None:
+    reader = SignalReader()
+    for line in (
+        "I0000 00:00:1.2 1 port.cc:153] oneDNN custom operations are on. You may see ...\n",
+        "onednn_verbose,v1,info,cpu,isa:Intel AVX-512 with Intel DL Boost\n",
+        "onednn_verbose,v1,primitive,create:cache_miss,cpu,inner_product,x64:gemm:jit,...\n",
+        "I0000 00:00:1.3 2 device_compiler.h:208] Compiled cluster using XLA!  This line...\n",
+    ):
+        reader.feed(line)
+    signals = reader.signals
+    assert signals["onednn_opts"] == "on" and signals["onednn_primitives"] == "1"
+    assert signals["onednn_kinds"] == "inner_product" and signals["xla"] == "compiled"
+    assert not passes_on("onednn_verbose,v1,info\n", verbose_ours=True)
+    assert passes_on("onednn_verbose,v1,info\n", verbose_ours=False)
+    ids = [f.id for f in analyse(replace(recorded("compute"), signals=signals)).findings]
+    assert "onednn-in-use" in ids and "xla-in-use" in ids
+
+
+def test_reports() -> None:
+    data = recorded("throttling")
+    diagnosis = analyse(data)
+    text = render_text(diagnosis, data)
+    assert text.startswith(f"pid {data.pid} (python): bottleneck: throttling")
+    assert "CFS throttling:" in text and "evidence" in text and "fix" in text
+    doc = json.loads(render_json(diagnosis, data))
+    assert doc["bottleneck"] == "throttling"
+    assert {"finding", "evidence", "fix"} <= set(doc["findings"][0])
+    assert SampleSet.from_dict(doc["samples"]) == data
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["doctor"],
+        ["doctor", "--pid", "1", "--", "true"],
+        ["doctor", "--seconds", "0", "--", "true"],
+        ["doctor", "--warmup", "-1", "--", "true"],
+    ],
+)
+def test_bad_usage_exits_2(cli, argv: list[str]) -> None:  # type: ignore[no-untyped-def]
+    result = cli(argv)
+    assert result.exit_status == 2
+    assert result.stderr.startswith("hwtune doctor: error:")
+
+
+def test_a_missing_pid_is_one_line(cli) -> None:  # type: ignore[no-untyped-def]
+    result = cli(["doctor", "--pid", str(2**22 + 1)])
+    assert result.exit_status == 1
+    assert result.stderr.splitlines()[0] == f"hwtune doctor: error: no process {2**22 + 1}"
+
+
+def test_a_job_without_tensorflow_is_reported(cli) -> None:  # type: ignore[no-untyped-def]
+    result = cli(["doctor", "--startup", "1", "--", "sh", "-c", "exit 3"])
+    assert result.exit_status == 1
+    assert "TensorFlow did not start" in result.stderr and "status 3" in result.stderr
+
+
+def test_extra_compute_threads_are_not_a_mismatch() -> None:
+    from hwtune.doctor.settings import _inter_op_at_least
+
+    more = Check("inter-op pool (tf_Compute threads)", "1", "6", "DIFFERENT")
+    assert _inter_op_at_least(more, "1").status == "OK"
+    assert _inter_op_at_least(more, None).status == "DIFFERENT"  # the variable never reached it
+    fewer = Check("inter-op pool (tf_Compute threads)", "4", "2", "DIFFERENT")
+    assert _inter_op_at_least(fewer, "4").status == "DIFFERENT"
+
+
+class _Nvml:
+    """The NVML calls the doctor makes, for two GPUs; the second one is lost (its calls raise
+    the real pynvml.NVMLError, as a GPU that fell off the bus does)."""
+
+    def __init__(self) -> None:
+        import pynvml
+
+        self.error = pynvml.NVMLError
+        self.shut = False
+
+    def nvmlInit(self) -> None: ...
+
+    def nvmlShutdown(self) -> None:
+        self.shut = True
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> object:
+        if handle == 1:
+            raise self.error(15)  # NVML_ERROR_GPU_IS_LOST
+        return type("Rates", (), {"gpu": 42, "memory": 10})()
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> object:
+        return type("Memory", (), {"used": 2**30, "total": 16 * 2**30})()
+
+
+def test_gpu_samples_skip_a_lost_gpu() -> None:
+    pytest.importorskip("pynvml", reason="nvidia-ml-py is not installed")
+    from hwtune.doctor.gpu import GpuSampler
+
+    lib = _Nvml()
+    sampler = GpuSampler(library=lib)
+    assert sampler.available
+    assert sampler.sample() == (GpuSample(0, 42, 2**30, 16 * 2**30),)
+    sampler.close()
+    assert lib.shut and not sampler.available and sampler.sample() == ()
+
+
+def test_step_ends_give_a_median_and_reach_the_lead_finding() -> None:
+    from hwtune.apply.steps import parse_steps
+    from hwtune.doctor.watch import steps_in_window
+
+    data = replace(recorded("compute"), origin=1000.0)
+    stamps = parse_steps("999.5\n1000.5\n1000.7\n1001.1\n1001.2\n1001.2x\n99999\n")
+    assert stamps == [999.5, 1000.5, 1000.7, 1001.1, 1001.2, 99999.0]
+    ends = steps_in_window(stamps, data)  # before the window and after it are left out
+    assert ends == pytest.approx((0.5, 0.7, 1.1, 1.2))
+    diagnosis = analyse(replace(data, steps=ends))
+    assert diagnosis.metrics is not None and diagnosis.metrics.steps == 4
+    assert diagnosis.metrics.step_median_s == pytest.approx(0.2)
+    assert "4 training steps, median 200.0 ms" in diagnosis.findings[0].evidence
+    assert analyse(data).metrics.step_median_s is None  # type: ignore[union-attr]
+
+
+def test_a_command_that_cannot_run_is_one_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    missing = str(tmp_path / "no-such-program")
+    result = cli(["doctor", "--", missing])
+    assert result.exit_status == 1
+    assert result.stderr.splitlines()[0].startswith(
+        f"hwtune doctor: error: cannot run '{missing}'"
+    )
+
+
+def test_an_idle_gpu_without_a_cpu_cause_names_launch_overhead() -> None:
+    data = recorded("compute")
+    with_gpu = tuple(replace(s, gpus=(GpuSample(0, 50, 2**30, 2**34),)) for s in data.samples)
+    lead = analyse(replace(data, samples=with_gpu)).findings[0]
+    assert lead.id == "gpu-idle" and "on the CPU side" not in lead.evidence
+    assert lead.fix.startswith("feed the GPU") and "steps_per_execution" in lead.fix
+
+
+def test_wanting_twice_the_quota_is_throttling_without_the_counters() -> None:
+    # A busy machine keeps a job below its 0.5-CPU quota, so the kernel seldom throttles it;
+    # its threads still want 1.2 CPUs, more than twice what the quota allows.
+    from hwtune.doctor.samples import Budget
+
+    data = _synthetic({"python": 0.1, "tf_Compute": 0.1, "worker": 1.0})
+    quota = replace(data, budget=Budget(1, "cgroup quota 0.5 CPUs", quota=0.5))
+    diagnosis = analyse(quota)
+    assert diagnosis.bottleneck == "throttling"
+    assert diagnosis.findings[0].id == "oversubscribed"
+    assert "0.5-CPU cgroup quota" in diagnosis.findings[0].evidence
+    # The same threads with a whole CPU and no quota are compute-bound.
+    assert analyse(replace(data, budget=Budget(1, "1 online CPU"))).bottleneck == "compute"
