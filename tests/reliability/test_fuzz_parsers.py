@@ -493,6 +493,7 @@ def test_override_values(
 ) -> None:
     """--set NAME=VALUE, HWTUNE_* and flags: Overrides or ConfigError; then every env format
     either holds each value exactly or refuses it with ApplyError."""
+    from hwtune.apply.marker import MARKER
     from hwtune.apply.render import ENV_FORMATS, EnvEntry, render_env_entries
     from hwtune.pipeline.config import overrides_from_environ, parse_sets, with_flags
 
@@ -520,6 +521,7 @@ def test_override_values(
         elif fmt == "sh":  # POSIX single quotes, read back by a POSIX-mode lexer
             words = shlex.split(text, comments=True)
             got = dict(w.split("=", 1) for w in words if w != "export")
+            got.pop(MARKER, None)  # hwtune's own mark of what it wrote (apply/marker.py)
             assert got == overrides.env
         elif fmt == "dotenv":  # docker reads lines split at "\n" only (bufio.ScanLines)
             got = dict(
@@ -527,6 +529,7 @@ def test_override_values(
                 for line in text.split("\n")
                 if line and not line.startswith("#")
             )
+            got.pop(MARKER, None)
             assert got == overrides.env
         figures.count(f"round-trip ({fmt})")
 
