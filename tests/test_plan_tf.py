@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from hwtune.apply.render import env_map
 from hwtune.models.overrides import Overrides
 from hwtune.models.profile import Profile
 from hwtune.planner import load_knowledge, plan
@@ -49,7 +50,7 @@ print(json.dumps({
 
 def run_tensorflow(profile: Profile) -> tuple[dict[str, int], str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "OMP_", "KMP_"))}
-    env.update({name: str(setting.value) for name, setting in profile.env.items()})
+    env.update(env_map(profile))  # the variables apply writes, thread counts included
     env["TF_CPP_MIN_LOG_LEVEL"] = "0"
     proc = subprocess.run(
         [sys.executable, "-c", PROBE],

@@ -17,7 +17,10 @@ def settings_checks(pid: int, root: str = "/") -> list[Check]:
         return []
     # The process's own rank/instance variables choose its slice, as for `hwtune verify`.
     expected = expected_for(profile_for(PlanRequest(seen.environ, root=root)))
-    return [_inter_op_at_least(c, seen.environ.get(INTER_OP_ENV)) for c in compare(expected, seen)]
+    # The variable as the job started with it, or as configure() set it inside (its record).
+    recorded = (seen.record or {}).get("env", {})
+    variable = seen.environ.get(INTER_OP_ENV) or recorded.get(INTER_OP_ENV)
+    return [_inter_op_at_least(c, variable) for c in compare(expected, seen)]
 
 
 def _inter_op_at_least(check: Check, variable: str | None) -> Check:
