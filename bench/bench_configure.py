@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = all(o["median_overhead_ms"] <= args.budget_ms for o in overhead.values())
     result = {
         "benchmark": "configure",
-        "python": args.python,
+        "python": os.path.basename(args.python),  # no path of the measuring machine
         "rounds": args.rounds,
         "budget_ms": args.budget_ms,
         "results": stats,

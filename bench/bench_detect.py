@@ -43,6 +43,12 @@ def commands(python: str) -> dict[str, list[str]]:
     return cmds
 
 
+def _shown(word: str) -> str:
+    """A command word as the report shows it: the interpreter and console script by name, so
+    that no path of the measuring machine lands in a committed result."""
+    return Path(word).name if os.path.isabs(word) else word
+
+
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
@@ -107,11 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     ok = all(verdicts.values())
     result = {
         "benchmark": "detect",
-        "python": args.python,
+        "python": _shown(args.python),
         "rounds": args.rounds,
         "budget_ms": args.budget_ms,
         "min_ratio": args.min_ratio,
-        "commands": {name: " ".join(cmd) for name, cmd in cmds.items()},
+        "commands": {name: " ".join(map(_shown, cmd)) for name, cmd in cmds.items()},
         "results": stats,
         "pass": ok,
     }

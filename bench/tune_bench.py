@@ -42,6 +42,7 @@ bench_daemon.py) run first, with --json, and are quoted in the report, "missing"
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -452,10 +453,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true", help="discard the journal, start over")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report only")
     parser.add_argument("--no-budgets", action="store_true", help="skip the earlier budgets")
+    parser.add_argument(
+        "--final-rounds",
+        type=int,
+        metavar="N",
+        help="rounds of the final peer comparison (default: 8 full, 1 quick, 2 smoke); a "
+        "quick run with 4 gives paired intervals in about an hour",
+    )
+    parser.add_argument(
+        "--tune-runs", type=int, metavar="N", help="tuner runs per scenario (default 2)"
+    )
     args = parser.parse_args(argv)
     suffix = "-smoke" if args.smoke else "-quick" if args.quick else ""
     machine = args.machine or default_machine() + suffix
     settings = Settings.make(args.quick, smoke=args.smoke)
+    changes = {"final_rounds": args.final_rounds, "tune_runs": args.tune_runs}
+    settings = dataclasses.replace(
+        settings, **{k: v for k, v in changes.items() if v is not None and v >= 0}
+    )
     results: Path = args.results_dir
     journal_path = results / f"{machine}.journal.jsonl"
     import bench_report

@@ -27,7 +27,9 @@ from tests.test_plan_invariants import KNOWLEDGE
 PRIVATE = re.compile(r"anchors\.md|tf-build\.md|style\.md|\.\./shared|\[S\d+\]|§\d")
 HERE = re.compile(r"\bhere\b", re.IGNORECASE)
 MACHINE_PATH = re.compile(r"/work/|/root/|/home/[a-z]")
-PLACEHOLDER = re.compile(r"\bTODO\b|\bXXX\b|\bFIXME\b|<your[-_ ]|<placeholder>", re.IGNORECASE)
+PLACEHOLDER = re.compile(
+    r"\bTODO\b|\bXXX\b|\bFIXME\b|<your[-_ ]|<placeholder>|/path/to/", re.IGNORECASE
+)
 
 
 def _strings_under(data: Any, keys: tuple[str, ...], found: str = "") -> Iterator[tuple[str, str]]:
