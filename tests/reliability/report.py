@@ -331,7 +331,7 @@ def render(default: Run | None, long: Run | None, kept_long: str | None = None) 
         "that on purpose, and this page holds the figures of its last runs.",
         "",
         "- **Bad input**: every parser gets hypothesis-generated input of three kinds: built",
-        "  from the format's grammar, real captures (tests/data, ../shared) with edits, and",
+        "  from the format's grammar, real captures (tests/data, a shared set) with edits, and",
         "  raw text or bytes. Each must end in a result, a typed documented error",
         "  (`HwtuneError` subclasses, `CpuListError`) or an issue naming its file.",
         "- **Faults**: files of a real snapshot of this machine turned into directories,",
