@@ -34,7 +34,11 @@ from hwtune import paths
 from hwtune.fs.trust import make_dirs
 
 RECORD_SCHEMA = 1
-_written: set[str] = set()
+MAX_RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; a MiB is no record of ours
+# path -> the data last written there by this process: configure() records at its start and
+# again once TensorFlow took the settings, often with nothing new; an equal record is not
+# written again (it costs a directory check, a start-time read and a rename at job start).
+_written: dict[str, dict[str, Any]] = {}
 
 
 def start_time(pid: int) -> str | None:
@@ -71,6 +75,8 @@ def write(data: dict[str, Any], environ: Mapping[str, str] | None = None) -> str
     env = os.environ if environ is None else environ
     pid = os.getpid()
     path = record_path(env, pid)
+    if _written.get(path) == data:
+        return path
     if not _private_dir(os.path.dirname(path)):
         return None
     body = {"schema": RECORD_SCHEMA, "pid": pid, "start": start_time(pid), **data}
@@ -90,8 +96,8 @@ def write(data: dict[str, Any], environ: Mapping[str, str] | None = None) -> str
         _unlink(temporary)
         return None
     if path not in _written:
-        _written.add(path)
         atexit.register(_remove, path, pid)
+    _written[path] = dict(data)
     return path
 
 
@@ -113,24 +119,29 @@ def read(
     `environs`: the process's own environment first (its configure() resolved the directory
     with it), then the reader's. `owner`: the process's uid, whose files are trusted.
     """
+    from hwtune.fs.trusted_read import RefusedFile, read_bounded
+
     start = start_time(pid)
-    trusted = {os.geteuid()} | ({owner} if owner is not None else set())
     why = ""
     for path in dict.fromkeys(record_path(env, pid, uid=owner) for env in environs):
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
+            # A regular file, no link, never blocking (a FIFO there must not hang verify),
+            # owned by us, root or the process's user and writable by no one else.
+            raw = read_bounded(
+                path,
+                MAX_RECORD_BYTES,
+                check_owner=True,
+                also_trusted=() if owner is None else (owner,),
+            )
+        except RefusedFile as err:
+            if not err.missing:
+                why = f"{err.message}; not used"
             continue
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if info.st_uid not in trusted or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                why = f"{path} is not trusted (owner uid {info.st_uid}, mode {info.st_mode:o})"
-                continue
-            try:
-                data = json.loads(handle.read(1 << 20))
-            except ValueError:
-                why = f"{path} is not a record"
-                continue
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):
+            why = f"{path} is not a record"
+            continue
         if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
             why = f"{path} is not a record of this hwtune"
             continue

@@ -197,15 +197,13 @@ def _observe(
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
+    from hwtune.commands.verify import command_or_pid
     from hwtune.doctor.analysis import analyse
     from hwtune.doctor.report import render_json, render_text
     from hwtune.doctor.watch import steps_in_window, tensorflow_process, wait_for_tensorflow
 
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if (args.pid is None) == (not command):
-        print("hwtune doctor: error: give either --pid PID or -- CMD", file=env.stderr)
+    command = command_or_pid(args, env, "doctor")
+    if command is None:
         return ExitStatus.USAGE
     try:
         _positive(args.seconds, "--seconds")

@@ -93,15 +93,24 @@ def _watch_pid(pid: int, wait: float) -> object:
     return seen
 
 
-def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.apply.verify import Observation, compare, describe, expected_for, render_table
-    from hwtune.pipeline.request import profile_for
-
+def command_or_pid(args: argparse.Namespace, env: Environment, tool: str) -> list[str] | None:
+    """The job's command line after `--` ([] with --pid), or None (said on stderr) when the
+    command line gives both or neither: `hwtune verify` and `hwtune doctor` watch a job so."""
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
     if (args.pid is None) == (not command):
-        print("hwtune verify: error: give either --pid PID or -- CMD", file=env.stderr)
+        print(f"hwtune {tool}: error: give either --pid PID or -- CMD", file=env.stderr)
+        return None
+    return command
+
+
+def run(args: argparse.Namespace, env: Environment) -> int:
+    from hwtune.apply.verify import Observation, compare, describe, expected_for, render_table
+    from hwtune.pipeline.request import profile_for
+
+    command = command_or_pid(args, env, "verify")
+    if command is None:
         return ExitStatus.USAGE
     status = 0
     if args.pid is not None:

@@ -30,6 +30,8 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hwtune.fs.trusted_read import read_capped
+
 # inotify(7) event bits, from <sys/inotify.h>
 IN_MODIFY = 0x002
 IN_ATTRIB = 0x004
@@ -123,14 +125,7 @@ def _content(path: Path) -> Hashable:
             return ("not a regular file", stat.S_IFMT(st.st_mode), st.st_rdev)
         if st.st_size > MAX_CONTENT_BYTES:
             return ("stat", st.st_ino, st.st_size, st.st_mtime_ns)
-        # sysfs/procfs report st_size 4096 or 0 whatever the content: read, don't trust size,
-        # and stop past the cap (a file that grows while read).
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_CONTENT_BYTES and (chunk := os.read(fd, 1 << 16)):
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
+        return read_capped(fd, MAX_CONTENT_BYTES)  # stops past the cap if it grows meanwhile
     finally:
         os.close(fd)
 

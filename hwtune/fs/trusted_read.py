@@ -24,6 +24,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Collection
 
 _KINDS = {
     stat.S_IFDIR: "a directory",
@@ -48,12 +49,15 @@ class RefusedFile(OSError):
         return self.message
 
 
-def owner_problem(info: os.stat_result, euid: int | None = None) -> str | None:
+def owner_problem(
+    info: os.stat_result, euid: int | None = None, also: Collection[int] = ()
+) -> str | None:
     """Why a file with this stat cannot be trusted by `euid` (default: this process), or None.
 
-    Trusted: owned by root or by `euid`, and writable by neither its group nor others."""
+    Trusted: owned by root, by `euid` or by a uid in `also`, and writable by neither its group
+    nor others."""
     me = os.geteuid() if euid is None else euid
-    if info.st_uid not in (0, me):
+    if info.st_uid not in (0, me, *also):
         return f"owned by uid {info.st_uid}, not by root or uid {me}"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         who = "others" if info.st_mode & stat.S_IWOTH else "its group"
@@ -61,12 +65,30 @@ def owner_problem(info: os.stat_result, euid: int | None = None) -> str | None:
     return None
 
 
+def read_capped(fd: int, limit: int, first: int = 1 << 16) -> bytes:
+    """At most `limit` + 1 bytes from `fd` (one past the cap tells a file that is too large),
+    asking for `first` bytes at a time. sysfs and procfs report st_size 4096 or 0 whatever the
+    content, so the loop reads to the end rather than trusting the size."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit and (chunk := os.read(fd, min(first, limit + 1 - size))):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 def read_bounded(
-    path: str | os.PathLike[str], max_bytes: int, *, check_owner: bool, follow: bool = False
+    path: str | os.PathLike[str],
+    max_bytes: int,
+    *,
+    check_owner: bool,
+    follow: bool = False,
+    also_trusted: Collection[int] = (),
 ) -> bytes:
     """The whole content of the regular file at `path`, at most `max_bytes` long; RefusedFile
     otherwise (see the module docstring). `follow` lets a symbolic link lead to the file (a
-    config file kept with the user's dotfiles); the target must still be a regular file."""
+    config file kept with the user's dotfiles); the target must still be a regular file.
+    `also_trusted`: owners trusted besides root and this process (a watched process's uid)."""
     name = os.fspath(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
@@ -84,24 +106,19 @@ def read_bounded(
         if not stat.S_ISREG(info.st_mode):
             kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
             raise RefusedFile(name, f"{kind}, not a regular file; not read")
-        if check_owner and (problem := owner_problem(info)):
+        if check_owner and (problem := owner_problem(info, also=also_trusted)):
             raise RefusedFile(name, f"{problem}; not trusted")
         if info.st_size > max_bytes:
             raise RefusedFile(name, f"larger than {max_bytes} bytes; not read")
-        chunks: list[bytes] = []
-        size = 0
         # Ask for the size fstat gave (+1 to see the end; at least 64 KiB, for file systems that
         # report 0), not a whole max_bytes buffer: configure() reads the cache at every start.
-        want = max(min(info.st_size, max_bytes) + 1, 1 << 16)
-        while size <= max_bytes and (chunk := os.read(fd, min(want, max_bytes + 1 - size))):
-            chunks.append(chunk)
-            size += len(chunk)
+        data = read_capped(fd, max_bytes, max(min(info.st_size, max_bytes) + 1, 1 << 16))
     except OSError as err:
         if isinstance(err, RefusedFile):
             raise
         raise RefusedFile(name, f"cannot read: {err.strerror or err}") from None
     finally:
         os.close(fd)
-    if size > max_bytes:  # grew since fstat
+    if len(data) > max_bytes:  # grew since fstat
         raise RefusedFile(name, f"larger than {max_bytes} bytes; not read")
-    return b"".join(chunks)
+    return data

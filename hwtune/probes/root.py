@@ -25,6 +25,8 @@ import os
 import stat
 from pathlib import Path
 
+from hwtune.fs.trusted_read import read_capped
+
 # sysfs attributes are at most one page (Documentation/filesystems/sysfs.rst: "the buffer is
 # always PAGE_SIZE bytes"); /proc/self/status, meminfo, cgroup files and the THP mode are a
 # few KiB. 1 MiB leaves room for 64 KiB pages and NUMA distance tables of thousands of nodes.
@@ -118,14 +120,10 @@ def read_bytes(root: Path, path: str | Path, limit: int = MAX_SMALL) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise UnsafeRead(path, "not a regular file (a pipe, device or directory): not read")
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := os.read(fd, min(1 << 20, limit + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                raise UnsafeRead(path, f"larger than {_size(limit)}: refused", errno.EFBIG)
-        return b"".join(chunks)
+        data = read_capped(fd, limit, 1 << 20)
+        if len(data) > limit:
+            raise UnsafeRead(path, f"larger than {_size(limit)}: refused", errno.EFBIG)
+        return data
     finally:
         os.close(fd)
 

@@ -149,6 +149,20 @@ def keras_fit_rate(model: Any, data: Any, batch: int, args: argparse.Namespace) 
     return rate_from_step_times(ends, state["start"], batch)
 
 
+def train_and_report(
+    model: Any, inputs: Any, rng: Any, args: argparse.Namespace, jit_compile: Any
+) -> None:
+    """Train `model` on one in-memory batch of (inputs, 10-class labels drawn from `rng`),
+    repeated, and report its samples/s: the common tail of the built-in training workloads."""
+    import tensorflow as tf
+
+    batch = len(inputs)
+    labels = rng.integers(0, 10, size=(batch,))
+    data = tf.data.Dataset.from_tensors((inputs, labels)).repeat()
+    compile_for_training(model, jit_compile)
+    report(keras_fit_rate(model, data, batch, args), **model_details(model))
+
+
 def compile_for_training(model: Any, jit_compile: Any) -> None:
     """Adam and sparse cross-entropy on logits: what every training built-in compiles with."""
     import keras

@@ -41,16 +41,10 @@ def main() -> None:
     batch = args.batch or BATCH
     report = _harness.configure()
     import numpy as np
-    import tensorflow as tf
 
     rng = np.random.default_rng(0)
     images = rng.random((batch, *SHAPE), dtype=np.float32)
-    labels = rng.integers(0, 10, size=(batch,))
-    data = tf.data.Dataset.from_tensors((images, labels)).repeat()
-    model = build_model()
-    _harness.compile_for_training(model, report.jit_compile)
-    rate = _harness.keras_fit_rate(model, data, batch, args)
-    _harness.report(rate, **_harness.model_details(model))
+    _harness.train_and_report(build_model(), images, rng, args, report.jit_compile)
 
 
 if __name__ == "__main__":
