@@ -296,6 +296,20 @@ def load_lines(entries: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def oracle_rounds_text(settings: dict[str, Any]) -> str:
+    """The grid's passes; a full run with fewer than three says so: its grid's best is the
+    best of fewer measurements (each pick is measured again, paired, in the final rounds)."""
+    rounds = settings.get("oracle_rounds")
+    text = f"{rounds} oracle round{'s' if rounds != 1 else ''}"
+    if not settings.get("quick") and isinstance(rounds, int) and rounds < 3:
+        text += (
+            " (fewer than a default full run's 3, to fit the time: the grid's best is picked "
+            "from fewer measurements, then measured again, paired, in the final rounds; the "
+            "tuner's budget is still 25% of three passes)"
+        )
+    return text
+
+
 def write(journal: Path, out_dir: Path, machine: str) -> Path:
     entries = load(journal)
     header = next((e for e in entries if e["id"] == "header"), {})
@@ -310,7 +324,7 @@ def write(journal: Path, out_dir: Path, machine: str) -> Path:
         f"{time.strftime('%Y-%m-%d', time.gmtime(header.get('started', time.time())))}, "
         f"{provenance(entries)}, "
         f"{(SMOKE if settings.get('smoke') else QUICK) if settings.get('quick') else 'full run'}, "
-        f"{settings.get('oracle_rounds')} oracle rounds, {settings.get('final_rounds')} final "
+        f"{oracle_rounds_text(settings)}, {settings.get('final_rounds')} final "
         f"rounds, {settings.get('seconds')} s measurement window per trial; "
         f"total runtime {runtime / 60:.0f} min. Made by `bench/run` (bench/tune_bench.py).",
         "",

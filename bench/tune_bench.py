@@ -79,6 +79,10 @@ __all__ = ["SCENARIOS", "Scenario", "Settings", "git_commit", "machine_name"]
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results"
 TUNER_SHARE = 0.25  # issue 6: the tuner may spend ≤ 25% of the oracle's measuring time
+# ... of a full run's oracle, FULL_ORACLE_ROUNDS passes of the grid: a run with fewer oracle
+# rounds (--oracle-rounds) gives the tuner the same budget, so its pick does not depend on how
+# closely the grid was measured.
+FULL_ORACLE_ROUNDS = 3
 # Marks the "hwtune exec" arm's configuration (a variable its wrapper ignores): its journal key
 # differs from every configuration of the grid.
 EXEC_ARM_ENV = "HWTUNE_BENCH_ARM"
@@ -264,7 +268,8 @@ class ScenarioRun:
                 )
 
     def tuner_share(self) -> float:
-        return TUNER_SHARE * self.oracle_time()
+        rounds = max(1, self.settings.oracle_rounds)
+        return TUNER_SHARE * self.oracle_time() * FULL_ORACLE_ROUNDS / rounds
 
     def first_race_s(self) -> float:
         """A floor for the tuner's budget: one round of its first race (the plan and its
@@ -463,14 +468,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tune-runs", type=int, metavar="N", help="tuner runs per scenario (default 2)"
     )
+    parser.add_argument(
+        "--oracle-rounds",
+        type=int,
+        metavar="N",
+        help="passes over the whole grid (default: 3 full, 1 quick); the tuner's budget stays "
+        "25%% of three passes",
+    )
     args = parser.parse_args(argv)
     suffix = "-smoke" if args.smoke else "-quick" if args.quick else ""
     machine = args.machine or default_machine() + suffix
     settings = Settings.make(args.quick, smoke=args.smoke)
-    changes = {"final_rounds": args.final_rounds, "tune_runs": args.tune_runs}
+    changes = {
+        "final_rounds": args.final_rounds,
+        "tune_runs": args.tune_runs,
+        "oracle_rounds": args.oracle_rounds,
+    }
     settings = dataclasses.replace(
         settings, **{k: v for k, v in changes.items() if v is not None and v >= 0}
     )
+    if not args.smoke and settings.oracle_rounds < 1:
+        sys.exit("bench/run: --oracle-rounds must be at least 1 (the grid's best needs a pass)")
     results: Path = args.results_dir
     journal_path = results / f"{machine}.journal.jsonl"
     import bench_report

@@ -69,6 +69,26 @@ def test_xla_on_a_cpu_follows_the_model_kind(
     assert ("TF_XLA_FLAGS" in left) == (flags is None)
 
 
+def test_xla_leaves_a_one_thread_dense_instance_on_onednn(knowledge: Knowledge) -> None:
+    """Two instances on a 2-core bf16 CPU: one intra-op thread each with oneDNN on (planned for
+    bf16), where XLA made the MLP slower; without bf16 oneDNN goes off and XLA stays on."""
+    zen4 = make_hardware(tensorflow=tf_info())
+    for instance in (0, 1):
+        split = plan(zen4, knowledge=knowledge, model="dense", instances=2, instance=instance)
+        assert split.threads.intra_op.value == 1
+        assert split.env["TF_ENABLE_ONEDNN_OPTS"].value == "1"
+        assert split.jit.level.value == "off" and "one intra-op thread" in split.jit.level.reason
+        assert "TF_XLA_FLAGS" not in split.env
+    whole = plan(zen4, knowledge=knowledge, model="dense")
+    assert whole.threads.intra_op.value == 2 and whole.jit.level.value == "autoclustering"
+    older = make_hardware(tensorflow=tf_info(), flags=("avx", "avx2", "fma"))
+    split = plan(older, knowledge=knowledge, model="dense", instances=2)
+    assert split.env["TF_ENABLE_ONEDNN_OPTS"].value == "0"
+    assert split.jit.level.value == "autoclustering"
+    conv = plan(zen4, knowledge=knowledge, model="conv", instances=2)
+    assert conv.jit.level.value == "off" and "runtime_conv2d.cc" in conv.jit.level.reason
+
+
 def test_xla_on_a_gpu_is_off_until_the_model_kind_is_known(knowledge: Knowledge) -> None:
     hw = p4d_hardware()
     unknown = plan(hw, knowledge=knowledge)

@@ -177,9 +177,28 @@ def enabled_precision(
     )
 
 
-def jit_rule(on_gpu: bool, model: str = "unknown") -> Setting:
+# With one intra-op thread and oneDNN on, XLA's gain on a dense model turns into a loss: the
+# 3×512 MLP, two one-thread copies at once, ran 1.05× [1.00-1.11] (5 paired rounds) and
+# 1.07× [1.03-1.11] (6) faster with XLA off, alone on one CPU 1.06× [1.03-1.10], while with two
+# threads XLA made it 1.2× faster (on a 2-vCPU EPYC Zen 4 VM, TF 2.21; bench/results/
+# amd-epyc-znver4-2cpu-kvm.md, S3/S4, where the tuner picked XLA off too). With oneDNN off,
+# as planned for one thread without bf16, XLA kept its lead (the Zen 3 run's S3/S4 grid).
+CPU_DENSE_ONE_THREAD_REASON = (
+    "dense model with one intra-op thread and oneDNN on: XLA off, as a 3×512 Keras MLP ran "
+    "1.05-1.07× faster without it (two one-thread copies, and one copy alone on a CPU: paired "
+    "rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21), though with two threads XLA made it 1.2× faster"
+)
+
+
+def jit_rule(
+    on_gpu: bool, model: str = "unknown", *, intra: int = 0, onednn: bool = False
+) -> Setting:
+    """XLA's level for the instance; `intra` (its intra-op threads) and `onednn` matter on a
+    CPU only, where a dense model with one thread runs faster on oneDNN's kernels alone."""
     table = GPU_XLA_REASONS if on_gpu else CPU_XLA_REASONS
     level, reason = table.get(model, table["unknown"])
+    if not on_gpu and model == "dense" and intra == 1 and onednn:
+        return Setting("off", CPU_DENSE_ONE_THREAD_REASON)
     return Setting(level, reason)
 
 

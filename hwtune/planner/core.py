@@ -195,7 +195,10 @@ def plan(
     left_out.extend(omitted)
 
     precision = _precision(resolved, eligible, why_eligible, on_gpu, onednn, layers)
-    jit = layers.pick("jit.level", accel.jit_rule(on_gpu, resolved.model), overrides.jit, "jit")
+    jit_rule = accel.jit_rule(
+        on_gpu, resolved.model, intra=int(intra.value or 0), onednn=onednn.value == "1"
+    )
+    jit = layers.pick("jit.level", jit_rule, overrides.jit, "jit")
     flags = accel.xla_flags(str(jit.value), on_gpu)
     if flags:
         env["TF_XLA_FLAGS"] = Setting(flags, jit.reason, jit.source)
