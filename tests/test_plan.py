@@ -76,9 +76,13 @@ def test_xla_leaves_a_one_thread_dense_instance_on_onednn(knowledge: Knowledge) 
     for instance in (0, 1):
         split = plan(zen4, knowledge=knowledge, model="dense", instances=2, instance=instance)
         assert split.threads.intra_op.value == 1
-        assert split.env["TF_ENABLE_ONEDNN_OPTS"].value == "1"
+        onednn = split.env["TF_ENABLE_ONEDNN_OPTS"]
+        assert onednn.value == "1" and "bf16 kernels, one intra-op thread" in onednn.reason
+        assert "planned with bf16" not in onednn.reason  # bf16 is eligible, not planned
         assert split.jit.level.value == "off" and "one intra-op thread" in split.jit.level.reason
         assert "TF_XLA_FLAGS" not in split.env
+    auto = plan(zen4, knowledge=knowledge, model="dense", instances=2, precision="auto")
+    assert auto.env["TF_ENABLE_ONEDNN_OPTS"].reason.startswith("planned with bf16")
     whole = plan(zen4, knowledge=knowledge, model="dense")
     assert whole.threads.intra_op.value == 2 and whole.jit.level.value == "autoclustering"
     older = make_hardware(tensorflow=tf_info(), flags=("avx", "avx2", "fma"))

@@ -578,3 +578,21 @@ def test_exec_arm_adds_every_copys_last_metric() -> None:
     assert exec_arm.summed(output, "samples_per_sec", 2) == 18.5
     assert exec_arm.summed(output, "samples_per_sec", 3) is None  # a copy did not report
     assert exec_arm.summed(output, "work_per_sec", 2) is None
+
+
+def test_a_full_run_with_fewer_oracle_rounds_says_so_and_keeps_the_tuners_budget() -> None:
+    full = {"quick": False, "oracle_rounds": 1}
+    assert "1 oracle round (fewer than a default full run's 3" in (
+        bench_report.oracle_rounds_text(full)
+    )
+    assert bench_report.oracle_rounds_text({**full, "oracle_rounds": 3}) == "3 oracle rounds"
+    assert bench_report.oracle_rounds_text({"quick": True, "oracle_rounds": 1}) == (
+        "1 oracle round"
+    )
+    settings = tune_bench.Settings(False, 2.0, 1, 6, None)
+    run = tune_bench.ScenarioRun.__new__(tune_bench.ScenarioRun)
+    run.settings = settings
+    run.oracle_time = lambda: 100.0  # type: ignore[method-assign]
+    assert run.tuner_share() == pytest.approx(75.0)  # 25% of three 100-s passes
+    run.settings = tune_bench.Settings(False, 2.0, 3, 8, None)
+    assert run.tuner_share() == pytest.approx(25.0)  # 100 s over three passes: 25% of them

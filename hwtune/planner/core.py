@@ -185,7 +185,10 @@ def plan(
     eligible, why_eligible = accel.eligible_precisions(hw, mine.gpus)
     bf16_on_cpu = not on_gpu and "mixed_bfloat16" in eligible
     onednn = layers.pick_env(
-        "TF_ENABLE_ONEDNN_OPTS", knobs.onednn(hw, int(intra.value or 1), bf16_on_cpu)
+        "TF_ENABLE_ONEDNN_OPTS",
+        knobs.onednn(
+            hw, int(intra.value or 1), bf16_on_cpu, bf16_enabled=resolved.precision == "auto"
+        ),
     )
     # The thread counts live in `threads` only; rendering derives their variables.
     env: dict[str, Setting] = {"TF_ENABLE_ONEDNN_OPTS": onednn}
