@@ -311,3 +311,42 @@ def test_a_journal_manifest_complete_flag_is_a_json_bool(text: str, tmp_path: Pa
         journal.load(tmp_path, "1-1")
     (entry / journal.MANIFEST).write_text(json.dumps({**manifest, "complete": False}))
     assert journal.load(tmp_path, "1-1").complete is False
+
+
+SECONDS_FLAGS = [
+    ("apply", "--lock-timeout"),
+    ("daemon", "--interval"),
+    ("doctor", "--seconds"),
+    ("doctor", "--warmup"),
+    ("exec", "--kill-after"),
+    ("nfd", "--ttl"),
+    ("revert", "--lock-timeout"),
+    ("tune", "--budget"),
+    ("tune", "--seconds"),
+    ("verify", "--wait"),
+]
+
+
+@pytest.mark.parametrize(("command", "flag"), SECONDS_FLAGS)
+@pytest.mark.parametrize("text", ["nan", "inf", "1e400", "٣", "-1", "1_0", "0x10", ""])
+def test_a_duration_flag_takes_finite_ascii_seconds_only(
+    command: str, flag: str, text: str
+) -> None:
+    """float() takes all of these; NaN then passed every `> 0` check into time.sleep()."""
+    result = run_cli([command, f"{flag}={text}"])
+    assert result.exit_status == 2, result.stderr
+    assert f"{flag}: expected a number of seconds" in result.stderr and repr(text) in result.stderr
+
+
+@pytest.mark.parametrize("text", ["2", "0.5", " 1e3 ", ".5", "3."])
+def test_a_duration_flag_takes_plain_numbers(text: str) -> None:
+    from hwtune.commands.numbers import seconds
+
+    assert seconds(text) == float(text)
+
+
+@pytest.mark.parametrize(("command", "flag"), [("tune", "--seed"), ("verify", "--pid")])
+def test_an_integer_flag_takes_ascii_digits_only(command: str, flag: str) -> None:
+    result = run_cli([command, f"{flag}=٣"])
+    assert result.exit_status == 2
+    assert "expected a whole number in ASCII digits, got '٣'" in result.stderr

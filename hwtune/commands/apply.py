@@ -18,6 +18,7 @@ import argparse
 from pathlib import Path
 
 from hwtune.cli import Environment
+from hwtune.commands.numbers import seconds
 from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.errors import LockTimeout
 from hwtune.status import ExitStatus
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--lock-timeout",
-        type=float,
+        type=seconds,
         default=30.0,
         metavar="S",
         help="seconds to wait for another apply (default 30)",

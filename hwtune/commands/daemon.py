@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from hwtune.cli import Environment
+from hwtune.commands.numbers import seconds
 from hwtune.errors import HwtuneError
 
 
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--interval",
         metavar="SECONDS",
-        type=float,
+        type=seconds,
         default=DEFAULT_INTERVAL_S,
         help="how often to re-read what inotify cannot see (sysfs, cgroups); "
         f"default {DEFAULT_INTERVAL_S:g}",

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import IO, TYPE_CHECKING
 
 from hwtune.cli import Environment
+from hwtune.commands.numbers import integer, seconds
 from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
 
@@ -33,20 +34,20 @@ STOP_GRACE_S = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pid", type=int, default=None, help="watch this running process")
+    parser.add_argument("--pid", type=integer, default=None, help="watch this running process")
     parser.add_argument(
-        "--seconds", type=float, default=20.0, metavar="S", help="how long to sample (20)"
+        "--seconds", type=seconds, default=20.0, metavar="S", help="how long to sample (20)"
     )
     parser.add_argument(
         "--warmup",
-        type=float,
+        type=seconds,
         default=5.0,
         metavar="S",
         help="with -- CMD: seconds to let the job settle after TensorFlow starts (5)",
     )
     parser.add_argument(
         "--startup",
-        type=float,
+        type=seconds,
         default=120.0,
         metavar="S",
         help="with -- CMD: how long to wait for TensorFlow to start (120)",

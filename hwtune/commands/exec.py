@@ -16,6 +16,7 @@ import dataclasses
 import sys
 
 from hwtune.cli import Environment
+from hwtune.commands.numbers import seconds
 from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--kill-after",
-        type=float,
+        type=seconds,
         default=10.0,
         metavar="S",
         help="with --fail-fast: SIGKILL what is still running S seconds after SIGTERM",

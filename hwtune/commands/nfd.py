@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hwtune.cli import Environment
+from hwtune.commands.numbers import seconds
 from hwtune.errors import ApplyError, HwtuneError
 from hwtune.status import ExitStatus
 
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ttl",
         metavar="SECONDS",
-        type=float,
+        type=seconds,
         default=None,
         help="add `# +expiry-time=` this far ahead, so NFD drops the labels if "
         "nothing rewrites the file (default: no expiry)",

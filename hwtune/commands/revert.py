@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from hwtune.cli import Environment
+from hwtune.commands.numbers import seconds
 from hwtune.errors import LockTimeout
 from hwtune.status import ExitStatus
 
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force", action="store_true", help="restore even files that were edited after the apply"
     )
-    parser.add_argument("--lock-timeout", type=float, default=30.0, metavar="S")
+    parser.add_argument("--lock-timeout", type=seconds, default=30.0, metavar="S")
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:

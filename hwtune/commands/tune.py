@@ -24,6 +24,7 @@ import json
 from typing import Any
 
 from hwtune.cli import Environment
+from hwtune.commands.numbers import integer, seconds
 from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.status import ExitStatus
 
@@ -48,14 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--budget",
-        type=float,
+        type=seconds,
         default=600.0,
         metavar="SECONDS",
         help="wall-clock time the search may take (default 600)",
     )
     parser.add_argument(
         "--trial-timeout",
-        type=float,
+        type=seconds,
         metavar="S",
         help="kill a trial after S seconds (default: 600 for the first, then 5× its time)",
     )
@@ -77,13 +78,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--seconds",
-        type=float,
+        type=seconds,
         default=3.0,
         metavar="S",
         help="measurement window of a built-in workload per trial (default 3)",
     )
-    parser.add_argument("--max-repeats", type=int, default=4, help="trials per arm in a race")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the trial order")
+    parser.add_argument("--max-repeats", type=integer, default=4, help="trials per arm in a race")
+    parser.add_argument("--seed", type=integer, default=0, help="seed of the trial order")
     parser.add_argument("--no-store", action="store_true", help="report only, store nothing")
     parser.add_argument(
         "--dry-run",

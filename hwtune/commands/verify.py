@@ -23,6 +23,7 @@ import subprocess
 import time
 
 from hwtune.cli import Environment
+from hwtune.commands.numbers import integer, seconds
 from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
@@ -31,10 +32,10 @@ _SAMPLE_S = 0.1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pid", type=int, default=None, help="the process to check")
+    parser.add_argument("--pid", type=integer, default=None, help="the process to check")
     parser.add_argument(
         "--wait",
-        type=float,
+        type=seconds,
         default=0.0,
         metavar="S",
         help="with --pid: wait up to S seconds for TensorFlow to start",

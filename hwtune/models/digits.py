@@ -36,7 +36,3 @@ def parse_ascii_int(text: str) -> int:
         raise ValueError(f"{text!r} is not a whole number in ASCII digits")
     return int(stripped)
 
-
-def whole_number(text: str) -> int:
-    """`parse_ascii_int` for argparse's `type=` (whose error message names the function)."""
-    return parse_ascii_int(text)

@@ -1,0 +1,39 @@
+"""argparse types for the numbers flags take: ASCII only and finite.
+
+Python's float() and int() take more than a person types: Unicode digits ("٣" is 3), "nan",
+"inf", "1_000". A duration of NaN never compares true, so a `> 0` check passes it on to
+time.sleep() or a deadline; an infinite one waits forever. Both are refused at the flag, with
+argparse's usage line and exit 2, like every other bad value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+
+from hwtune.models.digits import parse_ascii_int
+
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def seconds(text: str) -> float:
+    """A duration: a finite, non-negative decimal number in ASCII ("2", "0.5", "1e3")."""
+    value = float(text) if _DECIMAL.fullmatch(text.strip()) else math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds (ASCII digits, finite, not negative), got {text!r}"
+        )
+    return value
+
+
+
+
+def integer(text: str) -> int:
+    """A whole number in ASCII digits, '-' allowed first (models.digits.parse_ascii_int)."""
+    try:
+        return parse_ascii_int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number in ASCII digits, got {text!r}"
+        ) from None
