@@ -27,8 +27,6 @@ def seconds(text: str) -> float:
     return value
 
 
-
-
 def integer(text: str) -> int:
     """A whole number in ASCII digits, '-' allowed first (models.digits.parse_ascii_int)."""
     try:

@@ -35,4 +35,3 @@ def parse_ascii_int(text: str) -> int:
     if not is_ascii_digits(digits):
         raise ValueError(f"{text!r} is not a whole number in ASCII digits")
     return int(stripped)
-
