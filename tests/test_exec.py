@@ -377,3 +377,45 @@ def test_a_measured_instance_count_is_for_exec_only(tmp_path: Path) -> None:
         timeout=120,
     )
     assert json.loads(alone.stdout)["env"]["HWTUNE_INSTANCES"] == "1"
+
+
+@needs_two_cores
+@pytest.mark.parametrize("measured", [True, False])
+def test_exec_pins_as_the_tuner_measured(tmp_path: Path, measured: bool) -> None:
+    """A stored `pinned` pick for two copies replaces the pinning rule, either way; a plan of
+    one instance never takes it."""
+    from hwtune.pipeline.measured import save_result
+
+    env = _env(tmp_path, HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
+    fingerprint = profile_for(PlanRequest(env)).profile.fingerprint
+    settings = {"instances": 2, "threads.intra_op": 1, "instances.pinned": measured}
+    save_result(
+        {"fingerprint": fingerprint, "workload": "serve", "ratio": 1.2, "settings": settings},
+        env,
+    )
+    ran = subprocess.run(
+        [*HWTUNE, "exec", "--workload", "serve", "--", PYTHON, "-c", REPORT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    seen = {
+        json.loads(line[4:])["instance"]: json.loads(line[4:]) for line in ran.stdout.splitlines()
+    }
+    request = PlanRequest(env, workload="serve", for_exec=True, instances=2, instance=0)
+    planned = profile_for(request)
+    assert planned.measured_pinning is not None and planned.measured_pinning.value is measured
+    pinning = instance_pinning(planned.profile, planned.hardware, planned.measured_pinning)
+    assert pinning.pinned is measured and "`hwtune tune` measured" in pinning.reason
+    everything = set(os.sched_getaffinity(0))
+    cpus = [set(seen[i]["cpus"]) for i in ("0", "1")]
+    if measured:
+        assert cpus[0] and cpus[1] and not cpus[0] & cpus[1], cpus
+    else:
+        assert cpus[0] == cpus[1] == everything, cpus
+        assert "left unpinned, as `hwtune tune` measured" in ran.stderr
+    # A plan of one instance (every command but exec) has no copies to pin.
+    alone = profile_for(PlanRequest(env, workload="serve"))
+    assert alone.measured_pinning is None

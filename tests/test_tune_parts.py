@@ -436,3 +436,27 @@ def test_pinned_is_a_dimension_and_one_core_slices_start_unpinned() -> None:
     from hwtune.tune.space import changed
 
     assert changed(start, pinned[0]) == ["pinned"]
+
+
+def test_a_measured_pinning_is_stored_and_checked(tmp_path: Path) -> None:
+    from hwtune.errors import TuneError
+    from hwtune.pipeline.measured import read_result, save_result, settings_from_knobs
+
+    knobs = {"intra_op": 1, "inter_op": 1, "instances": 2}
+    assert settings_from_knobs(knobs, precision_searched=False, pinned=False) == {
+        "threads.intra_op": 1,
+        "threads.inter_op": 1,
+        "instances": 2,
+        "instances.pinned": False,
+    }
+    one = {**knobs, "instances": 1}  # one copy: nothing to pin, nothing stored
+    assert "instances.pinned" not in settings_from_knobs(
+        one, precision_searched=False, pinned=True
+    )
+    env = {"HWTUNE_TUNED_DIR": str(tmp_path)}
+    record = {"fingerprint": "f", "workload": "w", "ratio": 1.1}
+    good = save_result({**record, "settings": {"instances": 2, "instances.pinned": True}}, env)
+    assert read_result(good)["settings"]["instances.pinned"] is True
+    bad = save_result({**record, "settings": {"instances": 2, "instances.pinned": "yes"}}, env)
+    with pytest.raises(TuneError, match=r"instances\.pinned.*'yes' is not one of true, false"):
+        read_result(bad)

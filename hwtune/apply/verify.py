@@ -73,7 +73,7 @@ def expected_for(planned: Planned, numa_policy: str = "bind") -> Expectation:
     profile = planned.profile
     intra, inter = thread_counts(profile)
     mine = instance_slice(profile, profile.intent.instance)
-    pinned = instance_pinning(profile, planned.hardware).pinned
+    pinned = instance_pinning(profile, planned.hardware, planned.measured_pinning).pinned
     return Expectation(
         env=env_map(profile),
         cpus=mine.cpus if pinned else (),

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     )
     indices = list(range(intent.instances)) if every else [intent.instance]
     # Several instances are pinned only where their slices are big enough (the planner's rule).
-    pinning = instance_pinning(first.profile, hardware)
+    pinning = instance_pinning(first.profile, hardware, first.measured_pinning)
     if not args.no_pin and not pinning.pinned:
         print(f"hwtune exec: {pinning.reason}", file=env.stderr)
     specs = []

@@ -65,12 +65,13 @@ _COUNT_KEYS = frozenset(
 _MAX_COUNT = MAX_CPU  # no thread pool or instance count beyond the CPU numbers Linux has
 _JIT_LEVELS = ("off", "autoclustering", "on")
 _PRECISIONS = (None, "float32", "mixed_float16", "mixed_bfloat16")
-_CHOICES: dict[str, tuple[str | None, ...]] = {
+_CHOICES: dict[str, tuple[str | bool | None, ...]] = {
     "jit.level": _JIT_LEVELS,
     "jit": _JIT_LEVELS,
     "precision.enabled": _PRECISIONS,
     "precision": _PRECISIONS,
     "env.TF_ENABLE_ONEDNN_OPTS": ("0", "1"),
+    "instances.pinned": (True, False),  # several copies: pinned to their slices, or not
 }
 
 
@@ -96,9 +97,12 @@ def measured_settings(record: Mapping[str, Any]) -> dict[str, Setting]:
     return {key: Setting(value, reason, "measured") for key, value in record["settings"].items()}
 
 
-def settings_from_knobs(knobs: Mapping[str, Any], *, precision_searched: bool) -> dict[str, Any]:
+def settings_from_knobs(
+    knobs: Mapping[str, Any], *, precision_searched: bool, pinned: bool | None = None
+) -> dict[str, Any]:
     """TrialConfig.knobs() -> plan() keys. Knobs left to TensorFlow (None) are not stored,
-    nor the precision policy when precision was not part of the search."""
+    nor the precision policy when precision was not part of the search; `pinned` (several
+    copies: pinned to their slices or not) when the tuner measured it."""
     settings: dict[str, Any] = {}
     if knobs.get("intra_op") is not None:
         settings["threads.intra_op"] = int(knobs["intra_op"])
@@ -111,6 +115,8 @@ def settings_from_knobs(knobs: Mapping[str, Any], *, precision_searched: bool) -
     if precision_searched:
         settings["precision.enabled"] = knobs.get("precision")
     settings["instances"] = int(knobs.get("instances") or 1)
+    if pinned is not None and settings["instances"] > 1:
+        settings["instances.pinned"] = bool(pinned)
     return settings
 
 
@@ -219,7 +225,8 @@ def _setting_problem(key: object, value: object) -> str | None:
         return None
     if isinstance(key, str) and key in _CHOICES:
         if not any(value == c and type(value) is type(c) for c in _CHOICES[key]):
-            shown = ", ".join("null" if c is None else c for c in _CHOICES[key])
+            choices = _CHOICES[key]
+            shown = ", ".join(c if isinstance(c, str) else json.dumps(c) for c in choices)
             return f"{_show(value)} is not one of {shown}"
         return None
     return "not a knob the tuner searches; only those are taken from a tuned result"

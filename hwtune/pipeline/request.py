@@ -70,6 +70,9 @@ class Planned:
     profile: Profile
     notes: tuple[str, ...] = ()  # how the intent was chosen (rank, pinning, measurements)
     measured_instances: bool = False  # the instance count came from a measurement
+    # `hwtune tune` measured pinned against unpinned copies for this instance count: its pick
+    # replaces the planner's pinning rule (hwtune.apply.launch.instance_pinning)
+    measured_pinning: Setting | None = None
 
 
 def load_hardware(request: PlanRequest) -> Hardware:
@@ -168,7 +171,10 @@ def profile_for(request: PlanRequest) -> Planned:
     if measurement is not None:
         profile = dataclasses.replace(profile, measurement=measurement)
     from_measurement = "instances" in measured and overrides.instances is None
-    return Planned(hardware, profile, tuple(notes), from_measurement)
+    pinned = measured.get("instances.pinned")
+    if pinned is not None and len(profile.instances) < 2:
+        pinned = None  # measured for several copies; this plan has one
+    return Planned(hardware, profile, tuple(notes), from_measurement, pinned)
 
 
 def _measured(
@@ -205,6 +211,8 @@ def _measured(
             f"measured thread counts of {workload!r} not used: measured for {count} "
             f"instances, planning {planned}"
         )
+    if count != planned:
+        settings.pop("instances.pinned", None)  # pinning measured for another count
     measurement = Measurement(
         workload=workload,
         created=str(record.get("created") or "unknown"),

@@ -210,6 +210,8 @@ def tune(
             hint=f"give at least --budget {typical * 10:.0f}; nothing was stored",
         )
     precision_searched = len(space.precision) > 1
+    # Pinning is stored where the best count had both sides to measure.
+    pinning_searched = len(space.pin_options(outcome.best.instances)) > 1
     record: dict[str, Any] = {
         "fingerprint": fingerprint,
         "workload": request.workload.key,
@@ -224,7 +226,9 @@ def tune(
             else None
         ),
         "settings": settings_from_knobs(
-            outcome.best.knobs(), precision_searched=precision_searched
+            outcome.best.knobs(),
+            precision_searched=precision_searched,
+            pinned=outcome.best.pinned if pinning_searched else None,
         ),
         "best": to_json(outcome.best),
         "start": to_json(outcome.start),
