@@ -539,11 +539,13 @@ def test_a_trial_program_that_calls_configure_is_measured_as_the_trial_asked(
 
 
 def test_trial_variable_names_match_the_tuner() -> None:
-    """runtime.py spells the names out (importing the tuner would cost start-up time)."""
-    from hwtune.apply import runtime
+    """runtime.py and trial_env.py spell the names out (importing the tuner would cost
+    start-up time)."""
+    from hwtune.apply import runtime, trial_env
     from hwtune.tune import config
 
-    assert (runtime.TRIAL_ENV, runtime.TRIAL_JIT_ENV, runtime.TRIAL_PRECISION_ENV) == (
+    assert trial_env.TRIAL_ENV == runtime.TRIAL_ENV
+    assert (runtime.TRIAL_ENV, trial_env.TRIAL_JIT_ENV, trial_env.TRIAL_PRECISION_ENV) == (
         config.TRIAL_ENV,
         config.TRIAL_JIT_ENV,
         config.TRIAL_PRECISION_ENV,

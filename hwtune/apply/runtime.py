@@ -35,7 +35,7 @@ import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import ModuleType, TracebackType
 from typing import Any
 
@@ -46,17 +46,8 @@ INTRA_OP_ENV = (
     "TF_NUM_INTRAOP_THREADS"  # = hwtune.apply.render.INTRA_OP_ENV (not imported: start-up cost)
 )
 INTER_OP_ENV = "TF_NUM_INTEROP_THREADS"
-# = hwtune.tune.config.TRIAL_ENV, TRIAL_JIT_ENV, TRIAL_PRECISION_ENV (not imported: start-up cost)
-TRIAL_ENV = "HWTUNE_TRIAL"
-TRIAL_JIT_ENV = "HWTUNE_TRIAL_JIT"
-TRIAL_PRECISION_ENV = "HWTUNE_TRIAL_PRECISION"
+TRIAL_ENV = "HWTUNE_TRIAL"  # = hwtune.apply.trial_env.TRIAL_ENV (its import waits for a trial)
 _KERAS_MODULES = ("keras", "tf_keras")
-# tf.config.optimizer.set_jit accepts False, True or "autoclustering" (tf 2.x context.py).
-_JIT_ARGUMENT: dict[str, bool | str] = {
-    "off": False,
-    "autoclustering": "autoclustering",
-    "on": True,
-}
 
 # Variables a configure() of this process set, and to what: a later configure() may replace
 # its own values (they are not the user's).
@@ -282,25 +273,20 @@ class ConfigureReport:
         self._apply_gpu_memory(tf)
 
     def _apply_gpu_memory(self, tf: Any) -> None:
-        """Cap each visible GPU at the planned MiB (instances sharing a GPU or MIG slice)."""
         limit = self.payload.get("gpu_memory_limit_mb")
         if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
             return
-        config = tf.config
-        gpus = config.list_physical_devices("GPU")
-        if not gpus:
-            self.tensorflow["gpu_memory"] = f"not applied ({limit} MiB): TensorFlow sees no GPU"
-            return
-        try:
-            for gpu in gpus:
-                config.set_logical_device_configuration(
-                    gpu, [config.LogicalDeviceConfiguration(memory_limit=limit)]
-                )
-        except (RuntimeError, ValueError) as err:
-            self.problems.append(f"GPU memory limit {limit} MiB could not take effect: {err}")
-            self.tensorflow["gpu_memory"] = f"not applied: {err}"
-            return
-        self.tensorflow["gpu_memory"] = f"applied ({limit} MiB on {len(gpus)} GPU(s))"
+        from hwtune.apply import tf_settings
+
+        self._take("gpu_memory", tf_settings.set_gpu_memory(tf, limit))
+
+    def _take(self, setting: str, outcome: Any) -> None:
+        """A tf_settings.Outcome into the report: its status, problem and undo."""
+        self.tensorflow[setting] = outcome.status
+        if outcome.problem:
+            self.problems.append(outcome.problem)
+        if outcome.undo is not None:
+            self._undo.append(outcome.undo)
 
     def _apply_to_tensorflow(self, tf: Any) -> None:
         self._apply_threads_and_jit(tf)
@@ -316,61 +302,28 @@ class ConfigureReport:
                 f"left to the user's {variable}={self.env_user[variable][0]}"
             )
             return
-        threading = tf.config.threading
-        getter = getattr(threading, f"get_{setting}")
-        setter = getattr(threading, f"set_{setting}")
-        before = getter()
-        try:
-            setter(value)
-        except RuntimeError as err:
-            if before == value:
-                self.tensorflow[setting] = f"applied ({value})"
-            elif variable in self.env_already and variable not in _SET_LATE:
-                self.tensorflow[setting] = (
-                    f"in effect through {variable}={value}, set before TensorFlow started"
-                )
-            else:
-                self.problems.append(
-                    f"{setting}={value} could not take effect: TensorFlow's runtime is already "
-                    f"initialised ({err}); it keeps {before or 'its default'}"
-                )
-                self.tensorflow[setting] = f"not applied: runtime already initialised ({err})"
-            return
-        self.tensorflow[setting] = f"applied ({value})"
-        self._undo.append(lambda: _quietly(setter, before))
+        from hwtune.apply import tf_settings
+
+        in_env = variable in self.env_already and variable not in _SET_LATE
+        self._take(setting, tf_settings.set_threads(tf, setting, value, variable, in_env=in_env))
 
     def _apply_jit(self, tf: Any) -> None:
         if self.jit is None:
             return
-        argument = _JIT_ARGUMENT.get(self.jit)
-        if argument is None:
+        from hwtune.apply import tf_settings
+
+        outcome = tf_settings.set_jit(tf, self.jit)
+        if outcome is None:
             self.problems.append(f"unknown JIT level {self.jit!r} in the profile; JIT left alone")
             return
-        optimizer = tf.config.optimizer
-        before = optimizer.get_jit()
-        try:
-            optimizer.set_jit(argument)
-        except (RuntimeError, ValueError) as err:
-            self.problems.append(f"JIT level {self.jit!r} could not take effect: {err}")
-            self.tensorflow["jit"] = f"not applied: {err}"
-            return
-        self.tensorflow["jit"] = f"applied ({self.jit})"
-        self._undo.append(lambda: _quietly(optimizer.set_jit, before or False))
+        self._take("jit", outcome)
 
     def _apply_policy(self, keras: Any) -> None:
-        name = self.precision
-        if name is None:
+        if self.precision is None:
             return
-        mixed = keras.mixed_precision
-        before = mixed.global_policy().name
-        try:
-            mixed.set_global_policy(name)
-        except (ValueError, RuntimeError) as err:
-            self.problems.append(f"mixed-precision policy {name!r} could not be set: {err}")
-            self.tensorflow["precision"] = f"not applied: {err}"
-            return
-        self.tensorflow["precision"] = f"applied ({name}; layers built from now on use it)"
-        self._undo.append(lambda: _quietly(mixed.set_global_policy, before))
+        from hwtune.apply import tf_settings
+
+        self._take("precision", tf_settings.set_policy(keras, self.precision))
 
     def apply_tensorflow(self) -> ConfigureReport:
         """Apply threads, JIT and policy now, importing TensorFlow if it is not imported yet."""
@@ -482,12 +435,6 @@ class ConfigureReport:
         )
 
 
-def _quietly(function: Callable[[Any], Any], value: Any) -> None:
-    # e.g. threads after the runtime started: nothing can change them any more
-    with contextlib.suppress(RuntimeError, ValueError):
-        function(value)
-
-
 def configure(
     *,
     mode: str | None = None,
@@ -529,7 +476,15 @@ def configure(
     TensorFlow reads itself), and the report says so.
     """
     if os.environ.get(TRIAL_ENV) == "1":
-        return _configure_trial(os.environ, strict=strict, tensorflow=tensorflow)
+        from hwtune.apply.trial_env import trial_payload
+
+        trial = ConfigureReport(
+            trial_payload(os.environ), cached=False, cache_path="", strict=strict
+        )
+        if tensorflow and (trial.jit is not None or trial.precision is not None):
+            trial._schedule_tensorflow()
+        trial._finish(stacklevel=3)
+        return trial
     explicit = {
         key: value
         for key, value in (
@@ -582,35 +537,3 @@ def _watch_steps(path: str) -> None:
         on_keras(keras)
     else:
         _HOOK.watch("keras", on_keras)
-
-
-def trial_payload(environ: Mapping[str, str]) -> dict[str, Any]:
-    """The report payload of a tuner trial: its JIT and precision variables, nothing else.
-
-    The names match hwtune/tune/config.py (not imported: start-up cost). An unset
-    HWTUNE_TRIAL_JIT leaves JIT alone (the "TF defaults" trials); "float32" means no policy.
-    """
-    jit = {"on": "autoclustering", "off": "off"}.get(environ.get(TRIAL_JIT_ENV, ""))
-    policy = environ.get(TRIAL_PRECISION_ENV, "") or None
-    names = (TRIAL_JIT_ENV, TRIAL_PRECISION_ENV)
-    shown = ", ".join(f"{name}={environ[name]}" for name in names if name in environ)
-    return {
-        "env": [],
-        "threads": {},
-        "jit": jit,
-        "precision": None if policy == "float32" else policy,
-        "notes": [
-            f"a hwtune tune trial ({TRIAL_ENV}=1): the profile is not applied, the trial's "
-            f"settings are measured as they are ({shown or 'TensorFlow defaults'})"
-        ],
-    }
-
-
-def _configure_trial(
-    environ: Mapping[str, str], *, strict: bool, tensorflow: bool
-) -> ConfigureReport:
-    report = ConfigureReport(trial_payload(environ), cached=False, cache_path="", strict=strict)
-    if tensorflow and (report.jit is not None or report.precision is not None):
-        report._schedule_tensorflow()
-    report._finish(stacklevel=4)
-    return report
