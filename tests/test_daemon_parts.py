@@ -268,15 +268,16 @@ def test_summary_is_bounded() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "status", "message"),
     [
-        (["daemon", "--interval", "0"], "--interval 0"),
-        (["daemon", "--interval", "inf"], "--interval inf"),
-        (["daemon", "--root", "/nonexistent/tree"], "not a directory"),
-        (["nfd", "--ttl", "nan", "--print"], "--ttl nan"),
+        (["daemon", "--interval", "0"], 1, "--interval 0"),
+        (["daemon", "--interval", "inf"], 2, "--interval: expected a number of seconds"),
+        (["daemon", "--root", "/nonexistent/tree"], 1, "not a directory"),
+        (["nfd", "--ttl", "nan", "--print"], 2, "--ttl: expected a number of seconds"),
+        (["nfd", "--ttl", "0", "--print"], 1, "--ttl 0: must be a positive number"),
     ],
 )
-def test_bad_arguments_are_refused(cli, argv: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_arguments_are_refused(cli, argv: list[str], status: int, message: str) -> None:  # type: ignore[no-untyped-def]
     result = cli(argv)
-    assert result.exit_status == 1
+    assert result.exit_status == status
     assert message in result.stderr
