@@ -58,6 +58,10 @@ SCENARIOS = (
 )
 
 
+# A full run's passes over each grid (Settings.make); the tuner's budget is 25% of that many.
+FULL_ORACLE_ROUNDS = 3
+
+
 @dataclass(frozen=True)
 class Settings:
     quick: bool
@@ -79,7 +83,7 @@ class Settings:
         # 8 final rounds: with 5, the S3/S4 ratios over TF's defaults came out with 95%
         # intervals of ±8-10% on the 2-core Zen 3 VM (TF's defaults oversubscribe, and vary
         # most), too wide to judge a 1.25× target; 8 narrows them by about sqrt(5/8).
-        return cls(False, 2.0, 3, 8, None)
+        return cls(False, 2.0, FULL_ORACLE_ROUNDS, 8, None)
 
     def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

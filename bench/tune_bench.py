@@ -66,7 +66,7 @@ from provenance import (
     session,
 )
 from quota import QuotaUnavailable, cpu_quota, joiner
-from scenarios import SCENARIOS, Scenario, Settings
+from scenarios import FULL_ORACLE_ROUNDS, SCENARIOS, Scenario, Settings
 
 from hwtune.models.hardware import Hardware
 from hwtune.tune.config import TrialConfig, from_json, to_json
@@ -79,10 +79,9 @@ __all__ = ["SCENARIOS", "Scenario", "Settings", "git_commit", "machine_name"]
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results"
 TUNER_SHARE = 0.25  # issue 6: the tuner may spend ≤ 25% of the oracle's measuring time
-# ... of a full run's oracle, FULL_ORACLE_ROUNDS passes of the grid: a run with fewer oracle
-# rounds (--oracle-rounds) gives the tuner the same budget, so its pick does not depend on how
-# closely the grid was measured.
-FULL_ORACLE_ROUNDS = 3
+# ... of a full run's oracle, FULL_ORACLE_ROUNDS passes of the grid (scenarios.py): a run with
+# fewer oracle rounds (--oracle-rounds) gives the tuner the same budget, so its pick does not
+# depend on how closely the grid was measured.
 # Marks the "hwtune exec" arm's configuration (a variable its wrapper ignores): its journal key
 # differs from every configuration of the grid.
 EXEC_ARM_ENV = "HWTUNE_BENCH_ARM"

@@ -180,13 +180,16 @@ def enabled_precision(
 # With one intra-op thread and oneDNN on, XLA's gain on a dense model turns into a loss: the
 # 3×512 MLP, two one-thread copies at once, ran 1.05× [1.00-1.11] (5 paired rounds) and
 # 1.07× [1.03-1.11] (6) faster with XLA off, alone on one CPU 1.06× [1.03-1.10], while with two
-# threads XLA made it 1.2× faster (on a 2-vCPU EPYC Zen 4 VM, TF 2.21; bench/results/
-# amd-epyc-znver4-2cpu-kvm.md, S3/S4, where the tuner picked XLA off too). With oneDNN off,
+# threads XLA made it 1.2× faster (on a 2-vCPU EPYC Zen 4 VM, TF 2.21). The full benchmark run
+# with this rule (bench/results/amd-epyc-znver4-2cpu-kvm.md) agreed: in S3 (1-CPU quota) and S4
+# (two copies) the grid's best and both tuner runs kept XLA off. With oneDNN off,
 # as planned for one thread without bf16, XLA kept its lead (the Zen 3 run's S3/S4 grid).
 CPU_DENSE_ONE_THREAD_REASON = (
     "dense model with one intra-op thread and oneDNN on: XLA off, as a 3×512 Keras MLP ran "
     "1.05-1.07× faster without it (two one-thread copies, and one copy alone on a CPU: paired "
-    "rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21), though with two threads XLA made it 1.2× faster"
+    "rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21), though with two threads XLA made it 1.2× "
+    "faster; the grid's best in a 1-CPU quota and for two copies kept XLA off too "
+    "(bench/results/amd-epyc-znver4-2cpu-kvm.md, S3 and S4)"
 )
 
 

@@ -217,12 +217,16 @@ def _budget(
 # The smallest slice worth pinning an instance to, in physical cores. A training or inference
 # process runs more than its intra-op pool: the Python thread that drives it, tf.data's and the
 # inter-op pool's threads. Pinned to one CPU, they all queue behind the compute thread, while
-# unpinned they fill the moments another copy leaves a CPU idle. Measured (issue 17):
+# unpinned they fill the moments another copy leaves a CPU idle. Measured (issue 17, then the
+# full benchmark run, bench/results/amd-epyc-znver4-2cpu-kvm.md):
 MEASURED_ONE_CPU_PINNING = (
     "on a 2-vCPU EPYC VM (KVM, TF 2.21), two CNN training jobs each pinned to one CPU with one "
     "intra-op thread ran at 0.61-0.86x of the same two jobs left unpinned with TF's defaults "
     "(four interleaved runs of 3-6 rounds), and unpinned copies with one intra-op thread each "
-    "summed ~925-1020 samples/s against ~800 pinned (hwtune issue 17)"
+    "summed ~925-1020 samples/s against ~800 pinned; in the full benchmark on a 2-vCPU EPYC "
+    "Zen 4 VM (bench/results/amd-epyc-znver4-2cpu-kvm.md, S4 and S8, 6 paired rounds), "
+    "`hwtune exec --instances 2` with unpinned one-thread copies ran 1.20x and 1.11x the two "
+    "copies with TF's defaults, level with the folklore recipe's pinned copies (1.00x, 0.99x)"
 )
 MIN_PINNED_CORES = 2
 
