@@ -42,6 +42,10 @@ Status = Literal["OK", "DIFFERENT", "CANNOT TELL"]
 CANNOT_TELL: Status = "CANNOT TELL"
 INTER_OP_THREAD = "tf_Compute"  # comm is cut to 15 characters (TASK_COMM_LEN 16)
 XLA_THREAD_PREFIX = "tf_XLA"  # tf_XLAEigen: XLA's CPU runtime pool
+EXTRA_COMPUTE_NOTE = (
+    "one tf_Compute thread more than the pool, as TensorFlow 2.21 runs while Keras trains "
+    "(the pool alone shows before the first step and at exit)"
+)
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,11 @@ def _inter_op_check(expected: int, seen: Observation) -> Check:
         return Check(setting, str(expected), str(count), CANNOT_TELL, note)
     if count == expected:
         return Check(setting, str(expected), str(count), "OK")
+    if count == expected + 1 and not seen.xla_started:
+        # TF 2.21 under Keras's fit runs one tf_Compute thread more than the pool: inter-op
+        # 1, 2 and 3 showed 2, 3 and 4 while training and sleeping after it, and the pool's
+        # own N before fit and at exit (sampled every 50 ms, a 2-vCPU EPYC VM, XLA off).
+        return Check(setting, str(expected), str(count), "OK", EXTRA_COMPUTE_NOTE)
     if not seen.xla_started:
         return Check(setting, str(expected), str(count), "DIFFERENT")
     applied = str(seen.recorded("tensorflow").get("inter_op_parallelism_threads", ""))
