@@ -58,16 +58,21 @@ def _cores() -> int:
 needs_two_cores = pytest.mark.skipif(_cores() < 2, reason="needs two usable physical cores")
 
 
-@needs_two_cores
-def test_two_instances_get_disjoint_cpus_and_only_planned_knobs(tmp_path: Path) -> None:
-    env = _env(tmp_path)
-    result = subprocess.run(
-        [*HWTUNE, "exec", "--instances", "2", "--", PYTHON, "-c", REPORT],
+def _run_exec(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`hwtune exec ARGS -- python -c REPORT`: each child prints what it sees."""
+    return subprocess.run(
+        [*HWTUNE, "exec", *args, "--", PYTHON, "-c", REPORT],
         capture_output=True,
         text=True,
         env=env,
         timeout=120,
     )
+
+
+@needs_two_cores
+def test_two_instances_get_disjoint_cpus_and_only_planned_knobs(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    result = _run_exec(["--instances", "2"], env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert sorted(line[:4] for line in lines) == ["[0] ", "[1] "]
@@ -354,13 +359,7 @@ def test_a_measured_instance_count_is_for_exec_only(tmp_path: Path) -> None:
     fingerprint = profile_for(PlanRequest(env)).profile.fingerprint
     record = {"fingerprint": fingerprint, "workload": "serve", "ratio": 1.9}
     save_result({**record, "settings": {"instances": 2, "threads.intra_op": 1}}, env)
-    ran = subprocess.run(
-        [*HWTUNE, "exec", "--workload", "serve", "--", PYTHON, "-c", REPORT],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    ran = _run_exec(["--workload", "serve"], env)
     assert ran.returncode == 0, ran.stderr
     seen = [json.loads(line[4:]) for line in ran.stdout.splitlines()]
     assert sorted(s["instance"] for s in seen) == ["0", "1"]  # the copies the result measured
@@ -393,13 +392,7 @@ def test_exec_pins_as_the_tuner_measured(tmp_path: Path, measured: bool) -> None
         {"fingerprint": fingerprint, "workload": "serve", "ratio": 1.2, "settings": settings},
         env,
     )
-    ran = subprocess.run(
-        [*HWTUNE, "exec", "--workload", "serve", "--", PYTHON, "-c", REPORT],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    ran = _run_exec(["--workload", "serve"], env)
     assert ran.returncode == 0, ran.stderr
     seen = {
         json.loads(line[4:])["instance"]: json.loads(line[4:]) for line in ran.stdout.splitlines()

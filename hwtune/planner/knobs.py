@@ -31,7 +31,7 @@ KMP_VALUES: dict[str, dict[str, str]] = {
 }
 
 
-def onednn(hw: Hardware, intra: int, bf16_on_cpu: bool, bf16_enabled: bool = True) -> Setting:
+def onednn(hw: Hardware, intra: int, bf16_on_cpu: bool, bf16_enabled: bool) -> Setting:
     """TF_ENABLE_ONEDNN_OPTS, planned together with CPU bf16: `bf16_on_cpu` says the CPU runs
     bf16 (eligible), `bf16_enabled` whether the intent turns it on (--precision auto)."""
     if hw.cpu.arch not in ("x86_64", "aarch64", "unknown"):
