@@ -317,6 +317,21 @@ def oracle_rounds_text(settings: dict[str, Any]) -> str:
     return text
 
 
+def final_rounds_text(entries: list[dict[str, Any]], settings: dict[str, Any]) -> str:
+    """The final rounds asked for; a run extended later (`bench/run --final-rounds N` on a
+    finished journal) says from how many, and that the added rounds came in a later session."""
+    rounds = settings.get("final_rounds")
+    extensions = [e for e in entries if e.get("phase") == "extend"]
+    if not extensions:
+        return f"{rounds} final rounds"
+    last = max(int(e["final_rounds"]) for e in extensions)
+    return (
+        f"{last} final rounds ({rounds} in the first session, rounds {rounds + 1}-{last} "
+        "added in a resumed one: the grid and the tuner were not measured again, and each "
+        "round pairs its own arms)"
+    )
+
+
 def write(journal: Path, out_dir: Path, machine: str) -> Path:
     entries = load(journal)
     header = next((e for e in entries if e["id"] == "header"), {})
@@ -333,8 +348,8 @@ def write(journal: Path, out_dir: Path, machine: str) -> Path:
         f"{time.strftime('%Y-%m-%d', time.gmtime(header.get('started', time.time())))}, "
         f"{provenance(entries)}, "
         f"{(SMOKE if settings.get('smoke') else QUICK) if settings.get('quick') else 'full run'}, "
-        f"{oracle_rounds_text(settings)}, {settings.get('final_rounds')} final "
-        f"rounds, {settings.get('seconds')} s measurement window per trial; "
+        f"{oracle_rounds_text(settings)}, {final_rounds_text(entries, settings)}, "
+        f"{settings.get('seconds')} s measurement window per trial; "
         f"total runtime {runtime / 60:.0f} min. Made by `bench/run` (bench/tune_bench.py).",
         "",
         *load_lines(entries),

@@ -103,13 +103,31 @@ class Journal:
                 entry = json.loads(line)
                 self.entries[entry["id"]] = entry
             old = self.entries.get("header", {}).get("settings")
-            if old is not None and old != json.loads(json.dumps(header["settings"])):
-                sys.exit(f"{path} was made with other settings ({old}); use --fresh")
+            wanted = json.loads(json.dumps(header["settings"]))
+            if old is not None and old != wanted:
+                if not more_final_rounds(old, wanted):
+                    sys.exit(f"{path} was made with other settings ({old}); use --fresh")
+                self.extend(old, wanted)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("")
         if "header" not in self.entries:
             self.add("header", header)
+
+    def extend(self, old: dict[str, Any], wanted: dict[str, Any]) -> None:
+        """Record that this session adds final rounds to the run (once per new count)."""
+        entry_id = f"extend/{wanted['final_rounds']}"
+        if entry_id not in self.entries:
+            log(f"adding final rounds {old['final_rounds'] + 1}-{wanted['final_rounds']}")
+            self.add(
+                entry_id,
+                {
+                    "phase": "extend",
+                    "final_rounds_before": old["final_rounds"],
+                    "final_rounds": wanted["final_rounds"],
+                    "started": time.time(),
+                },
+            )
 
     def get(self, entry_id: str) -> dict[str, Any] | None:
         return self.entries.get(entry_id)
@@ -122,6 +140,19 @@ class Journal:
             os.fsync(handle.fileno())
         self.entries[entry_id] = entry
         return entry
+
+
+def more_final_rounds(old: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether `wanted` only asks for more final rounds than the journal's run had: rounds
+    added to a finished run keep every earlier measurement valid (each round pairs its own
+    arms, and the grid and the tuner are not measured again), so the run is extended."""
+    rest = {k: v for k, v in old.items() if k != "final_rounds"}
+    return (
+        rest == {k: v for k, v in wanted.items() if k != "final_rounds"}
+        and isinstance(old.get("final_rounds"), int)
+        and isinstance(wanted.get("final_rounds"), int)
+        and wanted["final_rounds"] > old["final_rounds"]
+    )
 
 
 def hwtune_json(

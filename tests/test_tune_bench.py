@@ -598,3 +598,33 @@ def test_a_full_run_with_fewer_oracle_rounds_says_so_and_keeps_the_tuners_budget
     assert run.tuner_share() == pytest.approx(75.0)  # 25% of three 100-s passes
     run.settings = tune_bench.Settings(False, 2.0, 3, 8, None)
     assert run.tuner_share() == pytest.approx(25.0)  # 100 s over three passes: 25% of them
+
+
+def test_more_final_rounds_extend_a_finished_run_and_the_report_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    first = tune_bench.Settings(False, 2.0, 1, 6, None).as_json()
+    tune_bench.Journal(path, True, {"settings": first}).add("S1/final/0/x", {"value": 1.0})
+    more = {**first, "final_rounds": 18}
+    resumed = tune_bench.Journal(path, False, {"settings": more})
+    assert resumed.get("S1/final/0/x") is not None  # earlier rounds are kept, not re-measured
+    assert (
+        resumed.get(
+            "extend/18",
+        )["final_rounds_before"]
+        == 6
+    )  # type: ignore[index]
+    tune_bench.Journal(path, False, {"settings": more})  # resuming the extension again is fine
+    assert sum('"phase": "extend"' in line for line in path.read_text().splitlines()) == 1
+    for other in (
+        {**first, "oracle_rounds": 3},
+        {**more, "seconds": 3.0},
+        {**first, "final_rounds": 4},
+    ):
+        with pytest.raises(SystemExit, match="other settings"):
+            tune_bench.Journal(path, False, {"settings": other})
+    entries = bench_report.load(path)
+    assert bench_report.final_rounds_text(entries, first) == (
+        "18 final rounds (6 in the first session, rounds 7-18 added in a resumed one: the grid "
+        "and the tuner were not measured again, and each round pairs its own arms)"
+    )
+    assert bench_report.final_rounds_text([], first) == "6 final rounds"
