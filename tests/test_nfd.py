@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hwtune.apply import nfd
+from hwtune.errors import ApplyError
 from hwtune.models.hardware import (
     CpuInfo,
     Gpu,
@@ -210,6 +211,26 @@ def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
     assert {s.count("\n") for s in seen} <= {1, 51}
     assert os.listdir(tmp_path) == ["hwtune"]  # temporaries were dotfiles and are gone
     assert (target.stat().st_mode & 0o777) == 0o644
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the checks of others' directories are root's")
+def test_as_root_a_feature_directory_another_user_controls_is_refused(tmp_path: Path) -> None:
+    """The daemon writes features.d as root: a link another user owns must not choose where
+    root creates the file (the same check as apply's output directory, hwtune.fs.guard)."""
+    theirs, victim = tmp_path / "theirs", tmp_path / "victim"
+    theirs.mkdir()
+    victim.mkdir(mode=0o700)
+    (theirs / "features.d").symlink_to(victim)
+    os.chown(theirs, 65534, 65534)
+    os.lchown(theirs / "features.d", 65534, 65534)
+    with pytest.raises(ApplyError, match=r"theirs: it is owned by"):
+        nfd.write_feature_file(theirs / "features.d", "hwtune.io/a=1\n")
+    assert list(victim.iterdir()) == []
+    (tmp_path / "open").mkdir()
+    (tmp_path / "open").chmod(0o777)  # anyone may swap files in it
+    with pytest.raises(ApplyError, match="open"):
+        nfd.write_feature_file(tmp_path / "open", "hwtune.io/a=1\n")
+    assert list((tmp_path / "open").iterdir()) == []
 
 
 def test_oversized_file_is_refused(tmp_path: Path) -> None:

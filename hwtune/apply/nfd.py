@@ -250,10 +250,14 @@ def write_feature_file(
     """Write `directory/name` atomically: a dotfile (which NFD skips), fsync, rename over the
     old one, fsync the directory (`hwtune.fs.atomic.write_atomic`).
 
-    Raises ApplyError naming the file when it cannot be written, ValueError when the text
-    exceeds the 64 kB NFD reads.
+    Raises ApplyError naming the file when it cannot be written, or, running as root (the
+    daemon under systemd), when another user could change where `directory` leads
+    (`guard.check_directory`, as for apply's output: root must not create files through a
+    link or in a directory someone else controls); ValueError when the text exceeds the 64 kB
+    NFD reads.
     """
     from hwtune.fs.atomic import write_atomic
+    from hwtune.fs.guard import check_directory
 
     data = text.encode()
     if len(data) > MAX_FILE_BYTES:
@@ -261,5 +265,6 @@ def write_feature_file(
             f"feature file is {len(data)} bytes; NFD ignores files over {MAX_FILE_BYTES}"
         )
     target = Path(directory) / name
+    check_directory(target.parent)
     write_atomic(target, data, mode=0o644)
     return target
