@@ -399,8 +399,9 @@ def test_exec_pins_as_the_tuner_measured(tmp_path: Path, measured: bool) -> None
     }
     request = PlanRequest(env, workload="serve", for_exec=True, instances=2, instance=0)
     planned = profile_for(request)
-    assert planned.measured_pinning is not None and planned.measured_pinning.value is measured
-    pinning = instance_pinning(planned.profile, planned.hardware, planned.measured_pinning)
+    shown = planned.profile.pinning  # what `plan --json` and `explain` show too
+    assert shown is not None and shown.value is measured and shown.source == "measured"
+    pinning = instance_pinning(planned.profile, planned.hardware)
     assert pinning.pinned is measured and "`hwtune tune` measured" in pinning.reason
     everything = set(os.sched_getaffinity(0))
     cpus = [set(seen[i]["cpus"]) for i in ("0", "1")]
@@ -411,4 +412,4 @@ def test_exec_pins_as_the_tuner_measured(tmp_path: Path, measured: bool) -> None
         assert "left unpinned, as `hwtune tune` measured" in ran.stderr
     # A plan of one instance (every command but exec) has no copies to pin.
     alone = profile_for(PlanRequest(env, workload="serve"))
-    assert alone.measured_pinning is None
+    assert alone.profile.pinning is None

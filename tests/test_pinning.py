@@ -75,10 +75,19 @@ def test_one_instance_keeps_its_cpus() -> None:
     assert pinning(hw, [(0, 1)]).pinned
 
 
-def test_explain_says_when_exec_pins() -> None:
+def test_plan_explain_and_json_say_when_exec_pins() -> None:
+    from hwtune.models.convert import dump
     from hwtune.planner.explain import explain
 
     hw = machine(2)
-    text = explain(plan(hw, instances=2), "instance")
-    assert "slices never share a physical core" in text and "leaves them unpinned" in text
-    assert "unpinned" not in explain(plan(hw), "instance")  # one instance: nothing to say
+    two = plan(hw, instances=2)
+    assert two.pinning is not None and two.pinning.value is False and two.pinning.source == "rule"
+    assert two.pinning.reason == pinning(hw, [(0,), (1,)]).reason
+    text = explain(two, "instance")
+    assert "slices never share a physical core" in text and "pinning = false" in text
+    assert "left unpinned" in explain(two, "pinning")
+    assert dump(two)["pinning"]["value"] is False  # `plan --json`
+    four = plan(machine(4), instances=2).pinning
+    assert four is not None and four.value is True
+    alone = plan(hw)
+    assert alone.pinning is None and "pinning" not in explain(alone, "instance")

@@ -42,7 +42,7 @@ from hwtune.apply.mempolicy import get_mempolicy as get_mempolicy
 from hwtune.apply.mempolicy import set_mempolicy as set_mempolicy
 from hwtune.errors import HwtuneError
 from hwtune.models.hardware import Hardware
-from hwtune.models.profile import InstanceSlice, Profile, Setting
+from hwtune.models.profile import InstanceSlice, Profile
 from hwtune.planner.instances import Pinning
 
 NumaPolicy = Literal["bind", "preferred", "none"]
@@ -71,21 +71,15 @@ def instance_slice(profile: Profile, index: int) -> InstanceSlice:
     raise HwtuneError(f"the profile has no instance {index} (it has {len(profile.instances)})")
 
 
-def instance_pinning(
-    profile: Profile, hardware: Hardware, measured: Setting | None = None
-) -> Pinning:
-    """Whether the profile's instances are pinned to their slices, and why: what `hwtune tune`
-    measured for this instance count (`measured`, Planned.measured_pinning), else the
-    planner's rule applied to the profile's slices (hwtune.planner.instances.pinning)."""
+def instance_pinning(profile: Profile, hardware: Hardware) -> Pinning:
+    """Whether the profile's instances are pinned to their slices, and why: the profile's
+    `pinning` (the rule, or what `hwtune tune` measured for this instance count), else, for
+    one instance or a profile written before the field, the planner's rule applied to its
+    slices (hwtune.planner.instances.pinning)."""
     from hwtune.planner.instances import pinning
 
-    if measured is not None and len(profile.instances) > 1:
-        side = "pinned to their slices" if measured.value else "left unpinned"
-        return Pinning(
-            bool(measured.value),
-            f"the {len(profile.instances)} instances are {side}, as `hwtune tune` measured "
-            f"pinned against unpinned copies ({measured.reason})",
-        )
+    if profile.pinning is not None:
+        return Pinning(bool(profile.pinning.value), profile.pinning.reason)
     return pinning(hardware, [s.cpus for s in profile.instances] or [profile.instance.cpus])
 
 

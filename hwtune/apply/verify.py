@@ -77,7 +77,7 @@ def expected_for(planned: Planned, numa_policy: str = "bind") -> Expectation:
     profile = planned.profile
     intra, inter = thread_counts(profile)
     mine = instance_slice(profile, profile.intent.instance)
-    pinned = instance_pinning(profile, planned.hardware, planned.measured_pinning).pinned
+    pinned = instance_pinning(profile, planned.hardware).pinned
     return Expectation(
         env=env_map(profile),
         cpus=mine.cpus if pinned else (),

@@ -79,8 +79,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         request.instances is not None or first.measured_instances
     )
     indices = list(range(intent.instances)) if every else [intent.instance]
-    # Several instances are pinned only where their slices are big enough (the planner's rule).
-    pinning = instance_pinning(first.profile, hardware, first.measured_pinning)
+    # Several instances are pinned only where their slices are big enough (the planner's rule)
+    # or where `hwtune tune` measured that pinning wins: the profile's `pinning`.
+    pinning = instance_pinning(first.profile, hardware)
     if not args.no_pin and not pinning.pinned:
         print(f"hwtune exec: {pinning.reason}", file=env.stderr)
     specs = []

@@ -137,6 +137,9 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
         f"{mine.index} of {profile.intent.instances}",
         f"CPUs {format_cpulist(mine.cpus)}{gpus}; mode {profile.intent.mode}",
     )
+    if profile.pinning is not None:  # several instances: what `hwtune exec` does with them
+        p = profile.pinning
+        row("pinning", "pinned" if p.value else "unpinned", p.reason, p.source)
     if profile.bazel is not None:
         why = dict(line.partition(": ")[::2] for line in profile.bazel.reasons)
         row(

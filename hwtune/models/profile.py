@@ -161,6 +161,9 @@ class Profile:
     tf_data: TfData
     instance: InstanceSlice  # this process's slice (intent.instance)
     instances: tuple[InstanceSlice, ...]  # every slice, for `hwtune exec --instances`
+    # Several instances: whether `hwtune exec` pins each to its slice (True/False), why, and
+    # whether the rule or `hwtune tune` decided; None for one instance (it keeps its CPUs).
+    pinning: Setting | None = None
     distribution: Distribution | None = None  # None without GPUs
     bazel: Bazel | None = None
     allow_soft_placement: Setting | None = None

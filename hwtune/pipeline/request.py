@@ -70,9 +70,6 @@ class Planned:
     profile: Profile
     notes: tuple[str, ...] = ()  # how the intent was chosen (rank, pinning, measurements)
     measured_instances: bool = False  # the instance count came from a measurement
-    # `hwtune tune` measured pinned against unpinned copies for this instance count: its pick
-    # replaces the planner's pinning rule (hwtune.apply.launch.instance_pinning)
-    measured_pinning: Setting | None = None
 
 
 def load_hardware(request: PlanRequest) -> Hardware:
@@ -171,10 +168,7 @@ def profile_for(request: PlanRequest) -> Planned:
     if measurement is not None:
         profile = dataclasses.replace(profile, measurement=measurement)
     from_measurement = "instances" in measured and overrides.instances is None
-    pinned = measured.get("instances.pinned")
-    if pinned is not None and len(profile.instances) < 2:
-        pinned = None  # measured for several copies; this plan has one
-    return Planned(hardware, profile, tuple(notes), from_measurement, pinned)
+    return Planned(hardware, profile, tuple(notes), from_measurement)
 
 
 def _measured(

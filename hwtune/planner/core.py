@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hwtune.errors import PlanError
@@ -27,7 +27,7 @@ from hwtune.models.profile import (
 )
 from hwtune.planner import accel, cuda_compat, data, gpu_memory, knobs, multigpu, threads
 from hwtune.planner.bazel import plan_bazel, resolve_tf_version
-from hwtune.planner.instances import split
+from hwtune.planner.instances import Slice, pinning, split
 from hwtune.planner.int8 import plan_int8
 from hwtune.planner.knowledge import Knowledge, default_knowledge
 
@@ -246,6 +246,7 @@ def plan(
         tf_data=_tf_data(data.tf_data(hw, resolved, mine), layers),
         instance=mine.to_model(),
         instances=tuple(s.to_model() for s in slices),
+        pinning=_pinning(hw, slices, layers),
         distribution=multigpu.distribution(mine),
         bazel=bazel,
         allow_soft_placement=Setting(
@@ -277,6 +278,24 @@ def _precision(
         value = None if found.value in (None, "", "float32") else str(found.value)
         return Precision(eligible, value, f"{why_eligible}; {found.reason}", "measured")
     return Precision(eligible, enabled, f"{why_eligible}; {why}", "rule")
+
+
+def _pinning(hw: Hardware, slices: Sequence[Slice], layers: _Layers) -> Setting | None:
+    """Several instances: pinned to their slices or not, as `hwtune tune` measured for this
+    count, else by the rule (planner/instances.py `pinning`)."""
+    if len(slices) < 2:
+        return None
+    found = layers.measured.get("instances.pinned")
+    if found is not None:
+        side = "pinned to their slices" if found.value else "left unpinned"
+        return Setting(
+            bool(found.value),
+            f"the {len(slices)} instances are {side}, as `hwtune tune` measured pinned against "
+            f"unpinned copies ({found.reason})",
+            "measured",
+        )
+    rule = pinning(hw, [s.cpus for s in slices])
+    return Setting(rule.pinned, rule.reason, "rule")
 
 
 def _tf_data(rule: TfData, layers: _Layers) -> TfData:

@@ -86,15 +86,10 @@ def _entries(profile: Profile) -> dict[str, str]:
         + (f", GPUs {','.join(map(str, mine.gpus))}" if mine.gpus else "")
         + (f" (devices {', '.join(mine.devices)})" if mine.devices else "")
         + f"\n  mode {profile.intent.mode}; slices never share a physical core"
-        + (
-            "; `hwtune exec` pins each instance to its slice where slices have 2+ physical "
-            "cores or whole NUMA nodes, else leaves them unpinned with pools sized to the "
-            "slice (two CNN jobs pinned to one CPU each ran 0.61-0.86× of the two unpinned "
-            "with TF's defaults on a 2-vCPU EPYC VM, TF 2.21)"
-            if profile.intent.instances > 1
-            else ""
-        )
     )
+    if profile.pinning is not None:  # several instances: does `hwtune exec` pin them?
+        entries["pinning"] = _setting("pinning", profile.pinning)
+        entries["instance"] += "\n" + entries["pinning"]
     if profile.bazel is not None:
         _bazel_entries(profile, entries)
     return entries
