@@ -325,8 +325,9 @@ def final_rounds_text(entries: list[dict[str, Any]], settings: dict[str, Any]) -
     if not extensions:
         return f"{rounds} final rounds"
     last = max(int(e["final_rounds"]) for e in extensions)
+    first = int(rounds or 0)
     return (
-        f"{last} final rounds ({rounds} in the first session, rounds {rounds + 1}-{last} "
+        f"{last} final rounds ({first} in the first session, rounds {first + 1}-{last} "
         "added in a resumed one: the grid and the tuner were not measured again, and each "
         "round pairs its own arms)"
     )

@@ -71,7 +71,8 @@ def test_xla_on_a_cpu_follows_the_model_kind(
 
 def test_xla_leaves_a_one_thread_dense_instance_on_onednn(knowledge: Knowledge) -> None:
     """Two instances on a 2-core bf16 CPU: one intra-op thread each with oneDNN on (planned for
-    bf16), where XLA made the MLP slower; without bf16 oneDNN goes off and XLA stays on."""
+    bf16), where XLA made the MLP slower with oneDNN's AVX-512 kernels; on an AVX2 CPU oneDNN
+    stays on too, and so does XLA (ahead with oneDNN's AVX2 kernels)."""
     zen4 = make_hardware(tensorflow=tf_info())
     for instance in (0, 1):
         split = plan(zen4, knowledge=knowledge, model="dense", instances=2, instance=instance)
@@ -87,8 +88,13 @@ def test_xla_leaves_a_one_thread_dense_instance_on_onednn(knowledge: Knowledge) 
     assert whole.threads.intra_op.value == 2 and whole.jit.level.value == "autoclustering"
     older = make_hardware(tensorflow=tf_info(), flags=("avx", "avx2", "fma"))
     split = plan(older, knowledge=knowledge, model="dense", instances=2)
-    assert split.env["TF_ENABLE_ONEDNN_OPTS"].value == "0"
+    onednn = split.env["TF_ENABLE_ONEDNN_OPTS"]
+    assert onednn.value == "1" and "CPU without bf16" in onednn.reason
     assert split.jit.level.value == "autoclustering"
+    skylake = make_hardware(tensorflow=tf_info(), flags=CASCADELAKE_FLAGS, microarch="cascadelake")
+    split = plan(skylake, knowledge=knowledge, model="dense", instances=2)
+    assert split.env["TF_ENABLE_ONEDNN_OPTS"].value == "1"
+    assert split.jit.level.value == "off" and "AVX-512 kernels" in split.jit.level.reason
     conv = plan(zen4, knowledge=knowledge, model="conv", instances=2)
     assert conv.jit.level.value == "off" and "runtime_conv2d.cc" in conv.jit.level.reason
 
@@ -226,11 +232,12 @@ def test_no_bf16_without_the_flags(knowledge: Knowledge) -> None:
     assert profile.precision.enabled is None
 
 
-def test_single_thread_turns_onednn_off(knowledge: Knowledge) -> None:
+def test_a_single_thread_keeps_onednn_on_x86_and_says_what_disagrees(
+    knowledge: Knowledge,
+) -> None:
     hw = make_hardware(cores_per_socket=1, flags=CASCADELAKE_FLAGS, microarch="cascadelake")
-    profile = plan(hw, knowledge=knowledge)
-    assert profile.env["TF_ENABLE_ONEDNN_OPTS"].value == "0"
-    assert "#56350" in profile.env["TF_ENABLE_ONEDNN_OPTS"].reason
+    onednn = plan(hw, knowledge=knowledge).env["TF_ENABLE_ONEDNN_OPTS"]
+    assert onednn.value == "1" and "1.54-1.68×" in onednn.reason and "#56350" in onednn.reason
 
 
 def test_gpu_node_plan(knowledge: Knowledge) -> None:

@@ -22,6 +22,7 @@ import budgets
 import exec_arm
 import folklore
 import paired
+import paired_arms
 import tune_bench
 
 from hwtune.models.hardware import CpuInfo, Hardware, Limits, LogicalCpu
@@ -628,3 +629,15 @@ def test_more_final_rounds_extend_a_finished_run_and_the_report_says_so(tmp_path
         "and the tuner were not measured again, and each round pairs its own arms)"
     )
     assert bench_report.final_rounds_text([], first) == "6 final rounds"
+
+
+def test_paired_arms_reads_tuner_configurations_and_names_a_bad_one() -> None:
+    name, config = paired_arms.parse_arm(
+        'on={"intra":1,"onednn":true,"cpus":[[0]],"extra_env":[["ONEDNN_MAX_CPU_ISA","AVX2"]]}'
+    )
+    assert name == "on" and config.intra == 1 and config.onednn is True
+    assert config.cpus == ((0,),) and config.extra_env == (("ONEDNN_MAX_CPU_ISA", "AVX2"),)
+    with pytest.raises(SystemExit, match="arm 'bad'"):
+        paired_arms.parse_arm('bad={"threads":2}')
+    with pytest.raises(SystemExit, match="not NAME=JSON"):
+        paired_arms.parse_arm('{"intra":1}')

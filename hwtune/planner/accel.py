@@ -182,10 +182,16 @@ def enabled_precision(
 # 1.07× [1.03-1.11] (6) faster with XLA off, alone on one CPU 1.06× [1.03-1.10], while with two
 # threads XLA made it 1.2× faster (on a 2-vCPU EPYC Zen 4 VM, TF 2.21). The full benchmark run
 # with this rule (bench/results/amd-epyc-znver4-2cpu-kvm.md) agreed: in S3 (1-CPU quota) and S4
-# (two copies) the grid's best and both tuner runs kept XLA off. With oneDNN off,
-# as planned for one thread without bf16, XLA kept its lead (the Zen 3 run's S3/S4 grid).
+# (two copies) the grid's best and both tuner runs kept XLA off. With oneDNN off, XLA kept
+# its lead (the Zen 3 run's S3/S4 grid), and with oneDNN's kernels limited to AVX2
+# (ONEDNN_MAX_CPU_ISA=AVX2, one copy on one CPU, 8 paired rounds of bench/paired_arms.py on
+# the same VM) XLA on was
+# ahead too: 1.03× [1.00-1.05] against 0.97× [0.94-1.01] without it, both over oneDNN off with
+# XLA; limited to AVX512_CORE, XLA off won again (1.08× [1.06-1.11] against 1.00×). So the
+# rule needs oneDNN's AVX-512 kernels.
 CPU_DENSE_ONE_THREAD_REASON = (
-    "dense model with one intra-op thread and oneDNN on: XLA off, as a 3×512 Keras MLP ran "
+    "dense model with one intra-op thread and oneDNN's AVX-512 kernels: XLA off, as a 3×512 "
+    "Keras MLP ran "
     "1.05-1.07× faster without it (two one-thread copies, and one copy alone on a CPU: paired "
     "rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21), though with two threads XLA made it 1.2× "
     "faster; the grid's best in a 1-CPU quota and for two copies kept XLA off too "
@@ -194,13 +200,19 @@ CPU_DENSE_ONE_THREAD_REASON = (
 
 
 def jit_rule(
-    on_gpu: bool, model: str = "unknown", *, intra: int = 0, onednn: bool = False
+    on_gpu: bool,
+    model: str = "unknown",
+    *,
+    intra: int = 0,
+    onednn: bool = False,
+    avx512: bool = False,
 ) -> Setting:
-    """XLA's level for the instance; `intra` (its intra-op threads) and `onednn` matter on a
-    CPU only, where a dense model with one thread runs faster on oneDNN's kernels alone."""
+    """XLA's level for the instance; `intra` (its intra-op threads), `onednn` and `avx512`
+    (the CPU has AVX-512F) matter on a CPU only, where a dense model with one thread runs
+    faster on oneDNN's AVX-512 kernels alone."""
     table = GPU_XLA_REASONS if on_gpu else CPU_XLA_REASONS
     level, reason = table.get(model, table["unknown"])
-    if not on_gpu and model == "dense" and intra == 1 and onednn:
+    if not on_gpu and model == "dense" and intra == 1 and onednn and avx512:
         return Setting("off", CPU_DENSE_ONE_THREAD_REASON)
     return Setting(level, reason)
 

@@ -199,7 +199,11 @@ def plan(
 
     precision = _precision(resolved, eligible, why_eligible, on_gpu, onednn, layers)
     jit_rule = accel.jit_rule(
-        on_gpu, resolved.model, intra=int(intra.value or 0), onednn=onednn.value == "1"
+        on_gpu,
+        resolved.model,
+        intra=int(intra.value or 0),
+        onednn=onednn.value == "1",
+        avx512="avx512f" in hw.cpu.flags,
     )
     jit = layers.pick("jit.level", jit_rule, overrides.jit, "jit")
     flags = accel.xla_flags(str(jit.value), on_gpu)

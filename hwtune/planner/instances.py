@@ -224,8 +224,8 @@ MEASURED_ONE_CPU_PINNING = (
     "intra-op thread ran at 0.61-0.86x of the same two jobs left unpinned with TF's defaults "
     "(four interleaved runs of 3-6 rounds), and unpinned copies with one intra-op thread each "
     "summed ~925-1020 samples/s against ~800 pinned; in the full benchmark on a 2-vCPU EPYC "
-    "Zen 4 VM (bench/results/amd-epyc-znver4-2cpu-kvm.md, S4 and S8, 6 paired rounds), "
-    "`hwtune exec --instances 2` with unpinned one-thread copies ran 1.20x and 1.11x the two "
+    "Zen 4 VM (bench/results/amd-epyc-znver4-2cpu-kvm.md, S4 and S8, 24 paired rounds), "
+    "`hwtune exec --instances 2` with unpinned one-thread copies ran 1.19x and 1.11x the two "
     "copies with TF's defaults, level with the folklore recipe's pinned copies (1.00x, 0.99x)"
 )
 MIN_PINNED_CORES = 2

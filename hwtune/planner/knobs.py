@@ -56,6 +56,24 @@ def onednn(hw: Hardware, intra: int, bf16_on_cpu: bool, bf16_enabled: bool) -> S
             "3×512 Keras MLP with one thread 1.18× faster than with it off (on a 2-vCPU EPYC "
             "Zen 4 VM, TF 2.21)",
         )
+    if intra <= 1 and hw.cpu.arch == "x86_64":
+        # Paired rounds (bench/paired_arms.py), one copy alone on one CPU, oneDNN's kernels
+        # limited with ONEDNN_MAX_CPU_ISA to what a CPU without bf16 runs (on a 2-vCPU EPYC
+        # Zen 4 VM, TF 2.21, 6-8 rounds each): the small Keras CNN 1.54× [1.50-1.58] (AVX2)
+        # and 1.68× [1.60-1.76] (AVX512_CORE) faster with oneDNN on; the 3×512 MLP with XLA
+        # 1.03× [1.00-1.05] (AVX2), and on AVX512_CORE with XLA off (the jit rule then)
+        # 1.08× [1.06-1.11], each over oneDNN off with XLA. This replaces a rule of oneDNN off
+        # for one thread, taken from one report on Sapphire Rapids (tensorflow/tensorflow#56350)
+        # and never measured on a CPU it applied to.
+        return Setting(
+            "1",
+            "one intra-op thread on an x86 CPU without bf16: oneDNN stays on, as its kernels, "
+            "limited to AVX2 or to AVX-512 without bf16, trained a small Keras CNN 1.54-1.68× "
+            "faster with one thread than with oneDNN off, and a 3×512 MLP 1.03-1.08× (paired "
+            "rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21, bench/paired_arms.py); "
+            "tensorflow/tensorflow#56350 reports "
+            "the opposite for one model on Sapphire Rapids, so `hwtune tune` measures it",
+        )
     if intra <= 1:
         return Setting(
             "0",
