@@ -185,16 +185,14 @@ def enabled_precision(
 # (two copies) the grid's best and both tuner runs kept XLA off. With oneDNN off, XLA kept
 # its lead (the Zen 3 run's S3/S4 grid), and with oneDNN's kernels limited to AVX2
 # (ONEDNN_MAX_CPU_ISA=AVX2, one copy on one CPU, 8 paired rounds of bench/paired_arms.py on
-# the same VM) XLA on was
-# ahead too: 1.03× [1.00-1.05] against 0.97× [0.94-1.01] without it, both over oneDNN off with
-# XLA; limited to AVX512_CORE, XLA off won again (1.08× [1.06-1.11] against 1.00×). So the
-# rule needs oneDNN's AVX-512 kernels.
+# the same VM) XLA on was ahead too: 1.03× [1.00-1.05] against 0.97× [0.94-1.01] without it,
+# both over oneDNN off with XLA; limited to AVX512_CORE, XLA off won again (1.08× [1.06-1.11]
+# against 1.00×). So the rule needs oneDNN's AVX-512 kernels.
 CPU_DENSE_ONE_THREAD_REASON = (
     "dense model with one intra-op thread and oneDNN's AVX-512 kernels: XLA off, as a 3×512 "
-    "Keras MLP ran "
-    "1.05-1.07× faster without it (two one-thread copies, and one copy alone on a CPU: paired "
-    "rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21), though with two threads XLA made it 1.2× "
-    "faster; the grid's best in a 1-CPU quota and for two copies kept XLA off too "
+    "Keras MLP ran 1.05-1.07× faster without it (two one-thread copies, and one copy alone on "
+    "a CPU: paired rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21), though with two threads XLA "
+    "made it 1.2× faster; the grid's best in a 1-CPU quota and for two copies kept XLA off too "
     "(bench/results/amd-epyc-znver4-2cpu-kvm.md, S3 and S4)"
 )
 

@@ -71,8 +71,8 @@ def onednn(hw: Hardware, intra: int, bf16_on_cpu: bool, bf16_enabled: bool) -> S
             "limited to AVX2 or to AVX-512 without bf16, trained a small Keras CNN 1.54-1.68× "
             "faster with one thread than with oneDNN off, and a 3×512 MLP 1.03-1.08× (paired "
             "rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21, bench/paired_arms.py); "
-            "tensorflow/tensorflow#56350 reports "
-            "the opposite for one model on Sapphire Rapids, so `hwtune tune` measures it",
+            "tensorflow/tensorflow#56350 reports the opposite for one model on Sapphire "
+            "Rapids, so `hwtune tune` measures it",
         )
     if intra <= 1:
         return Setting(

@@ -142,13 +142,12 @@ def plans_for(hw: Hardware, request: TuneRequest) -> dict[int, Profile]:
 
 def prepare(hw: Hardware, request: TuneRequest) -> tuple[TrialConfig, SearchSpace, str]:
     """(the plan's configuration, the space around it, the hardware fingerprint)."""
-    from hwtune.planner.instances import pinning
+    from hwtune.apply.launch import instance_pinning
 
     plans = plans_for(hw, request)
     onednn_default = hw.tensorflow.onednn_default if hw.tensorflow else None
-    pinned = {
-        count: pinning(hw, [s.cpus for s in p.instances]).pinned for count, p in plans.items()
-    }
+    # The rules' plans (no measured result): each plan's pinning, as `hwtune exec` reads it.
+    pinned = {count: instance_pinning(p, hw).pinned for count, p in plans.items()}
     space = build_space(
         plans,
         budget_cpus=hw.limits.effective_cpus,
