@@ -61,8 +61,7 @@ class ReportView:
 
     @property
     def precision(self) -> str | None:
-        value = self.payload.get("precision")
-        return value if isinstance(value, str) else None
+        return self._planned_text("precision")
 
     @property
     def tf_data(self) -> dict[str, Any]:
@@ -74,19 +73,21 @@ class ReportView:
 
     @property
     def data_format(self) -> str | None:
-        value = self.payload.get("data_format")
-        return value if isinstance(value, str) else None
+        return self._planned_text("data_format")
 
     @property
     def distribution(self) -> str | None:
         """The planned tf.distribute strategy ("MirroredStrategy"…); None without GPUs."""
-        value = self.payload.get("distribution")
-        return value if isinstance(value, str) else None
+        return self._planned_text("distribution")
 
     @property
     def env(self) -> dict[str, str]:
         """The planned environment (name -> value), whatever was done with it."""
         return {str(e[0]): str(e[1]) for e in self.payload.get("env", [])}
+
+    def _planned_text(self, key: str) -> str | None:
+        value = self.payload.get(key)
+        return value if isinstance(value, str) else None
 
     # -- reporting --------------------------------------------------------------------------
     def as_dict(self) -> dict[str, Any]:
