@@ -48,3 +48,16 @@ def test_parse_never_raises_anything_but_cpulisterror(text: str) -> None:
     except CpuListError:
         return
     assert all(0 <= c < MAX_CPU for c in cpus)
+
+
+def test_lists_naming_more_cpus_than_exist_are_refused_before_expanding() -> None:
+    """The kernel prints each CPU once; "0-65535" repeated through a 1 MiB cpuset file would
+    otherwise be ~8.6e9 set insertions (minutes)."""
+    with pytest.raises(CpuListError, match="more than"):
+        parse_cpulist(",".join(["0-65535"] * 20_000))
+    with pytest.raises(CpuListError, match="more than"):
+        parse_cpulist(",".join(["0-65535:1/1"] * 20_000))
+    assert parse_cpulist("0-65535") == tuple(range(65536))
+    with pytest.raises(CpuListError) as error:
+        parse_cpulist("0-3," + "x" * 100_000)
+    assert len(str(error.value)) < 200  # a file's worth of list is not quoted whole

@@ -21,7 +21,12 @@ from hwtune.models.hardware import (
     ProbeIssue,
     TensorFlowInfo,
 )
-from hwtune.probes.report import isa_summary, nvlink_cliques, render_summary
+from hwtune.probes.report import (
+    MAX_CLIQUE_STEPS,
+    isa_summary,
+    nvlink_cliques,
+    render_summary,
+)
 from hwtune.status import ExitStatus
 
 from .conftest import REPO, run_cli
@@ -231,3 +236,20 @@ def test_nvlink_cliques() -> None:
     chain = (Gpu(0, "a", nvlink_peers=(1,)), Gpu(1, "b", nvlink_peers=(2,)), Gpu(2, "c"))
     assert nvlink_cliques(chain) == [(0, 1), (1, 2)]
     assert nvlink_cliques((Gpu(0, "solo"),)) == []
+
+
+def test_nvlink_cliques_stay_fast_on_dense_and_hostile_matrices() -> None:
+    """A fully linked fabric (a DGX-2 is 16 GPUs, NVIDIA/nccl-tests#78) is one clique found in
+    linear steps; a matrix with exponentially many maximal cliques (every GPU linked to all but
+    its pair: 2^(n/2) of them) stops at the step bound instead of hanging `detect`."""
+    full = tuple(
+        Gpu(i, "x", nvlink_peers=tuple(j for j in range(64) if j != i)) for i in range(64)
+    )
+    assert nvlink_cliques(full) == [tuple(range(64))]
+    paired = tuple(
+        Gpu(i, "x", nvlink_peers=tuple(j for j in range(80) if j not in (i, i ^ 1)))
+        for i in range(80)
+    )
+    found = nvlink_cliques(paired)  # 2^40 maximal cliques exist; returns after the bound
+    assert 0 < len(found) <= MAX_CLIQUE_STEPS
+    assert all(len(clique) == 40 for clique in found)

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hwtune.models.hardware import CpuInfo, Memory
+from hwtune.probes import detect
 from hwtune.probes.cgroup import (
     CgroupLimits,
     Mount,
@@ -372,3 +373,87 @@ def test_effective_cpus_properties(
             expected &= set(limit)
     if expected and online:
         assert set(usable) == expected
+
+
+# --- hostile and unusual trees (found by reading the probe end to end) -----------------------
+
+
+def test_a_relative_root_reads_the_cgroup_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    v2_tree(tmp_path / "snap")
+    monkeypatch.chdir(tmp_path)
+    issues = IssueLog()
+    got = read_cgroup_limits(Path("snap"), issues)
+    assert (got.version, got.cpu_quota, got.memory_limit_bytes) == (2, 2.0, GIB), list(issues)
+    hw, _ = limits(Path("snap"))
+    assert hw.effective_cpus == 2
+    assert detect("snap", gpus=False, tensorflow=False).limits.effective_cpus == 2
+
+
+@pytest.mark.parametrize("path", ["/" + "a" * 300, "/" + "a/" * 2100])
+def test_an_overlong_cgroup_path_is_an_issue_not_a_lost_probe(tmp_path: Path, path: str) -> None:
+    v2_tree(tmp_path)
+    (tmp_path / "proc/self/cgroup").write_text(f"0::{path}\n")
+    hw, issues = limits(tmp_path)
+    assert hw.affinity_cpus == tuple(range(8))  # the rest of the probe survives
+    assert hw.effective_cpus == 8
+    assert any(i.probe == "cgroup" and "cgroup directory" in i.reason for i in issues), issues
+    assert not any("unexpectedly" in i.reason for i in issues)
+
+
+def test_an_unreadable_quota_file_is_an_issue_not_no_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Denied as an LSM or a dying disk would deny it (EACCES, EIO): root reads any mode."""
+    import hwtune.probes.cgroup as cgroup
+
+    v2_tree(tmp_path)
+    real = cgroup.root_read_text
+
+    def deny(root: Path, path: str | Path, limit: int = cgroup.MAX_SMALL) -> str:
+        if str(path).endswith("kubepods/pod1/cpu.max"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(root, path, limit)
+
+    monkeypatch.setattr(cgroup, "root_read_text", deny)
+    _, issues = limits(tmp_path)
+    assert any(
+        i.path == "sys/fs/cgroup/kubepods/pod1/cpu.max" and "Permission denied" in i.reason
+        for i in issues
+    ), issues
+
+
+def test_a_cgroup_outside_the_namespace_is_not_read_as_inside(tmp_path: Path) -> None:
+    """`0::/..`: the process sits above its cgroup namespace's root (cgroup_namespaces(7)); the
+    quota visible at the mount point belongs to a child, not to this process."""
+    make_tree(
+        tmp_path,
+        {
+            "proc/self/status": status("0-7"),
+            "proc/self/cgroup": "0::/..\n",
+            "proc/self/mountinfo": V2_MOUNTINFO,
+            "sys/fs/cgroup/cgroup.controllers": "cpu\n",
+            "sys/fs/cgroup/cpu.max": "100000 100000\n",
+        },
+    )
+    issues = IssueLog()
+    got = read_cgroup_limits(tmp_path, issues)
+    assert got.cpu_quota is None
+    assert any("outside this process's cgroup namespace" in i.reason for i in issues)
+    assert translate(Mount("/", "/sys/fs/cgroup", 2, ()), "/../x") is None
+    assert translate(Mount("/", "/sys/fs/cgroup", 2, ()), "/..") is None
+
+
+def test_many_malformed_lines_give_a_bounded_number_of_issues(tmp_path: Path) -> None:
+    junk = "x\n" * 200_000
+    issues = IssueLog()
+    parse_mountinfo(junk, issues)
+    kept = list(issues)
+    assert len(kept) <= 101
+    assert kept[-1].reason.startswith(f"{200_000 - 100} more issues")
+    make_tree(tmp_path, {"proc/cpuinfo": junk})
+    hw = detect(tmp_path, gpus=False, tensorflow=False)
+    cpuinfo = [i for i in hw.issues if i.path == "proc/cpuinfo"]
+    assert 1 < len(cpuinfo) <= 101
+    assert any("more problems up to line" in i.reason for i in cpuinfo)

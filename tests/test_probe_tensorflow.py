@@ -215,6 +215,25 @@ def test_unreadable_shared_object_and_garbage_build_info_are_issues(tmp_path: Pa
     )
 
 
+def test_a_partly_unreadable_install_does_not_prove_eigen(tmp_path: Path) -> None:
+    """The unreadable object may be the one that links OpenMP (intel-tensorflow's framework
+    does): the readable ones alone cannot say "no OpenMP", so the table's "openmp" stands."""
+    site = make_site(
+        tmp_path,
+        dist="intel_tensorflow",
+        version="2.14.0",
+        objects={
+            "libtensorflow_framework.so.2": build_elf(["libiomp5.so", *STOCK_NEEDED])[:100],
+            "python/_pywrap_tensorflow_internal.so": build_elf(["libtensorflow_framework.so.2"]),
+        },
+    )
+    info, issues = probe(site)
+    assert info is not None
+    assert "libtensorflow_framework.so.2" in reasons(issues)
+    assert info.threading_runtime == "openmp", info.threading_runtime_basis
+    assert "expected of intel-tensorflow" in info.threading_runtime_basis
+
+
 def test_cuda_build(tmp_path: Path) -> None:
     info, _ = probe(make_site(tmp_path, dist="tensorflow", build_info=CUDA_BUILD_INFO))
     assert info is not None

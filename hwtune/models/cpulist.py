@@ -22,46 +22,71 @@ class CpuListError(ValueError):
 
 
 def parse_cpulist(text: str) -> tuple[int, ...]:
-    """Parse a CPU list into sorted, unique CPU numbers. An empty list is valid (no CPUs)."""
+    """Parse a CPU list into sorted, unique CPU numbers. An empty list is valid (no CPUs).
+
+    The kernel prints each CPU once (bitmap_print_list_to_buf() walks a bitmap), so items that
+    span more than MAX_CPU CPUs in all are refused before they are expanded: "0-65535"
+    repeated through a 1 MiB file would otherwise take minutes of set insertions."""
     cpus: set[int] = set()
     body = text.strip()
     if not body:
         return ()
+    spans: list[range] = []
+    total = 0
     for item in body.split(","):
         item = item.strip()
         if not item:
-            raise CpuListError(f"empty item in CPU list {text.strip()!r}")
-        cpus.update(_parse_item(item, text))
+            raise CpuListError(f"empty item in CPU list {_quoted(text)}")
+        span = _parse_span(item, text)
+        total += len(span)
+        if total > MAX_CPU:
+            raise CpuListError(f"CPU list names more than {MAX_CPU} CPUs: {_quoted(text)}")
+        spans.append(span)
+    for item, span in zip(body.split(","), spans, strict=True):
+        cpus.update(_expand(item.strip(), span, text))
     return tuple(sorted(cpus))
+
+
+def _quoted(text: str) -> str:
+    """The list for an error message: a file's worth of list is not quoted whole."""
+    body = text.strip()
+    return repr(body) if len(body) <= 40 else repr(body[:40]) + "..."
 
 
 def _number(token: str, text: str) -> int:
     token = token.strip()
     if not is_ascii_digits(token):
-        raise CpuListError(f"{token!r} is not a CPU number in {text.strip()!r}")
+        raise CpuListError(f"{token[:20]!r} is not a CPU number in {_quoted(text)}")
     if len(token.lstrip("0")) > len(str(MAX_CPU)):
         # Checked before int(): Python refuses strings over 4300 digits with a bare ValueError.
-        raise CpuListError(f"CPU {token[:12]}… is beyond {MAX_CPU - 1} in {text.strip()[:40]!r}")
+        raise CpuListError(f"CPU {token[:12]}… is beyond {MAX_CPU - 1} in {_quoted(text)}")
     value = int(token)
     if value >= MAX_CPU:
-        raise CpuListError(f"CPU {value} is beyond {MAX_CPU - 1} in {text.strip()!r}")
+        raise CpuListError(f"CPU {value} is beyond {MAX_CPU - 1} in {_quoted(text)}")
     return value
 
 
-def _parse_item(item: str, text: str) -> Iterable[int]:
-    span, _, stride = item.partition(":")
+def _parse_span(item: str, text: str) -> range:
+    """The CPUs `item` ranges over, before any group stride."""
+    span = item.partition(":")[0]
     first_s, dash, last_s = span.partition("-")
     first = _number(first_s, text)
     last = _number(last_s, text) if dash else first
     if last < first:
-        raise CpuListError(f"range {item!r} runs backwards in {text.strip()!r}")
+        raise CpuListError(f"range {item!r} runs backwards in {_quoted(text)}")
+    return range(first, last + 1)
+
+
+def _expand(item: str, span: range, text: str) -> Iterable[int]:
+    stride = item.partition(":")[2]
     if not stride:
-        return range(first, last + 1)
+        return span
+    first, last = span.start, span.stop - 1
     used_s, slash, group_s = stride.partition("/")
     used = _number(used_s, text)
     group = _number(group_s, text) if slash else 0
     if group == 0 or used == 0 or used > group:
-        raise CpuListError(f"bad group {stride!r} in {text.strip()!r}")
+        raise CpuListError(f"bad group {stride!r} in {_quoted(text)}")
     # "first-last:used/group": the first `used` CPUs of every `group`, from `first`.
     return (c for c in range(first, last + 1) if (c - first) % group < used)
 
@@ -93,7 +118,7 @@ def parse_cpumask(text: str) -> tuple[int, ...]:
     cpus: list[int] = []
     for index, word in enumerate(reversed(words)):
         if not word or len(word) > 8 or any(c not in "0123456789abcdefABCDEF" for c in word):
-            raise CpuListError(f"{word[:12]!r} is not a 32-bit hex word in {text.strip()[:40]!r}")
+            raise CpuListError(f"{word[:12]!r} is not a 32-bit hex word in {_quoted(text)}")
         value = int(word, 16)
         cpus.extend(index * 32 + bit for bit in range(32) if value >> bit & 1)
     return tuple(cpus)

@@ -53,7 +53,9 @@ def detect(
     from hwtune.probes.memory import probe_memory
     from hwtune.probes.numa import probe_numa
 
-    base = Path(root)
+    # Absolute (not normalised: a `..` after a link means what the kernel says): probes join
+    # paths onto the root, and a relative root would be joined twice.
+    base = Path(root).absolute()
     live = is_live(base)
     issues = IssueLog()
     cpu = _guarded(issues, "cpu", CpuInfo(), lambda: probe_cpu(base, issues))

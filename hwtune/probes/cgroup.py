@@ -26,7 +26,7 @@ from typing import Literal, NamedTuple
 from hwtune.models.cpulist import CpuListError, parse_cpulist
 from hwtune.models.digits import is_ascii_digits
 from hwtune.probes.issues import IssueLog, excerpt
-from hwtune.probes.root import MAX_LARGE, MAX_SMALL, UnsafeRead
+from hwtune.probes.root import MAX_LARGE, MAX_SMALL, UnsafeRead, is_dir, is_file
 from hwtune.probes.root import read_text as root_read_text
 
 PROBE = "cgroup"
@@ -154,8 +154,14 @@ def parse_mountinfo(text: str, issues: IssueLog, path: str = PROC_MOUNTINFO) -> 
 
 
 def translate(mount: Mount, cgroup_path: str) -> str | None:
-    """The cgroup's directory as a path under the mount point; None when the mount hides it."""
+    """The cgroup's directory as a path under the mount point; None when the mount hides it.
+
+    A path with `..` is a cgroup outside the reader's cgroup namespace (cgroup_namespaces(7):
+    "the pathname will show ../ entries for each ancestor level"): no mount shows it, though
+    `/..` is lexically under `/`."""
     inside, base = PurePosixPath(cgroup_path), PurePosixPath(mount.root)
+    if ".." in inside.parts:
+        return None
     if inside == base:
         return mount.mount_point
     if not inside.is_relative_to(base):
@@ -185,12 +191,12 @@ def _fallback_mounts(root: Path, memberships: list[Membership]) -> list[Mount]:
         if m.controllers:
             for name in (",".join(m.controllers), *m.controllers):
                 point = f"/sys/fs/cgroup/{name}"
-                if _under(root, point).is_dir():
+                if is_dir(root, point.lstrip("/")):
                     mounts.append(Mount("/", point, 1, m.controllers))
                     break
-        elif (root / "sys/fs/cgroup/cgroup.controllers").is_file():
+        elif is_file(root, "sys/fs/cgroup/cgroup.controllers"):
             mounts.append(Mount("/", "/sys/fs/cgroup", 2, ()))
-        elif (root / "sys/fs/cgroup/unified/cgroup.controllers").is_file():
+        elif is_file(root, "sys/fs/cgroup/unified/cgroup.controllers"):
             mounts.append(Mount("/", "/sys/fs/cgroup/unified", 2, ()))
     return mounts
 
@@ -216,6 +222,14 @@ def locate(
             version = 2
         else:
             continue
+        if ".." in PurePosixPath(member.path).parts:
+            issues.add(
+                PROBE,
+                f"{controller}: cgroup {member.path} lies outside this process's cgroup "
+                "namespace (cgroup_namespaces(7)), so its limits cannot be read: none applied",
+                path=PROC_CGROUP,
+            )
+            continue
         for mount in candidates:
             directory = translate(mount, member.path)
             if directory is None:
@@ -227,7 +241,7 @@ def locate(
                 )
                 directory = mount.mount_point
             chain = _chain(root, mount.mount_point, directory)
-            if not chain[0].is_dir():
+            if not is_dir(root, _where(root, chain[0])):
                 issues.add(
                     PROBE,
                     f"{controller}: cgroup directory {directory} is missing",
@@ -243,15 +257,20 @@ def read_text(
     root: Path, path: Path, issues: IssueLog | None = None, limit: int = MAX_SMALL
 ) -> str | None:
     """A kernel file's text under `root` (inside it, regular, capped: `probes.root`), or None
-    when absent or unreadable; a refused one (a link out of the root, a FIFO, too large) is
-    named in `issues`."""
+    when absent or unreadable; an unreadable one (EACCES, EIO) or a refused one (a link out of
+    the root, a FIFO, too large) is named in `issues`."""
     try:
-        return root_read_text(root, path, limit)
+        return root_read_text(root, _where(root, path), limit)
     except UnsafeRead as err:
         if issues is not None:
             issues.add(PROBE, f"not read: {err.strerror}", path=_where(root, path))
         return None
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as err:  # EACCES, EIO, ENAMETOOLONG: not "no limit" silently
+        if issues is not None:
+            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            issues.add(PROBE, f"cannot read: {why}", path=_where(root, path))
         return None
 
 
@@ -438,5 +457,7 @@ def cgroup_files(root: Path, issues: IssueLog) -> list[Path]:
     files: list[Path] = []
     for dirs in (find_controllers(root, issues) or {}).values():
         names = V1_FILES[dirs.controller] if dirs.version == 1 else V2_FILES
-        files.extend(d / n for d in dirs.chain for n in names if (d / n).is_file())
+        files.extend(
+            d / n for d in dirs.chain for n in names if is_file(root, _where(root, d / n))
+        )
     return files

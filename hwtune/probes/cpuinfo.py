@@ -45,6 +45,30 @@ class ParseProblem(NamedTuple):
     reason: str
 
 
+# Problems kept per file: enough to show what is wrong with it. A 32 MiB file (MAX_LARGE) of
+# junk lines would otherwise make 16 million of them, gigabytes of objects.
+MAX_PROBLEMS = 50
+
+
+class ProblemList(list[ParseProblem]):
+    """A file's problems: the first MAX_PROBLEMS, then one that counts the rest."""
+
+    dropped = 0
+
+    def append(self, problem: ParseProblem) -> None:
+        if len(self) < MAX_PROBLEMS:
+            super().append(problem)
+            return
+        self.dropped += 1
+        note = ParseProblem(
+            problem.line, f"{self.dropped} more problems up to line {problem.line}, not listed"
+        )
+        if self.dropped == 1:
+            super().append(note)
+        else:
+            self[-1] = note
+
+
 class ProcessorRecord(NamedTuple):
     """The per-processor fields of one cpuinfo block."""
 
@@ -111,7 +135,7 @@ class _Split(NamedTuple):
 
 def _split(text: str) -> _Split:
     """Split cpuinfo text into processor records and the keys outside them."""
-    split = _Split([], [], {}, [])
+    split = _Split([], [], {}, ProblemList())
     current: dict[str, str] | None = None
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")

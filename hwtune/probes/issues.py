@@ -10,6 +10,9 @@ from hwtune.models.hardware import ProbeIssue
 # file (issue 15: a file that failed to parse is never printed beyond that).
 MAX_REASON = 240
 EXCERPT = 60
+# Issues kept per (probe, file): a hostile 32 MiB file of bad lines would otherwise log one
+# issue per line; the rest are counted in one more issue.
+MAX_PER_FILE = 100
 
 
 def excerpt(text: str, limit: int = EXCERPT) -> str:
@@ -29,19 +32,38 @@ class IssueLog:
 
     def __init__(self) -> None:
         self._issues: list[ProbeIssue] = []
+        self._per_file: dict[tuple[str, str], int] = {}
+        self._dropped: dict[tuple[str, str], tuple[int, int | None]] = {}  # count, last line
 
     def add(
         self, probe: str, reason: str, path: str | Path | None = None, line: int | None = None
     ) -> None:
         where = None if path is None else str(path)
+        if where is not None:
+            key = (probe, where)
+            kept = self._per_file.get(key, 0)
+            if kept >= MAX_PER_FILE:
+                count, _ = self._dropped.get(key, (0, None))
+                self._dropped[key] = (count + 1, line)
+                return
+            self._per_file[key] = kept + 1
         reason = _one_line(reason)
         self._issues.append(ProbeIssue(probe=probe, reason=reason, path=where, line=line))
 
     def __len__(self) -> int:
-        return len(self._issues)
+        return len(self._issues) + len(self._dropped)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(self._issues)
+        return iter(self.freeze())
 
     def freeze(self) -> tuple[ProbeIssue, ...]:
-        return tuple(self._issues)
+        counted = [
+            ProbeIssue(
+                probe=probe,
+                reason=f"{count} more issues in this file, not listed",
+                path=where,
+                line=line,
+            )
+            for (probe, where), (count, line) in self._dropped.items()
+        ]
+        return (*self._issues, *counted)

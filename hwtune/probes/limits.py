@@ -49,10 +49,12 @@ def read_affinity(root: Path, issues: IssueLog, *, live: bool) -> tuple[int, ...
     except UnsafeRead as err:
         issues.add("limits", f"CPU affinity unknown: {err.strerror}", path=STATUS)
         return None
-    except OSError:
+    except OSError as err:
         if live and hasattr(os, "sched_getaffinity"):
             return tuple(sorted(os.sched_getaffinity(0)))
-        issues.add("limits", "CPU affinity unknown: file missing", path=STATUS)
+        missing = isinstance(err, (FileNotFoundError, NotADirectoryError))
+        why = "file missing" if missing else f"cannot read: {err.strerror or err}"
+        issues.add("limits", f"CPU affinity unknown: {why}", path=STATUS)
         return None
     return parse_affinity(text, issues)
 

@@ -21,7 +21,7 @@ import re
 from hwtune.models.cpulist import MAX_CPU, CpuListError, parse_cpulist
 from hwtune.models.digits import is_ascii_digits
 from hwtune.probes.clusters import merge_clusters
-from hwtune.probes.cpuinfo import PROBE, ParseProblem, Topology
+from hwtune.probes.cpuinfo import PROBE, ParseProblem, ProblemList, Topology
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.lscpu_counts import rows_cache_spans, s390_sockets, typed_topology
 from hwtune.probes.lscpu_forms import (
@@ -50,7 +50,7 @@ def parse_lscpu(text: str) -> LscpuFacts:
     body = "\n".join(lines)
     if body.lstrip().startswith("{"):
         return _parse_json(body)
-    problems: list[ParseProblem] = []
+    problems: list[ParseProblem] = ProblemList()
     summary = _Summary(lines)
     sections: list[tuple[list[str], list[tuple[int, list[str]]]]] = []
     mode = ""  # "p" inside a `-p` section, "e" inside an `-e` table, "" in the summary

@@ -55,22 +55,24 @@ def parse_thp_mode(text: str) -> str | None:
     return None
 
 
-def _read(root: Path, relative: str, issues: IssueLog) -> str | None:
+def _read(root: Path, relative: str) -> tuple[str | None, str]:
+    """The file's text, or None and why not ("file missing", "cannot read: …")."""
     try:
-        return read_text(root, relative)
+        return read_text(root, relative), ""
     except UnsafeRead as err:
-        issues.add("memory", f"not read: {err.strerror}", path=relative)
-        return None
-    except OSError:
-        return None
+        return None, f"not read: {err.strerror}"
+    except (FileNotFoundError, NotADirectoryError):
+        return None, "file missing"
+    except OSError as err:
+        return None, f"cannot read: {err.strerror or err}"
 
 
 def probe_memory(root: Path, issues: IssueLog) -> Memory:
     """RAM and huge-page facts under `root`; missing files become issues, never errors."""
     thp: str | None = None
-    thp_text = _read(root, THP_ENABLED, issues)
+    thp_text, why = _read(root, THP_ENABLED)
     if thp_text is None:
-        issues.add("memory", "transparent hugepage mode unknown: file missing", path=THP_ENABLED)
+        issues.add("memory", f"transparent hugepage mode unknown: {why}", path=THP_ENABLED)
     else:
         thp = parse_thp_mode(thp_text)
         if thp is None:
@@ -80,9 +82,9 @@ def probe_memory(root: Path, issues: IssueLog) -> Memory:
                 path=THP_ENABLED,
                 line=1,
             )
-    text = _read(root, MEMINFO, issues)
+    text, why = _read(root, MEMINFO)
     if text is None:
-        issues.add("memory", "memory size unknown: file missing", path=MEMINFO)
+        issues.add("memory", f"memory size unknown: {why}", path=MEMINFO)
         return Memory(transparent_hugepages=thp)
     values = parse_meminfo(text, issues)
     for needed in ("MemTotal", "MemAvailable"):

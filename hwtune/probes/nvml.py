@@ -132,6 +132,13 @@ def _text(value: Any) -> str | None:
     return value or None
 
 
+def _small_int(value: Any) -> int | None:
+    """An NVML id (GPU or compute instance: a handful per GPU), or None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 16:
+        return None
+    return value
+
+
 def _bits(words: Any, width: int = 64) -> tuple[int, ...]:
     """Set bit positions of an array of `width`-bit words (NVML's CPU and node masks)."""
     return tuple(
@@ -299,12 +306,17 @@ class _Session:
             name = _text(self.call("nvmlDeviceGetName", mig, gpu=index)) or ""
             profile = re.search(r"MIG\s+(\S+)\s*$", name)
             memory = self.call("nvmlDeviceGetMemoryInfo", mig, gpu=index)
+            # The compute instances of one GPU instance share its memory (planner/gpu_units.py).
+            gpu_instance = self.call("nvmlDeviceGetGpuInstanceId", mig, gpu=index)
+            compute_instance = self.call("nvmlDeviceGetComputeInstanceId", mig, gpu=index)
             devices.append(
                 MigDevice(
                     index=slot,
                     uuid=_text(self.call("nvmlDeviceGetUUID", mig, gpu=index)),
                     profile=profile.group(1) if profile else None,
                     memory_bytes=int(memory.total) if hasattr(memory, "total") else None,
+                    gpu_instance_id=_small_int(gpu_instance),
+                    compute_instance_id=_small_int(compute_instance),
                 )
             )
         return True, tuple(devices)

@@ -155,8 +155,15 @@ def _memory_line(memory: Memory, limits: Limits) -> str:
     return _line("Memory", text)
 
 
+# Enough for any real NVLink fabric (a 16-GPU DGX-2 is one clique, found in a few steps); a
+# hostile matrix can have exponentially many maximal cliques (Moon-Moser graphs: 3^(n/3)).
+MAX_CLIQUE_STEPS = 10_000
+
+
 def nvlink_cliques(gpus: Iterable[Gpu]) -> list[tuple[int, ...]]:
-    """Maximal groups of GPUs that all reach each other over NVLink (Bron–Kerbosch)."""
+    """Maximal groups of GPUs that all reach each other over NVLink (Bron–Kerbosch with
+    Tomita's pivot, linear on a fully linked fabric). Stops after MAX_CLIQUE_STEPS steps, with
+    the cliques found so far, rather than hang `detect` on an adversarial topology file."""
     gpus = tuple(gpus)
     peers: dict[int, set[int]] = {g.index: set() for g in gpus}
     for gpu in gpus:  # a link is a link both ways, even where one side's report omits it
@@ -165,13 +172,19 @@ def nvlink_cliques(gpus: Iterable[Gpu]) -> list[tuple[int, ...]]:
                 peers[gpu.index].add(peer)
                 peers[peer].add(gpu.index)
     cliques: list[tuple[int, ...]] = []
+    steps = 0
 
     def grow(chosen: set[int], candidates: set[int], excluded: set[int]) -> None:
+        nonlocal steps
+        steps += 1
+        if steps > MAX_CLIQUE_STEPS:
+            return
         if not candidates and not excluded:
             if len(chosen) > 1:
                 cliques.append(tuple(sorted(chosen)))
             return
-        for v in sorted(candidates):
+        pivot = max(candidates | excluded, key=lambda u: (len(candidates & peers[u]), -u))
+        for v in sorted(candidates - peers[pivot]):
             grow(chosen | {v}, candidates & peers[v], excluded & peers[v])
             candidates = candidates - {v}
             excluded = excluded | {v}

@@ -128,6 +128,33 @@ def read_bytes(root: Path, path: str | Path, limit: int = MAX_SMALL) -> bytes:
         os.close(fd)
 
 
+def is_dir(root: Path, path: str | Path) -> bool:
+    """Whether `path` under `root` is a directory, reached as `read_bytes` reaches files. Any
+    failure (absent, a link out of the root, a name too long for the kernel) is False: the
+    caller reports the directory as missing."""
+    try:
+        if is_live(root):
+            return os.path.isdir(path if os.path.isabs(path) else os.path.join("/", path))
+        os.close(_open_inside(root, path, directory=True))
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def is_file(root: Path, path: str | Path) -> bool:
+    """Whether `path` under `root` is a regular file, reached as `read_bytes` reaches files."""
+    try:
+        if is_live(root):
+            return os.path.isfile(path if os.path.isabs(path) else os.path.join("/", path))
+        fd = _open_inside(root, path)
+    except (OSError, ValueError):
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+
+
 def list_dir(root: Path, path: str | Path) -> list[str]:
     """The names in the directory `path` under `root`, reached as `read_bytes` reaches files
     (a linked directory out of the root is refused, not listed)."""

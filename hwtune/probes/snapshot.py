@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hwtune.errors import HwtuneError
-from hwtune.fs.trust import make_dirs
+from hwtune.fs.trust import check_trusted_path, make_dirs
 from hwtune.probes.cgroup import PROC_CGROUP, PROC_MOUNTINFO, cgroup_files
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.root import read_bytes
@@ -227,12 +227,23 @@ def take_snapshot(
     from hwtune.models.convert import dump
     from hwtune.probes import detect
 
+    if os.geteuid() == 0:
+        # As root, a destination another user can change is refused, as apply's output is:
+        # they could plant `proc -> /etc/...` in it after the check below, and root would
+        # write through the link.
+        check_trusted_path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise HwtuneError(
             f"{dest} exists and is not an empty directory",
             hint="give a new or empty directory; a snapshot never mixes with other files",
         )
-    make_dirs(dest, 0o755)
+    try:
+        make_dirs(dest, 0o755)
+    except OSError as err:
+        raise HwtuneError(
+            f"cannot create the snapshot directory {dest}: {err.strerror or err}",
+            hint="give a directory you can write",
+        ) from err
     issues = IssueLog()
     copier = _Copier(source, dest)
     for relative in REQUIRED:

@@ -108,9 +108,10 @@ def _threading(
     if plugin is not None:
         omp = next((n for n in plugin.needed if OPENMP_LIBRARY.match(n)), None)
         return "openmp", ITEX_BASIS.format(path=ITEX_CPU_PLUGIN), omp
-    if install.libraries:
+    if install.libraries and not install.libraries_unread:
         names = ", ".join(lib.path for lib in install.libraries)
         return "eigen", f"no OpenMP runtime among the DT_NEEDED of {names}; {EIGEN_BASIS}", None
+    # An unread object may be the one that links OpenMP: the distribution's table decides.
     if entry is not None and entry.threading_runtime is not None:
         return entry.threading_runtime, f"binaries unreadable; expected of {entry.key}", None
     issues.add(

@@ -73,6 +73,8 @@ class TfInstall:
     cuda_version: str | None = None
     cudnn_version: str | None = None
     libraries: tuple[LinkedLibrary, ...] = ()
+    # shared objects found but unreadable: "no OpenMP among the DT_NEEDED" is then unproven
+    libraries_unread: int = 0
     itex_cpu_plugin: LinkedLibrary | None = None
     also_installed: tuple[str, ...] = ()  # other TF distributions in the same directory
     problems: tuple[ProbeIssue, ...] = ()
@@ -231,7 +233,8 @@ def _needed(path: Path, problems: _Problems, what: str) -> tuple[str, ...] | Non
         return None
 
 
-def _read_libraries(package: Path, problems: _Problems) -> tuple[LinkedLibrary, ...]:
+def _read_libraries(package: Path, problems: _Problems) -> tuple[tuple[LinkedLibrary, ...], int]:
+    """The shared objects' DT_NEEDED lists, and how many objects could not be read."""
     seen: set[Path] = set()
     libraries = []
     for pattern in LIBRARY_GLOBS:
@@ -244,7 +247,7 @@ def _read_libraries(package: Path, problems: _Problems) -> tuple[LinkedLibrary, 
                 libraries.append(LinkedLibrary(str(path.relative_to(package)), needed))
     if not seen:
         problems.note("no TensorFlow shared object (libtensorflow_framework.so.*) found", package)
-    return tuple(libraries)
+    return tuple(libraries), len(seen) - len(libraries)
 
 
 def _read_build_info(package: Path, problems: _Problems) -> BuildInfo | None:
@@ -351,6 +354,7 @@ def read_install(search_path: Sequence[str], names: frozenset[str]) -> TfInstall
         ),
         None,
     )
+    libraries, unread = ((), 0) if package is None else _read_libraries(package, problems)
     plugin = None
     if plugin_site is not None:
         needed = _needed(Path(plugin_site, ITEX_CPU_PLUGIN), problems, "ITEX CPU plugin")
@@ -365,7 +369,8 @@ def read_install(search_path: Sequence[str], names: frozenset[str]) -> TfInstall
         is_cuda_build=None if build is None else build.is_cuda_build,
         cuda_version=None if build is None else build.cuda_version,
         cudnn_version=None if build is None else build.cudnn_version,
-        libraries=() if package is None else _read_libraries(package, problems),
+        libraries=libraries,
+        libraries_unread=unread,
         itex_cpu_plugin=plugin,
         also_installed=meta.others,
         problems=tuple(problems),
