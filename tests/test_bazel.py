@@ -225,3 +225,17 @@ def test_caps_reason_says_which_list_it_is(knowledge: Knowledge) -> None:
     assert "the detected GPUs' compute capabilities" in reason(make_gpus(2, cc="8.0"))
     unknown = dataclasses.replace(make_gpus(1)[0], compute_capability=None)
     assert "official list (a GPU's compute capability is unknown)" in reason((unknown,))
+
+
+@pytest.mark.parametrize("version", ["2.15", "2.16", "2.17", "2.18", "2.19", "2.21"])
+def test_a_gpu_newer_than_the_cuda_is_explained_in_that_versions_terms(
+    knowledge: Knowledge, version: str
+) -> None:
+    """Each version's own CUDA setting, clang and configs: no HERMETIC_CUDA_VERSION for the
+    legacy flow, no --config=cuda_nvcc where its .bazelrc lacks it."""
+    tf = knowledge.tf_by_version[version]
+    _, notes = cuda_capabilities(make_gpus(1, cc="12.0", name="NVIDIA GeForce RTX 5090"), tf)
+    text = " ".join(notes)
+    assert f"clang {tf.clang}" in text
+    assert ("cuda_nvcc" in text) == ("cuda_nvcc" in tf.configs)
+    assert ("HERMETIC_CUDA_VERSION" in text) == (tf.cuda_scheme == "hermetic")

@@ -7,6 +7,7 @@ with four 1g.20gb devices (no UUIDs: -q -x does not print them); the T4 and p4d 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import textwrap
@@ -242,3 +243,80 @@ def test_r450_and_r460_drivers_name_mig_devices_by_gpu_uuid_and_instance_ids(
     first = gpu.mig_devices[0]  # GPU instance 3, compute instance 0; no UUID in -q -x
     assert mig_name(gpu, first, "460.32.03") == f"MIG-{gpu.uuid}/3/0"
     assert mig_name(gpu, first, "535.54.03") is None  # R470+: only the MIG-<UUID> form works
+
+
+# Compute instances of one GPU instance, as `nvidia-smi -L` lists them: NVIDIA MIG User Guide,
+# "MIG Device Names", the R470+ example (GPU 6 of an 8 × A100-SXM4-40GB).
+COMPUTE_INSTANCES_LIST = """\
+GPU 6: A100-SXM4-40GB (UUID: GPU-bb40ed7d-cbbb-d92c-50ac-24803cda52c5)
+  MIG 1c.7g.40gb Device 0: (UUID: MIG-66dd01d7-8cdb-5a13-a45d-c6eb0ee11810)
+  MIG 2c.7g.40gb Device 1: (UUID: MIG-03c649cb-e6ae-5284-8e94-4b1cf767e06c)
+  MIG 3c.7g.40gb Device 2: (UUID: MIG-8abf68e0-2808-525e-9133-ba81701ed6d3)
+"""
+
+
+def test_compute_instances_of_one_gpu_instance_share_its_memory(tmp_path: Path) -> None:
+    listing = tmp_path / "ci.L"
+    listing.write_text(COMPUTE_INSTANCES_LIST)
+    hw = hardware(tmp_path, EPYC, listing=listing)
+    limits = set()
+    for k in range(3):
+        profile = plan(hw, knowledge=KNOWLEDGE, instances=3, instance=k)
+        assert profile.env["TF_FORCE_GPU_ALLOW_GROWTH"].value == "true"
+        assert profile.gpu_memory is not None
+        limit = profile.gpu_memory.value
+        assert isinstance(limit, int) and 0 < limit * MIB < 40 * 10**9 // 3
+        limits.add(limit)
+    assert len(limits) == 1
+
+
+def test_the_captured_gpu_instances_do_not_share_memory(tmp_path: Path) -> None:
+    """The A100 capture's four 1g.20gb devices are four GPU instances (ids 3-6): alone each."""
+    hw = hardware(tmp_path, HASWELL, xml=A100_MIG_XML)
+    hw = dataclasses.replace(
+        hw,
+        gpus=tuple(
+            dataclasses.replace(
+                g,
+                mig_devices=tuple(
+                    dataclasses.replace(m, uuid=f"MIG-{i}") for i, m in enumerate(g.mig_devices)
+                ),
+            )
+            for g in hw.gpus
+        ),
+    )
+    profile = plan(hw, knowledge=KNOWLEDGE, instances=4, instance=1)
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" not in profile.env
+    assert profile.gpu_memory is not None and "alone" in profile.gpu_memory.reason
+
+
+def test_mig_mode_without_devices_says_why_the_gpu_is_not_used(tmp_path: Path) -> None:
+    """The A100 capture with its MIG devices removed: the state right after `nvidia-smi -mig 1`
+    (MIG User Guide, "Getting Started"), which -q -x prints as <mig_devices>None</mig_devices>."""
+    text = A100_MIG_XML.read_text()
+    start, end = text.index("<mig_devices>"), text.index("</mig_devices>")
+    idle = tmp_path / "idle.xml"
+    idle.write_text(text[:start] + "<mig_devices>\n            None\n        " + text[end:])
+    profile = plan(hardware(tmp_path, HASWELL, xml=idle), knowledge=KNOWLEDGE)
+    reasons = {item.name: item.reason for item in profile.left_out}
+    for name in ("CUDA_VISIBLE_DEVICES", "TF_FORCE_GPU_ALLOW_GROWTH"):
+        assert "in MIG mode without MIG devices" in reasons[name], reasons[name]
+    assert all(reason.strip() != "left out:" for reason in reasons.values())
+
+
+@pytest.mark.parametrize("driver", ["450.51.06", "455.45.01", "465.19.01"])
+def test_drivers_before_r470_name_mig_devices_by_gpu_uuid(tmp_path: Path, driver: str) -> None:
+    from hwtune.planner.gpu_units import mig_name
+
+    gpu = hardware(tmp_path, HASWELL, xml=A100_MIG_XML).gpus[0]
+    assert mig_name(gpu, gpu.mig_devices[0], driver) == f"MIG-{gpu.uuid}/3/0"
+    assert mig_name(gpu, gpu.mig_devices[0], "470.42.01") is None
+
+
+@pytest.mark.parametrize("profile", ["1g.10gb+me", "1g.10gb-me", "1g.10gb+gfx", "1g.10gb+me.all"])
+def test_media_and_graphics_profiles_keep_their_nominal_memory(profile: str) -> None:
+    """Profile names from `nvidia-smi mig -lgip` (A100/H100: +me; Blackwell: +gfx, -me)."""
+    from hwtune.models.hardware import MigDevice
+    from hwtune.planner.gpu_units import _mig_memory
+
+    assert _mig_memory(MigDevice(0, profile=profile))[0] == 10 * 10**9

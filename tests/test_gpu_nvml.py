@@ -8,6 +8,7 @@ machine it cannot find libnvidia-ml.so.1, which must end as an issue.
 
 from __future__ import annotations
 
+import dataclasses
 import stat
 import threading
 from dataclasses import dataclass, field
@@ -18,11 +19,13 @@ from typing import Any
 import pynvml
 import pytest
 
+from hwtune.planner import plan
 from hwtune.probes import nvml
 from hwtune.probes.gpu import probe_gpus
 from hwtune.probes.issues import IssueLog
 
 from .conftest import DATA
+from .plan_builders import make_hardware
 
 T4_XML = DATA / "gpu" / "telegraf-tesla-t4-xml.smi"
 
@@ -42,6 +45,9 @@ class FakeGpu:
     nvswitch: bool = False
     ancestors: dict[int, int] = field(default_factory=dict)  # peer index -> topology level
     index: int = -1
+    # a MIG device's GPU and compute instance ids (NVML numbers GPU instances from 1 or more)
+    gpu_instance: int = 0
+    compute_instance: int = 0
 
 
 class FakeNvml:
@@ -143,6 +149,14 @@ class FakeNvml:
         if slot >= len(h.mig):
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
         return h.mig[slot]
+
+    def nvmlDeviceGetGpuInstanceId(self, h: FakeGpu) -> int:
+        self._check("nvmlDeviceGetGpuInstanceId", h)
+        return h.gpu_instance
+
+    def nvmlDeviceGetComputeInstanceId(self, h: FakeGpu) -> int:
+        self._check("nvmlDeviceGetComputeInstanceId", h)
+        return h.compute_instance
 
     def nvmlDeviceGetNvLinkState(self, h: FakeGpu, link: int) -> int:
         self._check("nvmlDeviceGetNvLinkState", h)
@@ -271,8 +285,8 @@ def test_mig_devices() -> None:
         BUS[0],
         mig_enabled=True,
         mig=[
-            FakeGpu("NVIDIA A100-SXM4-40GB MIG 3g.20gb", "", memory=20 << 30),
-            FakeGpu("NVIDIA A100-SXM4-40GB MIG 1g.5gb", "", memory=5 << 30),
+            FakeGpu("NVIDIA A100-SXM4-40GB MIG 3g.20gb", "", memory=20 << 30, gpu_instance=2),
+            FakeGpu("NVIDIA A100-SXM4-40GB MIG 1g.5gb", "", memory=5 << 30, gpu_instance=9),
         ],
     )
     issues = IssueLog()
@@ -280,11 +294,50 @@ def test_mig_devices() -> None:
     assert report is not None
     (gpu,) = report.gpus
     assert gpu.mig_enabled is True
-    assert [(m.index, m.profile, m.memory_bytes) for m in gpu.mig_devices] == [
-        (0, "3g.20gb", 20 << 30),
-        (1, "1g.5gb", 5 << 30),
-    ]
+    assert [
+        (m.index, m.profile, m.memory_bytes, m.gpu_instance_id, m.compute_instance_id)
+        for m in gpu.mig_devices
+    ] == [(0, "3g.20gb", 20 << 30, 2, 0), (1, "1g.5gb", 5 << 30, 9, 0)]
     assert list(issues) == []
+
+
+def test_compute_instances_of_one_gpu_instance_share_its_memory() -> None:
+    """Three compute instances of one 7g.40gb GPU instance (the MIG User Guide's "MIG Device
+    Names" example): NVML gives each the GPU instance's memory and id, so three instances on
+    them get growth and a third of it each, not 40 GB each."""
+    parent = FakeGpu(
+        "NVIDIA A100-SXM4-40GB",
+        BUS[0],
+        mig_enabled=True,
+        mig=[
+            FakeGpu(
+                f"NVIDIA A100-SXM4-40GB MIG {ci + 1}c.7g.40gb",
+                "",
+                memory=40 << 30,
+                gpu_instance=0,
+                compute_instance=ci,
+            )
+            for ci in range(3)
+        ],
+    )
+    report = nvml.probe_nvml(IssueLog(), Path("/nonexistent"), library=FakeNvml([parent]))
+    assert report is not None
+    hw = dataclasses.replace(
+        make_hardware(cores_per_socket=8),
+        gpus=report.gpus,
+        gpu_driver=report.driver_version,
+        cuda_driver_version=report.cuda_driver_version,
+    )
+    for k in range(3):
+        profile = plan(hw, instances=3, instance=k)
+        assert profile.env["TF_FORCE_GPU_ALLOW_GROWTH"].value == "true"
+        assert (
+            "3 instances share the memory of MIG device"
+            in profile.env["TF_FORCE_GPU_ALLOW_GROWTH"].reason
+        )
+        assert profile.gpu_memory is not None
+        limit = profile.gpu_memory.value
+        assert isinstance(limit, int) and 0 < limit * (1 << 20) < (40 << 30) // 3
 
 
 # ------------------------------------------------------------------ faults

@@ -199,3 +199,17 @@ def test_pantherlake_and_tf_2_17_compiler_facts_cite_their_sources() -> None:
     tf217 = KNOWLEDGE.tf_by_version["2.17"]
     assert tf217.clang == "17.0.6"
     assert "#78613" in tf217.notes and "9122d7a" in tf217.notes
+
+
+def test_a_tensorflow_newer_than_the_knowledge_keeps_the_newest_minimum() -> None:
+    """TensorFlow has only ever raised its minimum compute capability (5.0 up to 2.16, 6.0
+    from 2.17): a K80 under an unknown 2.99 is ignored as under 2.21, not planned for."""
+    from tests.plan_builders import make_gpus, make_hardware, tf_info
+
+    hw = make_hardware(
+        gpus=make_gpus(1, cc="3.7", name="Tesla K80"), tensorflow=tf_info("2.99.0", cuda=True)
+    )
+    profile = plan(hw, knowledge=KNOWLEDGE)
+    assert profile.distribution is None and "TF_GPU_THREAD_MODE" not in profile.env
+    reason = {item.name: item.reason for item in profile.left_out}["CUDA_VISIBLE_DEVICES"]
+    assert f"2.99.0 (as {KNOWLEDGE.newest_tf.key})" in reason

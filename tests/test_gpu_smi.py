@@ -441,6 +441,29 @@ def test_xml_parser_never_raises(noise: bytes, cut: int) -> None:
         ("NVIDIA GB200", "10.0", "Blackwell"),
         ("NVIDIA GeForce RTX 5090", "12.0", "Blackwell"),
         ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0", "Blackwell"),
+        # vGPU guests: the board and its vGPU type (NVIDIA Virtual GPU Software User Guide,
+        # "Virtual GPU Types for Supported GPUs"; GRID names as public nvidia-smi captures show)
+        ("GRID V100D-32Q", "7.0", "Volta"),
+        ("GRID V100DX-32C", "7.0", "Volta"),
+        ("GRID V100-8C", "7.0", "Volta"),
+        ("GRID T4-16Q", "7.5", "Turing"),
+        ("GRID RTX6000P-24C", "7.5", "Turing"),
+        ("GRID RTX8000-48Q", "7.5", "Turing"),
+        ("GRID A100D-16C", "8.0", "Ampere"),
+        ("GRID A100D-1-20C", "8.0", "Ampere"),
+        ("NVIDIA A100DX-80C", "8.0", "Ampere"),
+        ("NVIDIA A100X-40C", "8.0", "Ampere"),
+        ("NVIDIA A800DX-80C", "8.0", "Ampere"),
+        ("NVIDIA A30X-24C", "8.0", "Ampere"),
+        ("NVIDIA H100XM-80C", "9.0", "Hopper"),
+        ("NVIDIA H100L-94C", "9.0", "Hopper"),
+        ("NVIDIA H100XL-94C", "9.0", "Hopper"),
+        ("NVIDIA H100XS-64C", "9.0", "Hopper"),
+        ("NVIDIA H200X-141C", "9.0", "Hopper"),
+        ("NVIDIA H800XM-80C", "9.0", "Hopper"),
+        ("NVIDIA H800L-94C", "9.0", "Hopper"),
+        ("NVIDIA H20X-141C", "9.0", "Hopper"),
+        ("NVIDIA L40S-48C", "8.9", "Ada Lovelace"),
     ],
 )
 def test_name_table(name: str, capability: str, architecture: str) -> None:
@@ -449,7 +472,9 @@ def test_name_table(name: str, capability: str, architecture: str) -> None:
     assert (entry.compute_capability, entry.architecture) == (capability, architecture)
 
 
-@pytest.mark.parametrize("name", ["NVIDIA T400", "NVIDIA RTX A1000 Laptop", "NVIDIA A1000"])
+@pytest.mark.parametrize(
+    "name", ["NVIDIA T400", "NVIDIA RTX A1000 Laptop", "NVIDIA A1000", "NVIDIA H100XYZ"]
+)
 def test_name_table_word_boundaries(name: str) -> None:
     entry = match_gpu_name(name, gpu_table(IssueLog()))
     # "T4" must not match "T400", "A10" not "A1000"; an RTX A-series part is Ampere.

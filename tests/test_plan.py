@@ -8,6 +8,7 @@ import pytest
 
 from hwtune.apply.render import env_map
 from hwtune.errors import PlanError
+from hwtune.models.hardware import CpuInfo, Hardware
 from hwtune.models.overrides import Overrides
 from hwtune.models.profile import Intent, Setting
 from hwtune.planner import Knowledge, explain, load_knowledge, plan
@@ -411,3 +412,42 @@ def test_profile_round_trips_through_json(knowledge: Knowledge) -> None:
     for hw in (make_hardware(tensorflow=tf_info()), p4d_hardware()):
         profile = plan(hw, knowledge=knowledge, precision="auto")
         assert load(Profile, json.loads(json.dumps(dump(profile))), "profile.json") == profile
+
+
+def test_hardware_without_limits_is_not_planned_as_one_cpu() -> None:
+    """A hardware file without "limits" (or a limits probe that failed) leaves Limits() at its
+    defaults: its effective_cpus of 1 was never measured, so it must not cap 16 CPUs to 1."""
+    hw = Hardware(cpu=CpuInfo(arch="x86_64", logical_cpus=16, online_cpus=tuple(range(16))))
+    profile = plan(hw)
+    assert profile.threads.intra_op.value == 16
+    assert "CFS" not in profile.threads.intra_op.reason
+    assert profile.bazel is not None
+    assert not any(o.startswith("--local_cpu_resources") for o in profile.bazel.options)
+
+
+@pytest.mark.parametrize("value", ["true", "TRUE", "1"])
+def test_a_user_onednn_true_counts_as_on(value: str) -> None:
+    """TensorFlow reads TF_ENABLE_ONEDNN_OPTS with ReadBoolFromEnvVar: "true" is on too."""
+    profile = plan(
+        make_hardware(cores_per_socket=4),
+        precision="auto",
+        overrides=Overrides(env={"TF_ENABLE_ONEDNN_OPTS": value}),
+    )
+    assert profile.precision.enabled == "mixed_bfloat16", profile.precision.reason
+
+
+@pytest.mark.parametrize("library", ["libiomp5.so", "libgomp.so.1"])
+def test_unpinned_instances_of_an_openmp_build_are_not_bound(library: str) -> None:
+    """Copies left unpinned each start with every CPU; a compact/close binding would put every
+    copy's threads on the same first cores."""
+    tf = tf_info("2.15.0", runtime="openmp", openmp_library=library)
+    two = plan(make_hardware(cores_per_socket=2, tensorflow=tf), instances=2)
+    assert two.pinning is not None and two.pinning.value is False
+    if "gomp" in library:
+        assert two.env["OMP_PROC_BIND"].value == "false"
+        assert "OMP_PLACES" not in two.env
+    else:
+        assert two.env["KMP_AFFINITY"].value == "disabled"
+    one = plan(make_hardware(cores_per_socket=2, tensorflow=tf))
+    bound = one.env["OMP_PROC_BIND" if "gomp" in library else "KMP_AFFINITY"].value
+    assert bound in ("close", "granularity=fine,compact,1,0")

@@ -231,3 +231,17 @@ def test_an_explicit_model_beats_a_measurement_of_another_kind(tmp_path: Path) -
     assert data["threads"]["intra_op"]["source"] == "rule"
     assert data["jit"]["level"]["source"] == "measured"
     assert "measured for 2 instances, planning 1" in conv.stderr
+
+
+def test_a_hardware_file_is_not_taken_for_the_build_host(tmp_path: Path) -> None:
+    """`detect --json` on a Sapphire Rapids server says "root": "/"; planned on a CI machine
+    with --hardware, tools built with its -march would die with SIGILL on the build host."""
+    saved = make_hardware()
+    assert saved.root == "/"
+    result = run_cli(
+        ["plan", "--hardware", save(saved, tmp_path), "--json"], clean_environ(tmp_path)
+    )
+    assert result.exit_status == 0, result.stderr
+    bazel = json.loads(result.stdout)["bazel"]
+    assert not any(option.startswith("--host_copt") for option in bazel["options"])
+    assert any("--root or --hardware" in reason for reason in bazel["reasons"])

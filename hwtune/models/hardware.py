@@ -128,6 +128,12 @@ class Limits:
     memory_bytes: int | None = None  # min(MemTotal, cgroup limit)
     memory_limit_bytes: int | None = None  # the cgroup limit alone; None when unlimited
 
+    @property
+    def known(self) -> bool:
+        """False for limits left at their defaults (a hardware file without "limits", or a
+        limits probe that failed): their effective_cpus of 1 was never measured."""
+        return self != Limits()
+
 
 @dataclass(frozen=True, slots=True)
 class Memory:

@@ -102,9 +102,12 @@ def _read_hardware(path: Path) -> Hardware:
             f"--hardware {path}: line {err.lineno}: invalid JSON: {err.msg}"
         ) from err
     try:
-        return load(Hardware, data, where=str(path))
+        hardware = load(Hardware, data, where=str(path))
     except ModelError as err:
         raise HwtuneError(err.message, hint=err.hint) from err
+    # A saved model says "root": "/" for the machine it was detected on, which need not be
+    # this one: the plan must not take it for the build host (bazel's --host_copt).
+    return dataclasses.replace(hardware, root=f"--hardware {path}")
 
 
 def resolve_share(
@@ -186,6 +189,9 @@ def _measured(
         return {}, None, [f"tuned results ignored: {err}"]
     if path is None or record is None:
         return {}, None, [f"workload {workload!r}: nothing measured on this hardware yet"]
+    if record.get("workload") not in (None, workload):  # a file name shared by two names
+        why = f"{path} holds workload {record.get('workload')!r}"
+        return {}, None, [f"tuned results of {workload!r} not used: {why}"]
     mode = overrides.mode or "throughput"
     tuned_model = record.get("model") or "unknown"
     if record.get("mode") not in (None, mode):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Intent, Setting
+from hwtune.planner import gpu_units
 from hwtune.planner.knowledge import TfVersionEntry, version_tuple
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -81,7 +82,8 @@ def gpus_tensorflow_can_use(
 
     A GPU below the version's minimum compute capability is ignored by TensorFlow itself
     ("Ignoring visible gpu device ... The minimum required Cuda capability is ...",
-    tensorflow/core/common_runtime/gpu/gpu_device.cc), so the plan leaves it out too.
+    tensorflow/core/common_runtime/gpu/gpu_device.cc), so the plan leaves it out too, as it does
+    a GPU in MIG mode with no MIG device to run on (`idle_mig_warnings` says so).
     """
     if not hw.gpus:
         return (), "no NVIDIA GPU found"
@@ -91,23 +93,36 @@ def gpus_tensorflow_can_use(
             f"the installed TensorFlow ({tf.distribution} {tf.version}) is built without CUDA, "
             f"so it cannot use the {len(hw.gpus)} GPU{'s' if len(hw.gpus) > 1 else ''}"
         )
-    if planned is None:
-        return hw.gpus, ""
-    minimum = version_tuple(planned.min_cuda_cc)[:2]
+    idle_mig = [note for gpu in hw.gpus if (note := gpu_units.mig_without_devices(gpu))]
+    minimum = version_tuple(planned.min_cuda_cc)[:2] if planned is not None else ()
     too_old = [
         gpu
         for gpu in hw.gpus
-        if len(cc := version_tuple(gpu.compute_capability or "")[:2]) == 2 and cc < minimum
+        if minimum
+        and len(cc := version_tuple(gpu.compute_capability or "")[:2]) == 2
+        and cc < minimum
     ]
-    usable = tuple(gpu for gpu in hw.gpus if gpu not in too_old)
+    usable = tuple(
+        gpu for gpu in hw.gpus if gpu not in too_old and gpu_units.mig_without_devices(gpu) is None
+    )
     if usable:
         return usable, ""
+    if idle_mig:
+        return (), idle_mig[0]
+    assert planned is not None  # nothing else leaves no usable GPU
     gpu = too_old[0]
     return (), (
         f"TensorFlow {planned.key} needs compute capability ≥ {planned.min_cuda_cc} and ignores "
         f"GPU {gpu.index} ({gpu.name}, compute capability {gpu.compute_capability}): "
         "gpu_device.cc logs 'Ignoring visible gpu device' and runs on the CPU"
     )
+
+
+def idle_mig_warnings(hw: Hardware, usable: tuple[Gpu, ...]) -> list[str]:
+    """Notes on GPUs left out for want of MIG devices while the plan runs on other GPUs."""
+    if not usable:
+        return []  # then the reason is every GPU setting's "left out"
+    return [note for gpu in hw.gpus if (note := gpu_units.mig_without_devices(gpu))]
 
 
 def eligible_precisions(hw: Hardware, gpus: tuple[Gpu, ...]) -> tuple[tuple[str, ...], str]:
@@ -138,6 +153,12 @@ def eligible_precisions(hw: Hardware, gpus: tuple[Gpu, ...]) -> tuple[tuple[str,
     found = [flag for flag in CPU_BF16_FLAGS if flag in hw.cpu.flags]
     if found:
         return ("mixed_bfloat16",), f"CPU has {' and '.join(found)}: oneDNN runs bf16 natively"
+    if hw.cpu.arch != "x86_64" and "bf16" in hw.cpu.flags:
+        return (), (
+            f"this {hw.cpu.arch} CPU has bf16 instructions, but hwtune plans CPU bf16 only "
+            "through x86's AVX512_BF16 and AMX-BF16 (mixed_bfloat16 on Arm has not been "
+            "measured); no GPU is used"
+        )
     return (), "CPU has neither avx512_bf16 nor amx_bf16, and no GPU is used"
 
 
@@ -167,7 +188,7 @@ def enabled_precision(
         )
     if not onednn_on:
         return None, (
-            "auto: mixed_bfloat16 is eligible but TF_ENABLE_ONEDNN_OPTS=0: bf16 without oneDNN "
+            "auto: mixed_bfloat16 is eligible but oneDNN is off: bf16 without oneDNN "
             "ran 40× slower (on a 2-vCPU EPYC VM, TF 2.21)"
         )
     return (

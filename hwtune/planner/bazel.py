@@ -104,14 +104,7 @@ def cuda_capabilities(gpus: tuple[Gpu, ...], tf: TfVersionEntry) -> tuple[str | 
                 "so it is left out of the build"
             )
         elif cc > highest:
-            notes.append(
-                f"GPU {gpu.index}: CUDA {tf.cuda_version} cannot compile SASS for "
-                f"sm_{_code(cc)}; compute_{_code(highest)} PTX is JIT-compiled on it by the "
-                f"driver. sm_{_code(cc)} SASS needs a newer HERMETIC_CUDA_VERSION (12.8+ for "
-                "sm_100/sm_120, CUDA 12.8 release notes) and a CUDA compiler that knows it: "
-                "clang 18, TF's official one, does not — --config=cuda_nvcc "
-                "(tensorflow/tensorflow PR #123945)"
-            )
+            notes.append(_newer_than_cuda_note(gpu.index, cc, highest, tf))
             ccs.add(highest)
         else:
             ccs.add(cc)
@@ -120,6 +113,28 @@ def cuda_capabilities(gpus: tuple[Gpu, ...], tf: TfVersionEntry) -> tuple[str | 
     ordered = sorted(ccs)
     codes = [f"sm_{_code(cc)}" for cc in ordered[:-1]] + [f"compute_{_code(ordered[-1])}"]
     return ",".join(codes), notes
+
+
+def _newer_than_cuda_note(
+    index: int, cc: tuple[int, ...], highest: tuple[int, ...], tf: TfVersionEntry
+) -> str:
+    """Why a GPU newer than the version's CUDA gets PTX, and what SASS would take, in this
+    version's own terms: its CUDA setting (hermetic or ./configure's), its clang, and
+    --config=cuda_nvcc only where its .bazelrc has it."""
+    hermetic = tf.cuda_scheme == "hermetic"
+    cuda_setting = "HERMETIC_CUDA_VERSION" if hermetic else "TF_CUDA_VERSION (./configure)"
+    nvcc = (
+        " — --config=cuda_nvcc (tensorflow/tensorflow PR #123945)"
+        if "cuda_nvcc" in tf.configs
+        else f"; TF {tf.key}'s .bazelrc has no nvcc config for it"
+    )
+    return (
+        f"GPU {index}: CUDA {tf.cuda_version} cannot compile SASS for sm_{_code(cc)}; "
+        f"compute_{_code(highest)} PTX is JIT-compiled on it by the driver. sm_{_code(cc)} "
+        f"SASS needs a newer {cuda_setting} (the first CUDA whose release notes add "
+        f"sm_{_code(cc)}) and a CUDA compiler that knows it: clang {tf.clang}, TF {tf.key}'s "
+        f"official one, does not{nvcc}"
+    )
 
 
 def _code(cc: tuple[int, ...]) -> str:
@@ -216,11 +231,12 @@ def plan_bazel(
             env["CC_OPT_FLAGS"] = f"{flags} -Wno-sign-compare"
         else:
             reasons.append(
-                "--host_copt: left out, planned for a captured machine (--root), not for the "
-                f"build host: tools built with {target.flag} (protoc, code generators) run on "
-                "the build host and die with SIGILL where it lacks that ISA (Bazel user manual: "
-                "--host_copt applies to the exec configuration); CC_OPT_FLAGS keeps only "
-                "-Wno-sign-compare, since ./configure copies it into --host_copt too"
+                "--host_copt: left out, planned for a captured machine (--root or --hardware), "
+                f"not for the build host: tools built with {target.flag} (protoc, code "
+                "generators) run on the build host and die with SIGILL where it lacks that "
+                "ISA (Bazel user manual: --host_copt applies to the exec configuration); "
+                "CC_OPT_FLAGS keeps only -Wno-sign-compare, since ./configure copies it into "
+                "--host_copt too"
             )
             env["CC_OPT_FLAGS"] = "-Wno-sign-compare"
     else:
@@ -280,7 +296,7 @@ def plan_bazel(
 def _resources(hw: Hardware, add: Callable[[str, str], None]) -> None:
     """Bazel sizes its local job pool from the host, not the cgroup: give it the real budget."""
     online = len(hw.cpu.online_cpus) or hw.cpu.logical_cpus or 0
-    if online and hw.limits.effective_cpus < online:
+    if online and hw.limits.known and hw.limits.effective_cpus < online:
         add(
             f"--local_cpu_resources={hw.limits.effective_cpus}",
             f"{hw.limits.effective_cpus} effective CPUs of {online} online; "

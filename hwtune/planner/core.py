@@ -29,7 +29,12 @@ from hwtune.planner import accel, cuda_compat, data, gpu_memory, knobs, multigpu
 from hwtune.planner.bazel import plan_bazel, resolve_tf_version
 from hwtune.planner.instances import Slice, pinning, split
 from hwtune.planner.int8 import plan_int8
-from hwtune.planner.knowledge import Knowledge, default_knowledge
+from hwtune.planner.knowledge import (
+    Knowledge,
+    TfVersionEntry,
+    default_knowledge,
+    version_tuple,
+)
 
 INTENT_FIELDS = ("mode", "instances", "instance", "precision", "tf_version", "model")
 # measured keys that name the same decision
@@ -163,7 +168,9 @@ def plan(
     hw = hardware
 
     planned_tf, _ = resolve_tf_version(hw, resolved, knowledge)
-    tf_gpus, no_gpu_reason = accel.gpus_tensorflow_can_use(hw, planned_tf)
+    tf_gpus, no_gpu_reason = accel.gpus_tensorflow_can_use(
+        hw, planned_tf or _newer_than_known(hw, knowledge)
+    )
     slices = split(hw, resolved.instances, tf_gpus)
     mine = slices[resolved.instance]
     on_gpu = bool(mine.gpus)
@@ -193,7 +200,10 @@ def plan(
     # The thread counts live in `threads` only; rendering derives their variables.
     env: dict[str, Setting] = {"TF_ENABLE_ONEDNN_OPTS": onednn}
     left_out: list[LeftOut] = []
-    openmp, omitted, openmp_build = knobs.openmp_env(hw, resolved)
+    pinning = _pinning(hw, slices, layers)
+    openmp, omitted, openmp_build = knobs.openmp_env(
+        hw, resolved, unpinned_instances=pinning is not None and not pinning.value
+    )
     env.update(openmp)
     left_out.extend(omitted)
 
@@ -202,7 +212,7 @@ def plan(
         on_gpu,
         resolved.model,
         intra=int(intra.value or 0),
-        onednn=onednn.value == "1",
+        onednn=knobs.onednn_on(onednn),
         avx512="avx512f" in hw.cpu.flags,
     )
     jit = layers.pick("jit.level", jit_rule, overrides.jit, "jit")
@@ -250,7 +260,7 @@ def plan(
         tf_data=_tf_data(data.tf_data(hw, resolved, mine), layers),
         instance=mine.to_model(),
         instances=tuple(s.to_model() for s in slices),
-        pinning=_pinning(hw, slices, layers),
+        pinning=pinning,
         distribution=multigpu.distribution(mine),
         bazel=bazel,
         allow_soft_placement=Setting(
@@ -264,8 +274,24 @@ def plan(
         int8=plan_int8(hw, mine.gpus, onednn, knowledge),
         left_out=tuple(left_out),
         fingerprint=plan_fingerprint,
-        warnings=tuple(cuda_compat.compat_warnings(hw, hw.gpus, planned_tf, knowledge)),
+        warnings=(
+            *cuda_compat.compat_warnings(hw, hw.gpus, planned_tf, knowledge),
+            *accel.idle_mig_warnings(hw, tf_gpus),
+        ),
     )
+
+
+def _newer_than_known(hw: Hardware, knowledge: Knowledge) -> TfVersionEntry | None:
+    """For an installed TensorFlow newer than the knowledge: the newest entry known, whose
+    minimum compute capability still holds (TensorFlow has only ever raised it)."""
+    newest = knowledge.newest_tf
+    if (
+        hw.tensorflow is None
+        or version_tuple(hw.tensorflow.version)[:2] <= version_tuple(newest.key)[:2]
+    ):
+        return None
+    # named so that a reason built from it reads true ("TensorFlow 2.22 (as 2.21) needs ...")
+    return dataclasses.replace(newest, key=f"{hw.tensorflow.version} (as {newest.key})")
 
 
 def _precision(
@@ -276,7 +302,7 @@ def _precision(
     onednn: Setting,
     layers: _Layers,
 ) -> Precision:
-    enabled, why = accel.enabled_precision(intent, eligible, on_gpu, onednn.value == "1")
+    enabled, why = accel.enabled_precision(intent, eligible, on_gpu, knobs.onednn_on(onednn))
     found = layers.measured.get("precision.enabled")
     if found is not None and intent.precision != "off":
         value = None if found.value in (None, "", "float32") else str(found.value)

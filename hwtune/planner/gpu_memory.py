@@ -2,7 +2,8 @@
 
 TensorFlow reserves nearly all of a GPU's memory when it starts (gpu_device.cc: available
 memory less `MinSystemMemory`), which is right for a process that owns the device and fatal for
-the second of two processes sharing one. So instances that share a GPU or a MIG slice get
+the second of two processes sharing one. So instances that share a GPU, a MIG slice or the
+memory of one MIG GPU instance (its compute instances share it: planner/gpu_units.py) get
 TF_FORCE_GPU_ALLOW_GROWTH=true and a limit of their share of the device, less the memory
 TensorFlow keeps free per process for the CUDA context and libraries; the limit is applied by
 `hwtune.configure()` (tf.config.set_logical_device_configuration) and by tf_config.pbtxt
@@ -69,9 +70,9 @@ def plan_memory(
     env = {
         "TF_FORCE_GPU_ALLOW_GROWTH": Setting(
             "true",
-            f"{n} instances share {what}: each grows its memory as it needs it instead of "
-            "reserving most of the device at start (TensorFlow GPU guide, 'Limiting GPU memory "
-            "growth': TF_FORCE_GPU_ALLOW_GROWTH=true)",
+            f"{n} instances share the memory of {what}: each grows its memory as it needs it "
+            "instead of reserving most of the device at start (TensorFlow GPU guide, 'Limiting "
+            "GPU memory growth': TF_FORCE_GPU_ALLOW_GROWTH=true)",
         )
     }
     left: list[LeftOut] = []
@@ -87,20 +88,21 @@ def _limit(mine: Slice, memory: int | None, shown: str, n: int, what: str) -> Se
     if memory is None:
         return Setting(
             None,
-            f"{n} instances share {what} but its memory is unknown ({shown}): no limit, growth "
-            "only — a capture with nvidia-smi -q -x gives it",
+            f"{n} instances share the memory of {what}, but it is unknown ({shown}): no limit, "
+            "growth only — a capture with nvidia-smi -q -x gives it",
         )
-    majors = [version_tuple(u.gpu.compute_capability or "")[:1] for u in mine.units]
-    cc_major = min((m[0] for m in majors if m), default=None)
+    majors = [m[0] for u in mine.units if (m := version_tuple(u.gpu.compute_capability or ""))]
+    # one unknown capability takes the largest reserve (min_system_memory(…, None))
+    cc_major = min(majors) if len(majors) == len(mine.units) else None
     share = memory // n
-    reserve = min_system_memory(share, cc_major if len(majors) == len(mine.units) else None)
+    reserve = min_system_memory(share, cc_major)
     limit = max(share - reserve, 0) // MIB
     return Setting(
         limit,
-        f"{n} instances share {what} ({shown}): each may use {limit} MiB, its 1/{n} share less "
-        f"the {reserve // MIB} MiB TensorFlow keeps free per process (MinSystemMemory, "
-        "tensorflow/core/common_runtime/gpu/gpu_device.cc); applied by hwtune.configure() "
-        "(tf.config.set_logical_device_configuration) and tf_config.pbtxt "
+        f"{n} instances share the memory of {what} ({shown}): each may use {limit} MiB, its "
+        f"1/{n} share less the {reserve // MIB} MiB TensorFlow keeps free per process "
+        "(MinSystemMemory, tensorflow/core/common_runtime/gpu/gpu_device.cc); applied by "
+        "hwtune.configure() (tf.config.set_logical_device_configuration) and tf_config.pbtxt "
         "(per_process_gpu_memory_fraction)",
     )
 
@@ -128,10 +130,10 @@ def _async_allocator(
         )
     return Setting(
         "cuda_malloc_async",
-        f"{n} instances share {what}: cudaMallocAsync allocates from the driver's memory pool "
-        "and returns what an instance frees beyond its limit (the pool's release threshold) "
-        "to the others, where the BFC allocator keeps all it ever grew to; the limit is then "
-        "a release threshold, not a hard cap "
+        f"{n} instances share the memory of {what}: cudaMallocAsync allocates from the "
+        "driver's memory pool and returns what an instance frees beyond its limit (the pool's "
+        "release threshold) to the others, where the BFC allocator keeps all it ever grew "
+        "to; the limit is then a release threshold, not a hard cap "
         "(xla/stream_executor/gpu/gpu_cudamallocasync_allocator.cc) — unset it for BFC's "
         f"hard cap. Supported: driver CUDA {hw.cuda_driver_version} and TensorFlow CUDA "
         f"{tf_cuda or 'unknown'} ≥ 11.2, compute capability ≥ 6.0",

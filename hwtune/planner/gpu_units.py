@@ -3,10 +3,15 @@
 A GPU in MIG mode is a set of slices, and a CUDA process enumerates a single MIG device
 (NVIDIA MIG User Guide, "CUDA Device Enumeration": "a single CUDA process can only enumerate a
 single MIG device"), named in CUDA_VISIBLE_DEVICES by its UUID: `MIG-<UUID>` from driver R470
-on, `MIG-GPU-<GPU UUID>/<GPU instance>/<compute instance>` on R450/R460. So with any GPU in MIG
+on, `MIG-GPU-<GPU UUID>/<GPU instance>/<compute instance>` before R470. So with any GPU in MIG
 mode every instance gets exactly one unit, never a MirroredStrategy across slices; and where a
 slice's UUID cannot be known, instances are not split over slices at all (they would all land
 on the first one CUDA enumerates).
+
+A MIG device is a compute instance inside a GPU instance, and the compute instances of one GPU
+instance share its memory (MIG User Guide, "Terminology", Compute Instance: "The CIs share
+memory and engines"). Instances on different compute instances of one GPU
+instance therefore share memory as instances on one device do (`GpuUnit.memory_key`).
 """
 
 from __future__ import annotations
@@ -18,11 +23,15 @@ from hwtune.errors import PlanError
 from hwtune.models.hardware import Gpu, MigDevice
 from hwtune.planner.knowledge import version_tuple
 
-# Driver branches that name MIG devices MIG-GPU-<uuid>/<gi>/<ci> (MIG User Guide).
-_OLD_MIG_NAMING = (450, 460)
+# Drivers before R470 (R450 to R465) name MIG devices MIG-GPU-<uuid>/<gi>/<ci> (MIG User Guide,
+# "MIG Device Names": "With drivers < R470 (for example, R450 and R460)").
+_OLD_MIG_NAMING = range(450, 470)
 # "1g.20gb", "3g.40gb", "1c.3g.20gb": the memory in GB ends the profile name (MIG User Guide,
-# "MIG Device Names": "its total memory in GB").
-_PROFILE_GB_RE = re.compile(r"\.(\d{1,4})gb$", re.ASCII)
+# "MIG Device Names": "its total memory in GB"), before an optional media or graphics extension
+# ("1g.10gb+me" on A100/H100, "+gfx" and "-me" on Blackwell; nvidia-smi mig -lgip).
+_PROFILE_GB_RE = re.compile(r"\.(\d{1,4})gb(?:[+-][a-z]+(?:\.[a-z]+)?)?$", re.ASCII)
+# "2c.7g.40gb": compute instance 2 of a 7g.40gb GPU instance, smaller than its GPU instance.
+_CI_PROFILE_RE = re.compile(r"^\d+c\.(.+)$", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +47,22 @@ class GpuUnit:
     @property
     def key(self) -> tuple[int, int]:
         return (self.gpu.index, -1 if self.mig is None else self.mig.index)
+
+    @property
+    def memory_key(self) -> tuple[int, str, str]:
+        """The memory this unit draws on: a whole GPU's, or its GPU instance's (shared by the
+        GPU instance's compute instances). Without GPU instance ids (`nvidia-smi -L` prints
+        none), compute instances with the same GPU-instance profile ("1c.3g.40gb" and
+        "2c.3g.40gb") are taken to share one: two GPU instances of that profile would each
+        get a smaller limit than they could use, never a larger one."""
+        if self.mig is None:
+            return (self.gpu.index, "gpu", "")
+        if self.mig.gpu_instance_id is not None:
+            return (self.gpu.index, "gi", str(self.mig.gpu_instance_id))
+        compute_instance = _CI_PROFILE_RE.match(self.mig.profile or "")
+        if compute_instance:
+            return (self.gpu.index, "gi-profile", compute_instance.group(1))
+        return (self.gpu.index, "mig", str(self.mig.index))
 
     def describe(self) -> str:
         if self.mig is None:
@@ -71,6 +96,17 @@ def _mig_memory(mig: MigDevice) -> tuple[int | None, str]:
     return None, "MIG device memory unknown"
 
 
+def mig_without_devices(gpu: Gpu) -> str | None:
+    """Why CUDA cannot run on `gpu`, when it is in MIG mode with no MIG device yet (the state
+    right after `nvidia-smi -mig 1`, MIG User Guide, "Getting Started"); else None."""
+    if not gpu.mig_enabled or gpu.mig_devices:
+        return None
+    return (
+        f"GPU {gpu.index} is in MIG mode without MIG devices: CUDA cannot run on it until GPU "
+        "and compute instances are created (nvidia-smi mig -cgi ... -C)"
+    )
+
+
 def units(gpus: tuple[Gpu, ...], driver: str | None) -> tuple[list[GpuUnit], list[str]]:
     """The units of `gpus` in the given order, and notes on GPUs that offer none."""
     found: list[GpuUnit] = []
@@ -81,11 +117,9 @@ def units(gpus: tuple[Gpu, ...], driver: str | None) -> tuple[list[GpuUnit], lis
             basis = "the GPU's memory" if memory else "GPU memory unknown"
             found.append(GpuUnit(gpu, None, str(gpu.index), memory, basis))
             continue
-        if not gpu.mig_devices:
-            notes.append(
-                f"GPU {gpu.index} is in MIG mode without MIG devices: CUDA cannot run on it "
-                "until GPU and compute instances are created (nvidia-smi mig -cgi ... -C)"
-            )
+        idle = mig_without_devices(gpu)
+        if idle:
+            notes.append(idle)
             continue
         for mig in gpu.mig_devices:
             memory, basis = _mig_memory(mig)
@@ -94,7 +128,8 @@ def units(gpus: tuple[Gpu, ...], driver: str | None) -> tuple[list[GpuUnit], lis
 
 
 def deal(found: list[GpuUnit], instances: int) -> tuple[list[tuple[GpuUnit, ...]], list[int]]:
-    """Each instance's units and how many instances share them.
+    """Each instance's units and how many instances share their memory (the same GPU, or
+    compute instances of the same GPU instance).
 
     Whole GPUs are dealt in contiguous runs (fewer GPUs than instances: instances share them,
     i -> GPU i*G//N). With MIG, every instance gets one unit: instance i takes unit i, or unit
@@ -116,11 +151,11 @@ def deal(found: list[GpuUnit], instances: int) -> tuple[list[tuple[GpuUnit, ...]
             size = count // instances + (1 if i < count % instances else 0)
             shares.append(tuple(found[start : start + size]))
             start += size
-    users: dict[tuple[int, int], int] = {}
+    users: dict[tuple[int, str, str], int] = {}
     for share in shares:
-        for unit in share:
-            users[unit.key] = users.get(unit.key, 0) + 1
-    sharers = [max((users[unit.key] for unit in share), default=0) for share in shares]
+        for memory_key in {unit.memory_key for unit in share}:
+            users[memory_key] = users.get(memory_key, 0) + 1
+    sharers = [max((users[unit.memory_key] for unit in share), default=0) for share in shares]
     return shares, sharers
 
 

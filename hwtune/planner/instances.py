@@ -199,7 +199,8 @@ def _budget(
     hw: Hardware, cores: tuple[Core, ...], usable_count: int, instances: int
 ) -> tuple[int, str]:
     logical = sum(len(core.cpus) for core in cores)
-    effective = max(1, min(hw.limits.effective_cpus or usable_count, usable_count))
+    measured = hw.limits.effective_cpus if hw.limits.known else usable_count
+    effective = max(1, min(measured or usable_count, usable_count))
     if effective >= usable_count:
         return logical, f"{logical} usable CPUs"
     # A quota is shared by every process of the cgroup: each slice gets its proportion.

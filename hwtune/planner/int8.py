@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Int8, Int8Route, Setting
+from hwtune.planner.knobs import onednn_on
 from hwtune.planner.knowledge import Int8Feature, Knowledge, version_tuple
 from hwtune.planner.knowledge import Int8Route as RouteEntry
 
@@ -81,7 +82,7 @@ def _cpu_route(
     shown = [flag for flag in feature.flags_any if flag in hw.cpu.flags]
     note = f"CPU shows {', '.join(shown)}"
     usable = True
-    if route.needs_onednn and onednn.value != "1":
+    if route.needs_onednn and not onednn_on(onednn):
         usable = False
         note += (
             f"; this plan sets TF_ENABLE_ONEDNN_OPTS={onednn.value} ({onednn.reason}): "

@@ -31,6 +31,12 @@ KMP_VALUES: dict[str, dict[str, str]] = {
 }
 
 
+def onednn_on(setting: Setting) -> bool:
+    """Whether TensorFlow reads this TF_ENABLE_ONEDNN_OPTS value as on: it lowercases it and
+    takes "1" or "true" (ReadBoolFromEnvVar, tensorflow/core/util/env_var.cc)."""
+    return str(setting.value).strip().lower() in ("1", "true")
+
+
 def onednn(hw: Hardware, intra: int, bf16_on_cpu: bool, bf16_enabled: bool) -> Setting:
     """TF_ENABLE_ONEDNN_OPTS, planned together with CPU bf16: `bf16_on_cpu` says the CPU runs
     bf16 (eligible), `bf16_enabled` whether the intent turns it on (--precision auto)."""
@@ -77,9 +83,11 @@ def onednn(hw: Hardware, intra: int, bf16_on_cpu: bool, bf16_enabled: bool) -> S
     if intra <= 1:
         return Setting(
             "0",
-            "a single intra-op thread: oneDNN ON with intra=inter=1 took 31.1 s vs 16.9 s OFF "
-            "on Sapphire Rapids, and was faster only with more threads "
-            "(tensorflow/tensorflow#56350)",
+            f"a single intra-op thread on {hw.cpu.arch}, where oneDNN's one-thread cost has not "
+            "been measured: off, as the one public report found it slower with one thread "
+            "(an x86 Sapphire Rapids, not this CPU: 31.1 s ON vs 16.9 s OFF with "
+            "intra=inter=1, tensorflow/tensorflow#56350); `hwtune tune` measures it on this "
+            "machine",
         )
     if hw.cpu.arch == "aarch64":
         return Setting(
@@ -96,10 +104,16 @@ def onednn(hw: Hardware, intra: int, bf16_on_cpu: bool, bf16_enabled: bool) -> S
 
 
 def openmp_env(
-    hw: Hardware, intent: Intent
+    hw: Hardware, intent: Intent, *, unpinned_instances: bool = False
 ) -> tuple[dict[str, Setting], list[LeftOut], str | None]:
     """OMP_*/KMP_* where the installed TensorFlow links an OpenMP runtime, else left_out; and
-    that build, whose OMP_NUM_THREADS follows intra-op (`Threads.openmp`, rendered with it)."""
+    that build, whose OMP_NUM_THREADS follows intra-op (`Threads.openmp`, rendered with it).
+
+    With several instances left unpinned (planner/instances.py `pinning`), binding is turned
+    off: each copy starts with the whole CPU mask, and a compact or close binding places
+    every copy's threads from the mask's first CPU on, so all copies would share those cores
+    (Intel "Thread Affinity Interface": compact binds thread n+1 next to thread n; OpenMP 4.0:
+    places are counted from the first)."""
     tf = hw.tensorflow
     if tf is None or tf.threading_runtime != "openmp":
         basis = ""
@@ -114,6 +128,16 @@ def openmp_env(
     library = tf.openmp_library or "an OpenMP runtime"
     build = f"{tf.distribution} {tf.version} links {library}"
     env: dict[str, Setting] = {}
+    stacked = (
+        "the instances are left unpinned, so each starts with every CPU and a binding would "
+        "place all copies' threads on the same first cores"
+    )
+    if "gomp" in library and unpinned_instances:
+        env["OMP_PROC_BIND"] = Setting("false", f"{build}: {stacked} (OpenMP 4.0 spec)")
+        why = f"left out: {build}, and GNU OpenMP ignores KMP_* (it reads OMP_*/GOMP_*)"
+        left = [LeftOut(name, why) for name in OPENMP_KNOBS if name.startswith("KMP_")]
+        left.append(LeftOut("OMP_PLACES", f"left out: {build}: threads are not bound"))
+        return env, left, build
     if "gomp" in library:
         # GNU OpenMP ignores KMP_*; its equivalents are the standard OMP_PROC_BIND/OMP_PLACES.
         env["OMP_PROC_BIND"] = Setting(
@@ -130,10 +154,14 @@ def openmp_env(
         left = [LeftOut(name, why) for name in OPENMP_KNOBS if name.startswith("KMP_")]
         return env, left, build
     values = KMP_VALUES[intent.mode]
-    env["KMP_AFFINITY"] = Setting(
-        values["KMP_AFFINITY"],
-        f"{build}: pin one thread per physical core before any SMT sibling (Intel Model Zoo "
-        "BKMs; ITEX and PyTorch launchers use the same value)",
+    env["KMP_AFFINITY"] = (
+        Setting("disabled", f"{build}: {stacked} (Intel OpenMP: KMP_AFFINITY=disabled)")
+        if unpinned_instances
+        else Setting(
+            values["KMP_AFFINITY"],
+            f"{build}: pin one thread per physical core before any SMT sibling (Intel Model "
+            "Zoo BKMs; ITEX and PyTorch launchers use the same value)",
+        )
     )
     env["KMP_BLOCKTIME"] = Setting(
         values["KMP_BLOCKTIME"],

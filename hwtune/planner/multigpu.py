@@ -116,10 +116,10 @@ def gpu_env(
         if mine.mig:
             reason += (
                 "; a MIG device is named by its UUID (NVIDIA MIG User Guide: MIG-<UUID> from "
-                "driver R470, MIG-GPU-<UUID>/<GI>/<CI> on R450/R460)"
+                "driver R470, MIG-GPU-<UUID>/<GI>/<CI> before it)"
             )
         if mine.sharers > 1:
-            reason += f", shared by {mine.sharers} instances"
+            reason += f", its memory shared by {mine.sharers} instances"
         env["CUDA_VISIBLE_DEVICES"] = Setting(shown, reason)
     elif mine.mig:
         left.append(
