@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
-from hwtune.errors import HwtuneError
+from hwtune.errors import CommandNotStarted, HwtuneError
 from hwtune.status import ExitStatus
 
 # name -> (module, one-line help). The order is the order of `hwtune --help`.
@@ -119,6 +119,8 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
         print(f"hwtune {args._command}: error: {err.message}", file=env.stderr)
         if err.hint:
             print(f"hint: {err.hint}", file=env.stderr)
+        if isinstance(err, CommandNotStarted):
+            return ExitStatus.NOT_FOUND if err.not_found else ExitStatus.CANNOT_EXECUTE
         return ExitStatus.ERROR
     except KeyboardInterrupt:
         if args.debug:

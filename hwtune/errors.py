@@ -57,3 +57,15 @@ class LockTimeout(ApplyError):
 
 class TuneError(HwtuneError, RuntimeError):
     code = "tune-failed"
+
+
+class CommandNotStarted(HwtuneError, OSError):
+    """`hwtune exec` could not start its command: not found (exit 127), or found but not
+    executable (126), as POSIX has `env`, `nice` and `nohup` report it ("Exit Status for
+    Commands"), so a wrapper can tell a job that never ran from one that failed."""
+
+    code = "cannot-execute"
+
+    def __init__(self, message: str, *, not_found: bool, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.not_found = not_found

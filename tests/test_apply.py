@@ -113,6 +113,24 @@ def test_journal_keeps_the_newest_entries(tmp_path: Path) -> None:
     assert len(journal.entry_ids(tmp_path)) == journal.KEEP
 
 
+def test_the_journal_order_survives_a_clock_stepped_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NTP or a restored VM can set the clock back: the newest apply must stay the one that
+    `revert` undoes, and must not be the one `prune` deletes."""
+    for i in range(journal.KEEP):
+        apply_all(tmp_path, make_profile({"N": str(i)}), HW)
+    apply_all(tmp_path, B, HW)
+    monkeypatch.setattr(journal.time, "time_ns", lambda: 10**9)  # back to 1970
+    newest = apply_all(tmp_path, A, HW).journal_id
+    assert newest in journal.entry_ids(tmp_path)
+    latest = journal.latest(tmp_path)
+    assert latest is not None and latest.id == newest
+    entry_id, _, _ = revert(tmp_path)
+    assert entry_id == newest
+    assert snapshot(tmp_path)["hwtune.env"][0] == expected(B)["hwtune.env"]
+
+
 def test_stale_temporaries_are_cleaned_by_the_next_apply(tmp_path: Path) -> None:
     stale = tmp_path / f".hwtune.env{TMP_MARK}999-1"
     stale.write_text("half a file")

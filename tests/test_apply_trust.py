@@ -125,6 +125,22 @@ def test_a_root_link_to_another_users_directory_is_refused(tmp_path: Path) -> No
 
 
 @needs_root
+def test_dotdot_after_a_link_is_checked_where_the_kernel_takes_it(tmp_path: Path) -> None:
+    """`--output via/../out` with via -> theirs/sub: the kernel writes in theirs/out; read as
+    text (normpath), the path would be tmp_path/out, a root-owned place that passes."""
+    theirs = tmp_path / "theirs"
+    (theirs / "sub").mkdir(parents=True)
+    (theirs / "out").mkdir()
+    for path in (theirs, theirs / "sub", theirs / "out"):
+        os.chown(path, NOBODY, NOBODY)
+    (tmp_path / "via").symlink_to(theirs / "sub")
+    with pytest.raises(ApplyError, match=r"theirs: it is owned by"):
+        apply_all(tmp_path / "via" / ".." / "out", A, HW)
+    assert list((theirs / "out").iterdir()) == []
+    assert not (tmp_path / "out").exists()
+
+
+@needs_root
 def test_a_root_owned_path_through_links_and_sticky_dirs_is_accepted(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()

@@ -353,3 +353,39 @@ def test_a_config_caught_mid_write_is_never_applied(daemon: DaemonProcess, pause
     if pause > 3.0:  # waited past daemon.stable.WAIT_S: reported, kept, then recovered
         assert "still being written" in daemon.log(), daemon.log()
     assert daemon.stop() == 0
+
+
+def test_an_nfd_write_failure_is_logged_once_and_retried_alone(
+    tmp_path: Path, host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """features.d read-only (a unit given --nfd without ReadWritePaths=): one "degraded" line,
+    no "recovered" one per interval, and no full re-plan just to retry the NFD file."""
+    import io
+
+    from hwtune.apply import nfd
+    from hwtune.daemon.loop import Daemon, DaemonOptions
+    from hwtune.daemon.sdnotify import Notifier
+    from hwtune.errors import ApplyError
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise ApplyError("read-only file system")
+
+    monkeypatch.setattr(nfd, "write_feature_file", refuse)
+    log = io.StringIO()
+    options = DaemonOptions(host.root, tmp_path / "out", 0.2, nfd_dir=tmp_path / "nfd")
+    daemon = Daemon(options, {"HOME": str(tmp_path)}, log, notifier=Notifier(None))
+    daemon._inputs()
+    assert daemon.cycle(["start"])
+    daemon.poll()  # the watcher's first look may count as a change
+    cycles = daemon.cycles
+    for _ in range(3):
+        daemon.poll()
+    text = log.getvalue()
+    assert text.count("degraded") == 1 and "recovered" not in text, text
+    assert daemon.cycles == cycles and daemon.error is None
+    assert "read-only file system" in daemon.status
+    monkeypatch.undo()
+    (tmp_path / "nfd").mkdir()
+    daemon.poll()
+    assert daemon.nfd_error is None and (tmp_path / "nfd" / "hwtune").is_file()
+    assert "nfd: recovered" in log.getvalue()

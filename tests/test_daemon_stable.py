@@ -55,3 +55,16 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     os.mkfifo(path)
     with pytest.raises(HwtuneError, match="not a regular file"):
         stable.read_stable([path], wait=0.2)
+
+
+def test_without_a_lease_an_mtime_in_the_future_is_not_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clock stepped back (NTP, a restored VM) or a file unpacked from a host whose clock
+    was ahead: nobody is writing it, and waiting for the clock to catch up could take hours."""
+    monkeypatch.setattr(stable, "F_SETLEASE", 0x7FFF)  # no lease, as for a root-owned config
+    path = tmp_path / "config.toml"
+    path.write_text('mode = "latency"\n')
+    future = time.time() + 3600
+    os.utime(path, (future, future))
+    assert stable.read_stable([path], wait=1.0) == {path: b'mode = "latency"\n'}

@@ -347,8 +347,68 @@ def test_missing_command_is_a_clear_error(tmp_path: Path) -> None:
         env=_env(tmp_path),
         timeout=60,
     )
-    assert result.returncode == 1 and "cannot run '/nonexistent/cmd'" in result.stderr
+    # 127, as POSIX has env and nohup report a command not found: the job never ran
+    assert result.returncode == 127 and "cannot run '/nonexistent/cmd'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_command_that_cannot_be_executed_exits_126(tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text("echo hi\n")
+    script.chmod(0o644)
+    for extra in ([], ["--instances", "2"] if _cores() >= 2 else []):
+        result = subprocess.run(
+            [*HWTUNE, "exec", *extra, "--", str(script)],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            timeout=120,
+        )
+        assert result.returncode == 126, (extra, result.stderr)
+        assert "cannot run" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_one_instance_starts_with_sigpipe_at_its_default(tmp_path: Path) -> None:
+    """Python ignores SIGPIPE and SIGXFSZ; the command it execs must not inherit that, or
+    `hwtune exec -- yes | head` would never see its reader go away as a signal."""
+    result = subprocess.run(
+        [*HWTUNE, "exec", "--no-pin", "--", "grep", "SigIgn", "/proc/self/status"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=120,
+    )
+    ignored = int(result.stdout.split()[1], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1))
+    assert not ignored & (1 << (signal.SIGXFSZ - 1))
+    piped = subprocess.run(
+        f"{' '.join(HWTUNE)} exec --no-pin -- yes | head -1; echo ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=120,
+    )
+    assert piped.stdout.split() == ["y", str(128 + signal.SIGPIPE)], piped.stderr
+
+
+def test_one_instance_on_cpus_the_kernel_refuses_is_a_clear_error() -> None:
+    """A plan made for another machine (--hardware, --root) can name CPUs this one lacks."""
+    code = (
+        "from hwtune.apply.launch import InstanceSpec, exec_replace\n"
+        "from hwtune.errors import HwtuneError\n"
+        "try:\n"
+        "    exec_replace(['true'], InstanceSpec(0, {}, cpus=(4095,)))\n"
+        "except HwtuneError as err:\n"
+        "    print(err.message)\n"
+        "    raise SystemExit(3)\n"
+    )
+    result = subprocess.run(
+        [PYTHON, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 3, result.stderr
+    assert result.stdout.startswith("cannot pin to CPUs 4095: ")
 
 
 @needs_two_cores

@@ -94,6 +94,20 @@ def test_labels_of_a_cpu_node() -> None:
     assert "gpu-count" not in found
 
 
+def test_unknown_tensorflow_facts_are_left_out() -> None:
+    """A tensorflow/ package without pip metadata: "unknown" is no value to select on."""
+    from dataclasses import replace
+
+    node = zen4_node()
+    assert node.tensorflow is not None
+    bare = replace(
+        node, tensorflow=replace(node.tensorflow, version="unknown", distribution="unknown")
+    )
+    found = nfd.labels(bare)
+    assert "tensorflow-version" not in found and "tensorflow-distribution" not in found
+    assert found["tensorflow-runtime"] == "eigen"
+
+
 def _gpu(
     index: int, peers: tuple[int, ...] = (), cc: str = "9.0", name: str = "NVIDIA H100 80GB HBM3"
 ) -> Gpu:

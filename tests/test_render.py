@@ -78,6 +78,8 @@ def test_hostile_values_round_trip_through_shell_sourcing(
 ) -> None:
     canary = tmp_path / "canary"
     values = hostile_values(canary)
+    if fmt == "systemd":  # refused there: older systemd drops it (test_render_systemd.py)
+        values.pop("HW_CR")
     path = tmp_path / "profile.env"
     path.write_text(render_env(make_profile(values), fmt))  # type: ignore[arg-type]
     script = f". {path}" if fmt == "sh" else f"set -a; . {path}; set +a"
@@ -154,6 +156,27 @@ def test_tf_config_lists_gpus_only_for_a_slice() -> None:
     assert 'visible_device_list: "1,2"' in render_tf_config(split)
     with pytest.raises(ApplyError, match=r"jit\.level"):
         render_tf_config(make_profile(jit="sometimes"))
+
+
+def test_a_user_cuda_visible_devices_cannot_add_config_lines() -> None:
+    """The user's value is quoted in a comment; a newline in it must not start a field."""
+    profile = make_profile(
+        {"CUDA_VISIBLE_DEVICES": "1\nintra_op_parallelism_threads: 64"},
+        instances=((0,), (1,)),
+        index=1,
+        gpus=((0,), (1,)),
+    )
+    text = render_tf_config(profile)
+    assert "intra_op_parallelism_threads: 64" not in text.splitlines()
+    (comment,) = [line for line in text.splitlines() if "CUDA_VISIBLE_DEVICES" in line]
+    assert comment.startswith("#") and "already restricts" in comment
+
+
+@pytest.mark.parametrize("text", ["a\\ \\", "a \\\\", "x\\\n\\"])
+def test_comments_never_end_in_a_backslash(text: str) -> None:
+    from hwtune.apply.render import _comment
+
+    assert not _comment(text).endswith("\\")
 
 
 class _FakeDocker:

@@ -15,10 +15,27 @@ from pathlib import Path
 import pytest
 
 from hwtune.apply.render import render_env
+from hwtune.errors import ApplyError
 from tests.apply_profiles import hostile_values, make_profile
 
 NEWLINE, WHITESPACE, COMMENTS = "\n\r", " \t\n\r", "#;"
 SHELL_NEED_ESCAPE = '"\\`$'
+
+
+def systemd_values(canary: Path) -> dict[str, str]:
+    """The hostile values hwtune.env can hold: a carriage return is refused
+    (test_systemd_format_refuses_what_older_systemd_drops)."""
+    return {k: v for k, v in hostile_values(canary).items() if k != "HW_CR"}
+
+
+def test_systemd_format_refuses_what_older_systemd_drops() -> None:
+    """systemd before v248 drops a variable whose value holds a control character other
+    than tab or newline (env_value_is_valid); newer ones keep it. Refused, not dropped."""
+    for bad in ("a\rb", "esc\x1b[0m", "del\x7f", "bell\x07"):
+        with pytest.raises(ApplyError, match="before v248"):
+            render_env(make_profile({"X": bad}), "systemd")
+    text = render_env(make_profile({"X": "tab\tand\nnewline"}), "systemd")
+    assert parse_env_file(text)["X"] == "tab\tand\nnewline"
 
 
 def parse_env_file(text: str) -> dict[str, str]:
@@ -152,7 +169,7 @@ def test_port_agrees_with_systemds_own_examples(text: str, expected: dict[str, s
 
 def test_hostile_values_round_trip_through_systemd_rules(tmp_path: Path) -> None:
     canary = tmp_path / "canary"
-    values = hostile_values(canary)
+    values = systemd_values(canary)
     text = render_env(make_profile(values), "systemd")
     parsed = parse_env_file(text)
     assert {k: parsed.get(k) for k in values} == values

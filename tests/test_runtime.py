@@ -352,9 +352,28 @@ def test_cache_files_are_tolerant(clean_env: dict[str, str], tmp_path: Path) -> 
     path = tmp_path / "c.json"
     path.write_text("{not json")
     assert load(str(path), {"x": 1}) is None
-    store(str(path), {"x": [1]}, {"env": []})
-    assert load(str(path), {"x": [1]}) == {"env": []}
+    good = {
+        "intent": {},
+        "env": [["A", "1", "why", "rule"]],
+        "threads": {},
+        "cpus": [],
+        "gpus": [],
+        "notes": [],
+        "tf_data": {},
+    }
+    store(str(path), {"x": [1]}, good)
+    assert load(str(path), {"x": [1]}) == good
     assert load(str(path), {"x": [2]}) is None
+    # Hand-edited with its fingerprint intact: a miss (planned afresh), never a traceback.
+    for broken in (
+        {**good, "env": [["A", "1"]]},
+        {**good, "env": "A=1"},
+        {**good, "env": [["A", 1, "why", "rule"]]},
+        {**good, "threads": None},
+        {key: value for key, value in good.items() if key != "notes"},
+    ):
+        store(str(path), {"x": [1]}, broken)
+        assert load(str(path), {"x": [1]}) is None, broken
     store("/proc/forbidden/c.json", {}, {})  # an unwritable cache only costs speed
 
 

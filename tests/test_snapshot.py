@@ -119,6 +119,26 @@ def test_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
     assert (tmp_path / "keep.txt").read_text() == "mine"
 
 
+def test_an_unusable_destination_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = run_cli(["snapshot", str(blocker / "snap"), "--no-gpu", "--no-tensorflow"])
+    assert result.exit_status == ExitStatus.ERROR, result.stderr
+    assert "Traceback" not in result.stderr and "snap" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the check of other users' directories is root's")
+def test_as_root_a_destination_another_user_controls_is_refused(tmp_path: Path) -> None:
+    """Another user's empty directory: they could plant `proc -> /etc/...` in it after the
+    emptiness check, and root would write through the link."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(HwtuneError, match="theirs"):
+        take_snapshot(theirs, gpus=False, tensorflow=False)
+    assert list(theirs.iterdir()) == []
+
+
 def test_cli_snapshot(tmp_path: Path) -> None:
     require_probes("cpu", "numa")
     result = run_cli(["snapshot", str(tmp_path / "snap"), "--no-gpu", "--no-tensorflow"])

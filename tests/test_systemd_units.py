@@ -118,3 +118,17 @@ def test_training_drop_in_reads_the_env_file_after_hwtune() -> None:
     from hwtune.apply.render import ENV_FILES
 
     assert ENV_FILES["hwtune.env"] == "systemd"  # the file it names is apply's systemd rendering
+
+
+@pytest.mark.parametrize("unit", ["hwtune.service", "hwtune-apply.service"])
+def test_the_nvidia_nodes_nvml_opens_are_read_write(unit: str) -> None:
+    """NVML opens /dev/nvidiactl and /dev/nvidia<N> O_RDWR (NVIDIA/k8s-device-plugin#222);
+    with only "r" the devices controller refuses the open and the daemon plans without GPUs."""
+    rules = dict(
+        line.split("=", 1)[1].split()
+        for line in (UNITS / unit).read_text().splitlines()
+        if line.startswith("DeviceAllow=")
+    )
+    for node in ("/dev/nvidiactl", "char-nvidia-frontend", "char-nvidia-uvm"):
+        assert set("rw") <= set(rules[node]), (unit, node, rules[node])
+    assert "w" not in rules["char-nvidia-caps"]

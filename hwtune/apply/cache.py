@@ -78,7 +78,32 @@ def check(path: str, current: dict[str, object]) -> tuple[dict[str, Any] | None,
     if data.get("fingerprint") != json.loads(json.dumps(current)):
         return None, None
     payload = data.get("payload")
-    return (payload if isinstance(payload, dict) else None), None
+    return (payload if _well_formed(payload) else None), None
+
+
+# The containers every reader of a payload unpacks (configure(), `hwtune env`).
+_SHAPES: dict[str, type] = {
+    "intent": dict,
+    "env": list,
+    "threads": dict,
+    "cpus": list,
+    "gpus": list,
+    "notes": list,
+    "tf_data": dict,
+}
+
+
+def _well_formed(payload: object) -> bool:
+    """A payload as `payload_from_planned` writes it: a hand-edited file whose fingerprint
+    still matches is a miss (planned afresh), never a traceback at every job start."""
+    if not isinstance(payload, dict):
+        return False
+    if not all(isinstance(payload.get(key), shape) for key, shape in _SHAPES.items()):
+        return False
+    return all(
+        isinstance(entry, list) and len(entry) == 4 and all(isinstance(x, str) for x in entry)
+        for entry in payload["env"]
+    )
 
 
 def store(path: str, current: dict[str, object], payload: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ from hwtune.errors import ApplyError
 from hwtune.fs.atomic import failure, fsync_dir, remove_durably, write_atomic
 from hwtune.fs.guard import read_regular
 from hwtune.fs.trust import make_dirs
+from hwtune.models.digits import is_ascii_digits
 
 JOURNAL_DIR = ".journal"
 MANIFEST = "manifest.json"
@@ -74,9 +75,17 @@ def _read_bytes(path: Path) -> bytes | None:
     return None if found is None else found[0]
 
 
-def _new_id() -> str:
-    # Sortable by time; the pid keeps two writers in the same nanosecond apart.
-    return f"{time.time_ns():020d}-{os.getpid()}"
+def _new_id(output_dir: Path) -> str:
+    """Sortable by time, and always after every entry already there: a clock stepped back
+    (NTP, a restored VM) must not sort a new entry first, where `prune` would delete it and
+    `revert` would undo an older apply. The pid keeps two writers apart."""
+    newest = 0
+    with contextlib.suppress(OSError):
+        for name in os.listdir(output_dir / JOURNAL_DIR):
+            stamp = name.partition("-")[0]
+            if len(stamp) == 20 and is_ascii_digits(stamp):
+                newest = max(newest, int(stamp))
+    return f"{max(time.time_ns(), newest + 1):020d}-{os.getpid()}"
 
 
 def _manifest_bytes(entry: JournalEntry) -> bytes:
@@ -99,7 +108,7 @@ def begin(output_dir: Path, new_files: dict[str, bytes | None]) -> JournalEntry:
     Nothing is replaced yet."""
     from hwtune import __version__
 
-    entry_id = _new_id()
+    entry_id = _new_id(output_dir)
     directory = output_dir / JOURNAL_DIR / entry_id
     files_dir = directory / "files"
     try:

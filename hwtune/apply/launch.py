@@ -26,6 +26,7 @@ instances too, as it would across `execve`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import selectors
 import signal
@@ -40,7 +41,8 @@ from hwtune.apply.mempolicy import MPOL_DEFAULT as MPOL_DEFAULT
 from hwtune.apply.mempolicy import MPOL_PREFERRED as MPOL_PREFERRED
 from hwtune.apply.mempolicy import get_mempolicy as get_mempolicy
 from hwtune.apply.mempolicy import set_mempolicy as set_mempolicy
-from hwtune.errors import HwtuneError
+from hwtune.errors import CommandNotStarted, HwtuneError
+from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import InstanceSlice, Profile
 from hwtune.planner.instances import Pinning
@@ -158,14 +160,39 @@ def _pin(
             report(f"hwtune exec: NUMA memory policy not set ({err.strerror}); CPUs are pinned\n")
 
 
+# Python ignores these at start-up and an ignored signal stays ignored across execve (POSIX
+# execve), so the command would not die of SIGPIPE under `| head`; subprocess.Popen's
+# restore_signals resets the same three for the instances.
+_PYTHON_IGNORES = tuple(
+    getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name)
+)
+
+
 def exec_replace(command: Sequence[str], spec: InstanceSpec, policy: NumaPolicy = "bind") -> None:
     """Pin this process and replace it with `command` (never returns on success)."""
     env = _checked_environment(spec.env)
-    _pin(spec.cpus, spec.numa_nodes, policy, lambda text: os.write(2, text.encode()))
+    try:
+        _pin(spec.cpus, spec.numa_nodes, policy, lambda text: os.write(2, text.encode()))
+    except OSError as err:  # CPUs this kernel or cpuset will not give (a plan for elsewhere)
+        raise HwtuneError(
+            f"cannot pin to CPUs {format_cpulist(spec.cpus)}: {err.strerror or err}",
+            hint="plan for this machine (no --hardware or --root), or run with --no-pin",
+        ) from err
+    saved = [(number, signal.signal(number, signal.SIG_DFL)) for number in _PYTHON_IGNORES]
     try:
         os.execvpe(command[0], list(command), env)
     except OSError as err:
-        raise HwtuneError(f"cannot run {command[0]!r}: {err.strerror}") from err
+        for number, handler in saved:
+            signal.signal(number, handler)
+        raise not_started(command[0], err) from err
+
+
+def not_started(program: str, err: OSError) -> CommandNotStarted:
+    """The error for a command execve refused: 127 when not found, else 126 (as shells)."""
+    return CommandNotStarted(
+        f"cannot run {program!r}: {err.strerror or err}",
+        not_found=err.errno in (errno.ENOENT, errno.ENOTDIR),
+    )
 
 
 def _checked_environment(env: Mapping[str, str]) -> dict[str, str]:
@@ -256,7 +283,7 @@ class Launcher:
                 preexec_fn=child_setup,
             )
         except OSError as err:
-            raise HwtuneError(f"cannot run {self.command[0]!r}: {err.strerror}") from err
+            raise not_started(self.command[0], err) from err
         except subprocess.SubprocessError as err:  # child_setup raised (e.g. an invalid CPU)
             raise HwtuneError(f"cannot start instance {spec.index}: {err}") from err
 

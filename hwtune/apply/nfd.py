@@ -203,8 +203,9 @@ def labels(hw: Hardware, profile: Profile | None = None) -> dict[str, str]:
         raw.update(_gpu_labels(hw))
     tf = hw.tensorflow
     if tf is not None:
-        raw["tensorflow-version"] = tf.version
-        raw["tensorflow-distribution"] = tf.distribution
+        # "unknown" (no pip metadata) is an absent fact, not a value to select on
+        named = {"tensorflow-version": tf.version, "tensorflow-distribution": tf.distribution}
+        raw.update({name: value for name, value in named.items() if value != "unknown"})
         raw["tensorflow-cuda"] = tf.cuda_build
         raw["tensorflow-runtime"] = tf.threading_runtime
         if tf.onednn_default is not None:

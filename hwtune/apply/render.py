@@ -11,7 +11,10 @@ Formats of the environment:
 - "systemd": `K="v"` for `EnvironmentFile=`. systemd's parser (src/basic/env-file.c,
   `parse_env_file_internal`) removes a backslash only before one of `"\\`$` inside double
   quotes (SHELL_NEED_ESCAPE) and keeps other characters, newlines included. The same text is
-  also valid POSIX sh with the same meaning (XCU 2.2.3), which the tests check.
+  also valid POSIX sh with the same meaning (XCU 2.2.3), which the tests check. A value with
+  a control character other than tab and newline is refused: systemd before v248 drops such
+  an assignment from the environment with only a log line (src/basic/env-util.c,
+  `env_value_is_valid`: `string_has_cc(e, "\t\n")`; relaxed by systemd PR #18129).
 - "dotenv": `K=v` for `docker run --env-file`. docker's reader (docker/cli pkg/kvfile) has no
   quoting: one line per variable, the value taken verbatim, except that newer versions strip
   one pair of matching surrounding quotes. So a value with a newline, carriage return or NUL,
@@ -185,6 +188,23 @@ def quote_systemd(value: str) -> str:
     return '"' + _SYSTEMD_ESCAPED.sub(r"\\\1", value) + '"'
 
 
+# C0 controls but tab and newline, and DEL: what string_has_cc(e, "\t\n") refuses.
+_SYSTEMD_DROPPED = re.compile(r"[\x01-\x08\x0b-\x1f\x7f]")
+
+
+def systemd_line(name: str, value: str) -> str:
+    """One EnvironmentFile= assignment, or ApplyError for a value older systemd drops."""
+    bad = _SYSTEMD_DROPPED.search(value)
+    if bad:
+        raise ApplyError(
+            f"the value of {name} contains the control character {bad.group()!r}, and systemd "
+            "before v248 silently drops such a variable from EnvironmentFile= "
+            "(env_value_is_valid)",
+            hint="remove the character, or set the variable in the unit with Environment=",
+        )
+    return f"{name}={quote_systemd(value)}"
+
+
 def dotenv_line(name: str, value: str) -> str:
     """One docker --env-file line, or ApplyError when the format cannot hold the value."""
     for char, what in (("\n", "a newline"), ("\r", "a carriage return")):
@@ -213,7 +233,7 @@ def _comment(text: str) -> str:
     line (src/basic/env-file.c, COMMENT_ESCAPE), swallowing a variable.
     """
     flat = re.sub(r"[\x00-\x1f\x7f]+", " ", text).strip()
-    return flat.rstrip("\\").rstrip()
+    return flat.rstrip("\\ ")  # both at once: no backslash is left at the end
 
 
 def render_env_entries(
@@ -234,7 +254,7 @@ def render_env_entries(
         if fmt == "sh":
             lines.append(f"export {entry.name}={quote_sh(entry.value)}")
         elif fmt == "systemd":
-            lines.append(f"{entry.name}={quote_systemd(entry.value)}")
+            lines.append(systemd_line(entry.name, entry.value))
         else:
             lines.append(dotenv_line(entry.name, entry.value))
     return "\n".join(lines) + "\n"
@@ -317,7 +337,8 @@ def _gpu_options(profile: Profile) -> list[str]:
             # TensorFlow numbers the GPUs CUDA_VISIBLE_DEVICES leaves visible from 0, so the
             # physical indices would name devices this process cannot see (TF
             # gpu_options.visible_device_list: "in terms of the visible devices").
-            shown = profile.env["CUDA_VISIBLE_DEVICES"].value
+            # the user's value, flattened: a newline would start ConfigProto lines of its own
+            shown = _comment(str(profile.env["CUDA_VISIBLE_DEVICES"].value))
             comments.append(
                 f"# visible_device_list left out: CUDA_VISIBLE_DEVICES={shown} already "
                 "restricts this process, and TensorFlow renumbers those devices from 0"

@@ -156,6 +156,12 @@ def observe(pid: int) -> Observation | None:
             uid = process.uids().real
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
+    # Threads are counted by /proc/PID/task/TID/comm, which the kernel cuts to 15 bytes;
+    # psutil's name() gives the full name of a longer executable (tensorflow_model_server),
+    # which no thread would then match.
+    kernel_comm = _read(f"/proc/{pid}/comm")
+    if kernel_comm is not None:
+        comm = kernel_comm.decode("utf-8", "replace").strip() or comm
     numa = _read(f"/proc/{pid}/numa_maps")
     found, note = record.read(pid, [environ, os.environ], owner=uid)
     return Observation(

@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from hwtune.cli import Environment
+from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
 
 
@@ -28,7 +29,15 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.probes.snapshot import MANIFEST, take_snapshot
 
     dest = Path(args.dir)
-    manifest = take_snapshot(dest, gpus=not args.no_gpu, tensorflow=not args.no_tensorflow)
+    try:
+        manifest = take_snapshot(dest, gpus=not args.no_gpu, tensorflow=not args.no_tensorflow)
+    except OSError as err:  # a write failed part-way (full disk, read-only): no traceback
+        where = f" ({err.filename})" if err.filename else ""
+        raise HwtuneError(
+            f"cannot write the snapshot in {dest}: {err.strerror or err}{where}",
+            hint="give a directory on a writable file system with room; the snapshot there "
+            "is incomplete (no MANIFEST.json)",
+        ) from err
     print(f"hwtune snapshot: {len(manifest['files'])} files in {dest}", file=env.stdout)
     for entry in manifest["missing"]:
         print(f"  missing {entry['path']}: {entry['reason']}", file=env.stdout)

@@ -122,6 +122,8 @@ class Daemon:
         self.config_files = config_paths(environ)
         self.good: _Good | None = None
         self.error: str | None = None
+        # The NFD file apart from the profile: its failure is retried alone, not by re-planning
+        self.nfd_error: str | None = None
         self.status = "starting"
         self.cycles = 0
         # sd-daemon(3) "<N>" priority prefixes only when stderr goes to the journal, which
@@ -257,8 +259,7 @@ class Daemon:
         if line:  # nothing when an input's fingerprint moved but no fact or setting did
             self.log(line)
         self._write_nfd(force=True)
-        if self.error is None:
-            self._status(self._ok_status(line))
+        self._status(self._ok_status(line))
         return True
 
     def _change_line(
@@ -276,7 +277,8 @@ class Daemon:
 
     def _ok_status(self, line: str) -> str:
         assert self.good is not None
-        return line or f"applied: {self._summary(self.good.profile)}"
+        text = line or f"applied: {self._summary(self.good.profile)}"
+        return f"{text}; degraded: {self.nfd_error}" if self.nfd_error else text
 
     def _fail(self, trigger: list[str], message: str) -> None:
         changed = self.error != message
@@ -311,8 +313,14 @@ class Daemon:
         try:
             nfd.write_feature_file(self.options.nfd_dir, text)
         except (OSError, ValueError) as err:
-            self._fail(["nfd"], f"NFD feature file: {err}")
+            message = f"NFD feature file: {err}"
+            if message != self.nfd_error:  # once per distinct problem, not once per retry
+                self.log(f"nfd: degraded: {message}", 3)
+            self.nfd_error = message
             return
+        if self.nfd_error is not None:
+            self.log(f"nfd: recovered: {self.options.nfd_dir} written")
+            self.nfd_error = None
         self._nfd_written_at = now
 
     # ------------------------------------------------------------------ main loop
@@ -392,6 +400,10 @@ class Daemon:
         moved = self._watcher.changed()
         if moved or self.error is not None:
             self.cycle(moved or ["retry"])
+        elif self.nfd_error is not None:  # the profile is fine: retry only the NFD file
+            self._write_nfd(force=True)
+            if self.good is not None:
+                self._status(self._ok_status(""))
 
     def reload(self) -> None:
         """SIGHUP: tell systemd, re-read config and hardware, accept them as the baseline."""

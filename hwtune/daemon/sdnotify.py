@@ -88,7 +88,8 @@ class Notifier:
         try:
             if self._sock is None:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-            self._sock.sendto(message.encode(), self.address)
+            # a lone surrogate (a path with undecodable bytes) is escaped, not raised
+            self._sock.sendto(message.encode("utf-8", "backslashreplace"), self.address)
         except OSError as err:
             self.error = f"sd_notify to {self.address.lstrip(chr(0))!r} failed: {err}"
             return False

@@ -100,7 +100,9 @@ def read_once(path: Path) -> tuple[str, bytes | None]:
         after = os.fstat(fd)
         if not _same(before, after):
             return "busy", None
-        if not leased and time.time() - after.st_mtime_ns / 1e9 < QUIET_S:
+        # A negative age (an mtime ahead of the clock: a clock stepped back, `tar x` from a
+        # host whose clock was ahead) says nothing of a writer; the before/after check stays.
+        if not leased and 0 <= time.time() - after.st_mtime_ns / 1e9 < QUIET_S:
             return "busy", None
         return "ok", data
     finally:

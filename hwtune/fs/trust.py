@@ -35,7 +35,7 @@ def make_dirs(directory: Path, mode: int) -> None:
     """Create `directory` and every missing parent with exactly `mode`; existing ones are
     left as they are. Raises OSError (the caller names the step)."""
     missing: list[Path] = []
-    level = Path(os.path.abspath(directory))
+    level = Path(directory).absolute()  # not normalised: `link/..` goes where the kernel goes
     while not os.path.lexists(level):
         missing.append(level)
         if level.parent == level:
@@ -78,8 +78,11 @@ def _others_write(st: os.stat_result) -> bool:
 def check_trusted_path(directory: Path) -> None:
     """ApplyError unless no user but root can change any component of `directory`.
 
-    Missing components end the walk quietly: creating them reports its own error."""
-    pending = [p for p in os.path.abspath(directory).split("/") if p][::-1]
+    Missing components end the walk quietly: creating them reports its own error. The path is
+    walked as given, never normalised as text: `link/..` is the parent of the link's target,
+    as the kernel resolves it (path_resolution(7); os.path.normpath "may change the meaning of
+    a path that contains symbolic links")."""
+    pending = [p for p in os.fspath(Path(directory).absolute()).split("/") if p][::-1]
     chain: list[tuple[int, str, os.stat_result]] = []
     fd = os.open("/", _DIR_FLAGS)
     chain.append((fd, "/", os.fstat(fd)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -70,7 +71,10 @@ def formats_that_hold(value: str) -> set[str]:
         return set()  # not text: hwtune writes text files; refused everywhere
     if "\0" in value:
         return set()  # no environment can hold a NUL (execve strings end at it)
-    held = {"sh", "systemd", "json"}
+    held = {"sh", "json"}
+    # systemd before v248 drops a value with a control character but tab and newline
+    if not re.search(r"[\x01-\x08\x0b-\x1f\x7f]", value):
+        held.add("systemd")
     dotenv_ok = (
         "\n" not in value
         and "\r" not in value
