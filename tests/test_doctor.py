@@ -158,6 +158,26 @@ def test_read_threads_of_this_process() -> None:
     assert read_threads(2**22 + 1) is None  # above pid_max's ceiling: never a process
 
 
+def test_a_zombie_counts_as_ended() -> None:
+    """Exited but not reaped (a launcher that has not waited yet): /proc still lists it, in
+    state Z; sampling it for the whole window would report "nothing stands out"."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child never became a zombie"
+            time.sleep(0.05)
+        assert read_threads(child.pid) is None
+        assert read_threads(os.getpid()) is not None
+    finally:
+        child.wait()
+
+
 def test_signals_from_tensorflow_output() -> None:
     reader = SignalReader()
     for line in (

@@ -165,6 +165,35 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert gone(int(pidfile.read_text()))  # the grandchild went with the group
 
 
+def test_a_trial_that_exits_leaves_no_process_behind(tmp_path: Path) -> None:
+    """A helper the workload forked and did not stop (a feeder, an unjoined pool) would load
+    the CPUs of every later trial and outlive `hwtune tune`."""
+    pidfile = tmp_path / "child.pid"
+    argv = script(
+        tmp_path,
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(child.pid))\n"
+        "print('hwtune-metric: rate=1')\n",
+    )
+    result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=60).run(TrialConfig())
+    assert result.ok, result.failure
+    assert gone(int(pidfile.read_text()))
+
+
+def test_time_whole_times_each_instance_to_its_own_exit(tmp_path: Path) -> None:
+    argv = script(
+        tmp_path,
+        "import os, time\n"
+        "time.sleep(2.0 if os.environ['HWTUNE_TRIAL_INSTANCE'] == '0' else 0.2)\n",
+    )
+    runner = TrialRunner(user_command(argv, time_whole=True), environ=os.environ, timeout_s=60)
+    result = runner.run(TrialConfig(instances=2))
+    assert result.ok, result.failure
+    # instance 1 ends ~1.8 s before instance 0: its rate is its own, not instance 0's
+    assert result.per_instance[1] > 2 * result.per_instance[0]
+
+
 def gone(pid: int, wait_s: float = 5.0) -> bool:
     """No such process, or only its zombie (its parent died; init has yet to reap it), within
     `wait_s` (a signal is delivered at the target's next scheduling, on a busy machine later)."""
@@ -310,6 +339,17 @@ def test_store_round_trip_and_reason(tmp_path: Path) -> None:
     assert find_result("other", "builtin:cnn", environ=environ) is None
 
 
+def test_a_result_is_never_stored_over_another_workloads(tmp_path: Path) -> None:
+    """`builtin:cnn` and `--name builtin_cnn` fold to one file name: the second must not
+    replace the first, and a plan asking for one never applies the other's result."""
+    environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}
+    path = save_result(record(), environ)  # builtin:cnn
+    with pytest.raises(TuneError, match="holds the result of workload 'builtin:cnn'"):
+        save_result(record(workload="builtin_cnn"), environ)
+    assert read_result(path)["workload"] == "builtin:cnn"
+    save_result(record(), environ)  # the same workload again: replaced, as always
+
+
 def test_forget_removes_one_workload_or_every_one(tmp_path: Path) -> None:
     environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}
     a = save_result(record(workload="a"), environ)
@@ -403,6 +443,31 @@ def test_before_any_slow_trial_the_overrun_is_at_most_the_unseen_tail() -> None:
     assert outcome.measuring_s == 44.0
 
 
+def test_a_race_cut_in_its_second_round_has_completed_one() -> None:
+    """3 arms of 10 s and a 35 s budget: round 1 is measured, round 2 is cut before its first
+    trial; that is one completed round, not a comparison tune() may store."""
+    now = [0.0]
+
+    def measure(config: TrialConfig) -> TrialResult:
+        now[0] += 10.0
+        return TrialResult(config, 100.0 + (config.intra or 0), 10.0, metric="x")
+
+    start = TrialConfig(intra=2, inter=1, onednn=True, jit=False, precision=None, instances=1)
+    space = SearchSpace(
+        bases={1: start},
+        intra={1: (1, 2, 3)},
+        inter={1: (1,)},
+        onednn=(True,),
+        jit=(False,),
+        precision=(None,),
+    )
+    outcome = Search(
+        space, measure, SearchSettings(budget_s=35.0, seed=0), clock=lambda: now[0]
+    ).run(start)
+    assert outcome.stopped == "budget" and len(outcome.trials) == 3
+    assert outcome.races[0].completed == 1 and outcome.best == start
+
+
 def _search_on_a_fake_clock(budget: float) -> SearchOutcome:
     start = TrialConfig(intra=2, inter=1, onednn=True, jit=False, precision=None, instances=1)
     space = SearchSpace(bases={1: start}, intra={1: (1, 2)}, inter={1: (1, 2)}, precision=(None,))
@@ -460,3 +525,17 @@ def test_a_measured_pinning_is_stored_and_checked(tmp_path: Path) -> None:
     bad = save_result({**record, "settings": {"instances": 2, "instances.pinned": "yes"}}, env)
     with pytest.raises(TuneError, match=r"instances\.pinned.*'yes' is not one of true, false"):
         read_result(bad)
+
+
+def test_a_second_tune_on_the_machine_is_refused_while_one_runs(tmp_path: Path) -> None:
+    """Two searches at once would measure each other's load; the lock is an flock, so a second
+    open of it conflicts even in the same process (as a second `hwtune tune` would)."""
+    from hwtune.tune.lock import one_tune_at_a_time
+
+    environ = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    with one_tune_at_a_time(environ):
+        busy = rf"another hwtune tune \(pid {os.getpid()}\)"
+        with pytest.raises(TuneError, match=busy), one_tune_at_a_time(environ):
+            pass
+    with one_tune_at_a_time(environ):  # released with its holder
+        pass

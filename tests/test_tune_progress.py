@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 from tests.apply_profiles import PYTHON
+from tests.test_tune_parts import gone
 
 SLOW_TRIAL = [PYTHON, "-c", "import time; time.sleep(1.0)"]
 TUNE = [PYTHON, "-m", "hwtune", "tune", "--time-whole", "--budget", "300", "--name", "slow"]
@@ -50,3 +53,36 @@ def test_trials_are_logged_when_not_on_a_terminal_and_ctrl_c_prints_a_summary(
     assert "trial(s)" in summary and "nothing stored" in summary
     assert "Traceback" not in err
     assert not (tmp_path / "tuned").exists() or not any((tmp_path / "tuned").rglob("*.json"))
+
+
+def test_sigterm_stops_the_running_trial_and_stores_nothing(tmp_path: Path) -> None:
+    """`kill`, `timeout` or a closed terminal: the trial runs in its own session, which the
+    signal never reaches, so hwtune must stop it (as on Ctrl-C) before it exits 128 + 15."""
+    pids = tmp_path / "trial.pids"
+    trial = [
+        PYTHON,
+        "-c",
+        f"import os, time; open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n'); time.sleep(600)",
+    ]
+    tune = subprocess.Popen(
+        [*TUNE, "--", *trial], stderr=subprocess.PIPE, text=True, env=_env(tmp_path)
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not pids.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pids.exists(), "no trial started"
+        tune.send_signal(signal.SIGTERM)
+        _, err = tune.communicate(timeout=60)
+        assert tune.returncode == 128 + signal.SIGTERM, err
+        assert "Traceback" not in err
+        for pid in map(int, pids.read_text().split()):
+            assert gone(pid), pid
+        assert not (tmp_path / "tuned").exists() or not any((tmp_path / "tuned").rglob("*.json"))
+    finally:
+        if tune.poll() is None:
+            tune.kill()
+            tune.wait()
+        for pid in map(int, pids.read_text().split()) if pids.exists() else ():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

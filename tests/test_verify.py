@@ -329,3 +329,31 @@ def test_verify_an_exec_rank_expects_the_pinning_rule(tmp_path: Path) -> None:
     else:
         assert affinity == [], result.stdout
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+
+
+def test_a_long_executable_name_still_counts_its_unnamed_threads(tmp_path: Path) -> None:
+    """The kernel cuts thread names to 15 bytes; psutil's name() is the full executable name
+    (tensorflow_model_server): the pool check must compare the kernel's comm with itself."""
+    exe = tmp_path / "a_very_long_python_name"
+    exe.symlink_to(PYTHON)
+    child = subprocess.Popen(
+        [
+            str(exe),
+            "-c",
+            "import threading, time\n"
+            "for _ in range(3):\n"
+            "    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+            "print('up', flush=True)\n"
+            "time.sleep(30)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "up\n"
+        seen = observe(child.pid)
+        assert seen is not None and seen.comm == "a_very_long_pyt"
+        assert seen.threads[seen.comm] >= 4
+    finally:
+        child.kill()
+        child.wait()

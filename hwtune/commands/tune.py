@@ -13,14 +13,15 @@ measures against. An instance count given anywhere (or by the ranks) is fixed; e
 Exit status: 0 when a result was found (and stored, unless --no-store); 1 when the plan's own
 configuration fails, the budget ends before any comparison, the result cannot be stored
 (nothing is stored then), or --root/--hardware names other hardware than the one the trials
-would run on (a dry run and --forget take any); 2 on a bad command line; 130 on Ctrl-C
-(trials are killed, nothing is stored).
+would run on (a dry run and --forget take any); 2 on a bad command line; 130 on Ctrl-C, 143
+on SIGTERM and 129 on SIGHUP (trials are killed, nothing is stored).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 from typing import Any
 
 from hwtune.cli import Environment
@@ -146,6 +147,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         return _dry_run(hw, request, env, as_json=args.json)
     _check_runs_here(hw, planning)
     progress = Progress(env.stderr, bool(getattr(env.stderr, "isatty", lambda: False)()))
+    previous = _stop_on_signals()
     try:
         report = tune(hw, request, environ=env.environ, on_trial=progress)
     except KeyboardInterrupt:  # Ctrl-C: say what was found so far, exit 130 as shells do
@@ -154,6 +156,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         return ExitStatus.INTERRUPTED
     finally:
         progress.finish()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if args.json:
         env.stdout.write(json.dumps(report.as_json(), indent=2) + "\n")
     else:
@@ -193,6 +197,24 @@ def _forget(workload: str | None, hw: Any, env: Environment) -> int:
         what = f"workload {workload!r}" if workload else "any workload"
         env.stdout.write(f"nothing measured for {what} on this machine\n")
     return ExitStatus.SUCCESS
+
+
+def _stop_on_signals() -> dict[int, Any]:
+    """SIGTERM and SIGHUP (`kill`, `timeout`, a closed terminal) become SystemExit(128 + N),
+    so the trial's `finally` stops its process groups (they run in their own sessions, which
+    these signals never reach) and removes its scratch directory; nothing is stored. Returns
+    the handlers to put back."""
+
+    def terminated(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[signum] = signal.signal(signum, terminated)
+        except ValueError:  # not the main thread (an embedding caller): leave signals alone
+            break
+    return previous
 
 
 def _dry_run(hw: Any, request: Any, env: Environment, *, as_json: bool) -> int:

@@ -49,7 +49,7 @@ def parse_thread_stat(tid: int, text: str) -> ThreadSample | None:
 
 
 def read_threads(pid: int) -> tuple[ThreadSample, ...] | None:
-    """Every thread of `pid` now; None when the process is gone."""
+    """Every thread of `pid` now; None when the process is gone (or a zombie)."""
     base = f"/proc/{pid}/task"
     try:
         tids = os.listdir(base)
@@ -75,6 +75,9 @@ def read_threads(pid: int) -> tuple[ThreadSample, ...] | None:
         found.append(
             ThreadSample(thread.tid, thread.comm, thread.state, thread.cpu_ticks, run, wait, wchan)
         )
+    if found and all(thread.state in ("Z", "X") for thread in found):
+        return None  # a zombie: ended, not yet reaped by its parent (every thread, not just
+        # the leader: one that called pthread_exit shows Z while the others run)
     return tuple(found)
 
 

@@ -123,6 +123,7 @@ def settings_from_knobs(
 def save_result(record: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Path:
     """Write `record` (made by hwtune.tune.tuner) atomically; returns the file."""
     path = result_path(str(record["fingerprint"]), str(record["workload"]), environ)
+    _refuse_another_workloads(path, str(record["workload"]))
     data = dict(record)
     data.setdefault("schema", RESULT_SCHEMA)
     data.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -140,6 +141,23 @@ def save_result(record: Mapping[str, Any], environ: Mapping[str, str] | None = N
     except ApplyError as err:
         raise TuneError(f"cannot store the tuned result: {err.message}", hint=hint) from err
     return path
+
+
+def _refuse_another_workloads(path: Path, workload: str) -> None:
+    """File names fold odd characters to "_" (`builtin:cnn` and `--name builtin_cnn` share
+    one): never replace the result of another workload."""
+    if not path.is_file():
+        return
+    try:
+        held = read_result(path).get("workload")
+    except TuneError:
+        return  # a damaged file: replacing it loses nothing
+    if held is not None and held != workload:
+        raise TuneError(
+            f"{path} holds the result of workload {held!r}; storing {workload!r} there "
+            "would replace it",
+            hint="choose another --name",
+        )
 
 
 def read_result(path: Path) -> dict[str, Any]:

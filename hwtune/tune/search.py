@@ -73,7 +73,8 @@ class RaceLog:
     design: Blocked  # the same values by round, for comparisons that discount load drift
     winner: TrialConfig
     verdict: Comparison | None = None  # the winner against the incumbent, when they differ
-    rounds: int = 0
+    rounds: int = 0  # begun; the last may have been cut by the budget
+    completed: int = 0  # rounds in which every arm still running was measured
     decided: bool = False
     screened: set[TrialConfig] = field(default_factory=set)  # cut after one round
 
@@ -279,6 +280,7 @@ class Search:
                 assert result.value is not None
                 samples[arm].append(result.value)
                 race.design.add(arm, round_, result.value)
+            race.completed = round_
             if round_ == 1:
                 alive = self._screen(race, alive)
             if round_ < settings.min_repeats:
@@ -351,8 +353,17 @@ class Search:
         return race.winner
 
     def _decide_last_race(self) -> TrialConfig:
+        """The race the budget cut: only arms measured in `min_repeats` rounds may win it (a
+        challenger with one lucky sample is no comparison, and it is not re-measured)."""
         race = self.races[-1]
-        alive = [arm for arm, values in race.samples.items() if values and arm not in self.failed]
+        enough = self.settings.min_repeats
+        alive = [
+            arm
+            for arm, values in race.samples.items()
+            if values
+            and arm not in self.failed
+            and (len(values) >= enough or arm == race.incumbent)
+        ]
         return self._decide(race, alive)
 
 

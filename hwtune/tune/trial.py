@@ -81,15 +81,71 @@ def _preexec(cpus: Sequence[int], cgroup_procs: Path | None) -> Callable[[], Non
     return setup
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
+def _signal_groups(procs: Sequence[subprocess.Popen[bytes]], sig: int) -> None:
+    for proc in procs:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
+
+
+def _live_groups(procs: Sequence[subprocess.Popen[bytes]]) -> list[subprocess.Popen[bytes]]:
+    """The trials whose process group still has a member (a leader is reaped first: a zombie
+    leader would keep its group alive)."""
+    alive = []
+    for proc in procs:
+        proc.poll()
         try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
             continue
+        except PermissionError:
+            pass
+        alive.append(proc)
+    return alive
+
+
+def stop_groups(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    """End every trial's whole process group, the leader and whatever it left running
+    (a helper it forked, an unjoined pool): SIGTERM to all groups at once, KILL_GRACE_S for
+    them to go, then SIGKILL. A second Ctrl-C during the wait goes straight to SIGKILL. A
+    group keeps its id while any member lives, so no other process can be signalled."""
+    alive = _live_groups(procs)
+    if not alive:
+        return
+    _signal_groups(alive, signal.SIGTERM)
+    try:
+        deadline = time.monotonic() + KILL_GRACE_S
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.02)
+            alive = _live_groups(alive)
+    finally:
+        _signal_groups(_live_groups(alive), signal.SIGKILL)
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=KILL_GRACE_S)
+
+
+def _wait_all(
+    procs: Sequence[subprocess.Popen[bytes]], started: float, deadline: float
+) -> list[float] | None:
+    """Each instance's time from the start to its own exit, or None at the deadline. Several
+    instances are polled, not waited on in turn: a copy that ends first is timed to its end,
+    not to that of the copies before it."""
+    if len(procs) == 1:
+        try:
+            procs[0].wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return None
+        return [time.monotonic() - started]
+    ends: dict[int, float] = {}
+    while len(ends) < len(procs):
+        for index, proc in enumerate(procs):
+            if index not in ends and proc.poll() is not None:
+                ends[index] = time.monotonic() - started
+        if len(ends) < len(procs):
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
+    return [ends[index] for index in range(len(procs))]
 
 
 def _describe_exit(code: int) -> str:
@@ -149,34 +205,27 @@ class TrialRunner:
                         )
                     )
                 except (OSError, subprocess.SubprocessError) as error:
-                    for proc in procs:
-                        _kill_group(proc)
+                    stop_groups(procs)
                     return TrialResult(
                         config,
                         None,
                         time.monotonic() - started,
                         failure=f"could not start {self.workload.argv[0]!r}: {error}",
                     )
-            deadline = started + self.timeout_s
-            for proc in procs:
-                try:
-                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                    walls.append(time.monotonic() - started)
-                except subprocess.TimeoutExpired:
-                    for other in procs:
-                        _kill_group(other)
-                    _, err = outputs[procs.index(proc)]
-                    return TrialResult(
-                        config,
-                        None,
-                        time.monotonic() - started,
-                        failure=f"timed out after {self.timeout_s:.0f} s (per-trial timeout)",
-                        stderr_tail=tail(_read(err)),
-                    )
+            waited = _wait_all(procs, started, started + self.timeout_s)
+            if waited is None:
+                late = next((i for i, proc in enumerate(procs) if proc.poll() is None), 0)
+                stop_groups(procs)
+                return TrialResult(
+                    config,
+                    None,
+                    time.monotonic() - started,
+                    failure=f"timed out after {self.timeout_s:.0f} s (per-trial timeout)",
+                    stderr_tail=tail(_read(outputs[late][1])),
+                )
+            walls = waited
         finally:
-            for proc in procs:
-                if proc.poll() is None:  # interrupted (Ctrl-C): leave no trial behind
-                    _kill_group(proc)
+            stop_groups(procs)  # whatever happened (Ctrl-C too): leave nothing of a trial
         wall = time.monotonic() - started
         try:
             return self._collect(config, procs, outputs, walls, wall)
@@ -232,11 +281,19 @@ class TrialRunner:
                     stderr_tail=tail(stderr),
                 )
             values.append(value)
+        total = sum(values)
+        if not math.isfinite(total):  # finite copies can still add up past a float
+            return TrialResult(
+                config,
+                None,
+                wall,
+                failure=f"metric {metric_name} summed over the instances is not finite",
+            )
         # From now on every trial must report the same metric (a user command's first one).
         self.metric = metric_name
         return TrialResult(
             config,
-            sum(values),
+            total,
             wall,
             metric=metric_name,
             per_instance=tuple(values),

@@ -26,6 +26,7 @@ from hwtune.models.profile import Mode, ModelKind, Profile
 from hwtune.pipeline.measured import save_result, settings_from_knobs
 from hwtune.pipeline.request import PlanRequest, profile_for, resolve_share, user_overrides
 from hwtune.tune.config import TrialConfig, to_json
+from hwtune.tune.lock import one_tune_at_a_time
 from hwtune.tune.search import Search, SearchOutcome, SearchSettings
 from hwtune.tune.space import SearchSpace, build_space
 from hwtune.tune.trial import TrialResult, TrialRunner
@@ -161,17 +162,22 @@ def prepare(hw: Hardware, request: TuneRequest) -> tuple[TrialConfig, SearchSpac
 
 
 class _AdaptiveTimeout:
-    """Wraps a runner: the first trial gets FIRST_TRIAL_TIMEOUT_S, later ones a multiple of it."""
+    """Wraps a runner: the first trial gets FIRST_TRIAL_TIMEOUT_S, later ones a multiple of the
+    first's time; never more than the whole --budget (a hung trial must not run 10× past it)."""
 
-    def __init__(self, runner: TrialRunner, fixed: float | None) -> None:
+    def __init__(self, runner: TrialRunner, fixed: float | None, budget_s: float) -> None:
         self.runner = runner
         self.fixed = fixed
-        runner.timeout_s = fixed or FIRST_TRIAL_TIMEOUT_S
+        self.budget_s = budget_s
+        self.first_done = False
+        runner.timeout_s = fixed or min(FIRST_TRIAL_TIMEOUT_S, budget_s)
 
     def __call__(self, config: TrialConfig) -> TrialResult:
         result = self.runner.run(config)
-        if self.fixed is None and result.ok and self.runner.timeout_s == FIRST_TRIAL_TIMEOUT_S:
-            self.runner.timeout_s = max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * result.wall_s)
+        if self.fixed is None and result.ok and not self.first_done:
+            self.first_done = True
+            adapted = max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * result.wall_s)
+            self.runner.timeout_s = min(adapted, self.budget_s)
         return result
 
 
@@ -198,10 +204,14 @@ def tune(
         budget_s=request.budget_s, seed=request.seed, max_repeats=request.max_repeats
     )
     search = Search(
-        space, _AdaptiveTimeout(runner, request.trial_timeout_s), settings, on_trial=on_trial
+        space,
+        _AdaptiveTimeout(runner, request.trial_timeout_s, request.budget_s),
+        settings,
+        on_trial=on_trial,
     )
-    outcome = search.run(start)
-    if not any(race.rounds >= settings.min_repeats for race in outcome.races):
+    with one_tune_at_a_time(env):
+        outcome = search.run(start)
+    if not any(race.completed >= settings.min_repeats for race in outcome.races):
         typical = outcome.measuring_s / max(1, len(outcome.trials))
         raise TuneError(
             f"--budget {request.budget_s:g} s was used up before any comparison finished "

@@ -639,7 +639,7 @@ def tuned_result_fault(tuned: Path, fingerprint: str, fault: str) -> Path | None
         return target
     if fault == "beside-a-good-result":
         good = target.with_name("builtin_mlp.json")
-        good.write_text(json.dumps(tuned_record(fingerprint)))
+        good.write_text(json.dumps({**tuned_record(fingerprint), "workload": "builtin:mlp"}))
         os.utime(good, (1, 1))  # older: the broken entry is the newest
         break_path(target, "directory")
         return None

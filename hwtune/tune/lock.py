@@ -1,0 +1,54 @@
+"""One `hwtune tune` at a time per user: two searches on one machine measure each other.
+
+Each run's trials would load the CPUs the other's are measured on, in a pattern that changes
+from trial to trial (start-up, import, measurement), which the per-round blocking of
+hwtune.tune.stats cannot remove; and the one finishing last would replace the other's result.
+The lock is an flock on `.tune.lock` in the user's cache directory ($XDG_CACHE_HOME/hwtune, not
+the tuned directory, where only results belong), released however the holder exits. Where
+that directory cannot be written, tuning goes on unlocked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from hwtune import paths
+from hwtune.errors import TuneError
+from hwtune.fs.trust import make_dirs
+
+LOCK_NAME = ".tune.lock"
+
+
+@contextlib.contextmanager
+def one_tune_at_a_time(environ: Mapping[str, str]) -> Iterator[None]:
+    """Hold the tune lock, or TuneError naming the run that holds it."""
+    directory = Path(paths.cache_dir(environ))
+    try:
+        make_dirs(directory, 0o700)
+        # O_NOFOLLOW: a planted link is refused, not truncated through
+        fd = os.open(
+            directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            shown = f" (pid {holder})" if holder.isdigit() else ""
+            raise TuneError(
+                f"another hwtune tune{shown} is measuring on this machine: its trials would "
+                "load the CPUs these are measured on",
+                hint="wait for it to finish, or stop it",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
