@@ -93,7 +93,7 @@ def gpus_tensorflow_can_use(
             f"the installed TensorFlow ({tf.distribution} {tf.version}) is built without CUDA, "
             f"so it cannot use the {len(hw.gpus)} GPU{'s' if len(hw.gpus) > 1 else ''}"
         )
-    idle_mig = [note for gpu in hw.gpus if (note := gpu_units.mig_without_devices(gpu))]
+    idle_mig = _idle_mig(hw)
     minimum = version_tuple(planned.min_cuda_cc)[:2] if planned is not None else ()
     too_old = [
         gpu
@@ -102,13 +102,11 @@ def gpus_tensorflow_can_use(
         and len(cc := version_tuple(gpu.compute_capability or "")[:2]) == 2
         and cc < minimum
     ]
-    usable = tuple(
-        gpu for gpu in hw.gpus if gpu not in too_old and gpu_units.mig_without_devices(gpu) is None
-    )
+    usable = tuple(gpu for gpu in hw.gpus if gpu not in too_old and gpu.index not in idle_mig)
     if usable:
         return usable, ""
     if idle_mig:
-        return (), idle_mig[0]
+        return (), next(iter(idle_mig.values()))
     assert planned is not None  # nothing else leaves no usable GPU
     gpu = too_old[0]
     return (), (
@@ -122,7 +120,12 @@ def idle_mig_warnings(hw: Hardware, usable: tuple[Gpu, ...]) -> list[str]:
     """Notes on GPUs left out for want of MIG devices while the plan runs on other GPUs."""
     if not usable:
         return []  # then the reason is every GPU setting's "left out"
-    return [note for gpu in hw.gpus if (note := gpu_units.mig_without_devices(gpu))]
+    return list(_idle_mig(hw).values())
+
+
+def _idle_mig(hw: Hardware) -> dict[int, str]:
+    """GPU index -> why CUDA cannot run on it, for GPUs in MIG mode without MIG devices."""
+    return {gpu.index: note for gpu in hw.gpus if (note := gpu_units.mig_without_devices(gpu))}
 
 
 def eligible_precisions(hw: Hardware, gpus: tuple[Gpu, ...]) -> tuple[tuple[str, ...], str]:

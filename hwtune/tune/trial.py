@@ -205,8 +205,7 @@ class TrialRunner:
                         )
                     )
                 except (OSError, subprocess.SubprocessError) as error:
-                    stop_groups(procs)
-                    return TrialResult(
+                    return TrialResult(  # the `finally` below stops those already started
                         config,
                         None,
                         time.monotonic() - started,
@@ -215,7 +214,6 @@ class TrialRunner:
             waited = _wait_all(procs, started, started + self.timeout_s)
             if waited is None:
                 late = next((i for i, proc in enumerate(procs) if proc.poll() is None), 0)
-                stop_groups(procs)
                 return TrialResult(
                     config,
                     None,
