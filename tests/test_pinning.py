@@ -1,12 +1,13 @@
-"""The instance pinning rule (issue 17): pin slices of 2+ cores or whole NUMA nodes; leave
-one-core slices unpinned with capped pools, as measured faster."""
+"""The instance pinning rule (issue 17): every instance of several is pinned to its slice (whole
+NUMA nodes where the slices are nodes, its cores otherwise), one-core slices included, as a
+paired test measured level or faster."""
 
 from __future__ import annotations
 
 from hwtune.apply.launch import instance_pinning
 from hwtune.models.hardware import CpuInfo, Hardware, Limits, LogicalCpu, NumaNode
 from hwtune.planner import plan
-from hwtune.planner.instances import MIN_PINNED_CORES, pinning
+from hwtune.planner.instances import pinning
 
 
 def machine(cores: int, nodes: int = 1, smt: int = 1) -> Hardware:
@@ -35,39 +36,45 @@ def machine(cores: int, nodes: int = 1, smt: int = 1) -> Hardware:
     )
 
 
-def test_one_core_slices_are_left_unpinned_with_the_measurement_as_reason() -> None:
+def test_one_core_slices_are_pinned_with_the_measurement_as_reason() -> None:
     hw = machine(2)
     decision = pinning(hw, [(0,), (1,)])
-    assert not decision.pinned
-    assert "0.61-0.86x" in decision.reason and "2-vCPU EPYC VM" in decision.reason
-    # The planner still caps each copy's pools to its slice: one intra-op thread each.
+    assert decision.pinned
+    assert "own physical core" in decision.reason
+    assert "2-vCPU EPYC Zen 4 VM" in decision.reason and "1.27x [1.23-1.31]" in decision.reason
+    assert "pinning-amd-epyc-znver4-2cpu-kvm.md" in decision.reason
+    # The planner also caps each copy's pools to its slice: one intra-op thread each.
     profile = plan(hw, instances=2, instance=1)
     assert profile.threads.intra_op.value == 1
-    assert not instance_pinning(profile, hw).pinned
+    assert instance_pinning(profile, hw).pinned
 
 
 def test_slices_of_two_cores_or_more_are_pinned() -> None:
-    assert MIN_PINNED_CORES == 2
     hw = machine(4)
-    profile = plan(hw, instances=2)
-    decision = instance_pinning(profile, hw)
+    decision = instance_pinning(plan(hw, instances=2), hw)
     assert decision.pinned and "2+ physical cores" in decision.reason
-    # Three instances on four cores: one slice has a single core, so none is pinned.
-    assert not instance_pinning(plan(hw, instances=3), hw).pinned
+    # Three instances on four cores: uneven slices, every one pinned to its own cores.
+    three = plan(hw, instances=3)
+    assert instance_pinning(three, hw).pinned
+    slices = [set(s.cpus) for s in three.instances]
+    assert all(not (a & b) for i, a in enumerate(slices) for b in slices[i + 1 :])
 
 
-def test_smt_siblings_do_not_make_a_core_big_enough() -> None:
+def test_a_core_with_its_smt_sibling_is_pinned_as_one_slice() -> None:
     hw = machine(2, smt=2)  # two cores, four CPUs: each slice is one core with its sibling
-    assert not instance_pinning(plan(hw, instances=2), hw).pinned
+    profile = plan(hw, instances=2)
+    assert instance_pinning(profile, hw).pinned
+    assert sorted(len(s.cpus) for s in profile.instances) == [2, 2]
 
 
-def test_whole_numa_nodes_are_pinned_even_when_small() -> None:
+def test_whole_numa_nodes_are_pinned_with_their_memory() -> None:
     hw = machine(2, nodes=2)  # one core per node
     decision = pinning(hw, [(0,), (1,)])
     assert decision.pinned and "whole NUMA nodes" in decision.reason
-    # Half a node is not a node boundary: falls back to the core count.
+    # Half a node is not a node boundary: pinned to the cores, without the memory binding.
     hw4 = machine(4, nodes=2)
-    assert not pinning(hw4, [(0,), (1,), (2,), (3,)]).pinned
+    quarter = pinning(hw4, [(0,), (1,), (2,), (3,)])
+    assert quarter.pinned and "NUMA" not in quarter.reason.split(";")[0]
 
 
 def test_one_instance_keeps_its_cpus() -> None:
@@ -81,12 +88,12 @@ def test_plan_explain_and_json_say_when_exec_pins() -> None:
 
     hw = machine(2)
     two = plan(hw, instances=2)
-    assert two.pinning is not None and two.pinning.value is False and two.pinning.source == "rule"
+    assert two.pinning is not None and two.pinning.value is True and two.pinning.source == "rule"
     assert two.pinning.reason == pinning(hw, [(0,), (1,)]).reason
     text = explain(two, "instance")
-    assert "slices never share a physical core" in text and "pinning = false" in text
-    assert "left unpinned" in explain(two, "pinning")
-    assert dump(two)["pinning"]["value"] is False  # `plan --json`
+    assert "slices never share a physical core" in text and "pinning = true" in text
+    assert "pinned to its own physical core" in explain(two, "pinning")
+    assert dump(two)["pinning"]["value"] is True  # `plan --json`
     four = plan(machine(4), instances=2).pinning
     assert four is not None and four.value is True
     alone = plan(hw)

@@ -438,16 +438,19 @@ def test_a_user_onednn_true_counts_as_on(value: str) -> None:
 
 @pytest.mark.parametrize("library", ["libiomp5.so", "libgomp.so.1"])
 def test_unpinned_instances_of_an_openmp_build_are_not_bound(library: str) -> None:
-    """Copies left unpinned each start with every CPU; a compact/close binding would put every
-    copy's threads on the same first cores."""
+    """Copies left unpinned (as a tune result measured) each start with every CPU; a
+    compact/close binding would put every copy's threads on the same first cores."""
     tf = tf_info("2.15.0", runtime="openmp", openmp_library=library)
-    two = plan(make_hardware(cores_per_socket=2, tensorflow=tf), instances=2)
+    hw = make_hardware(cores_per_socket=2, tensorflow=tf)
+    unpinned = {"instances.pinned": Setting(False, "measured: 1.03× unpinned", "measured")}
+    two = plan(hw, instances=2, measured=unpinned)
     assert two.pinning is not None and two.pinning.value is False
     if "gomp" in library:
         assert two.env["OMP_PROC_BIND"].value == "false"
         assert "OMP_PLACES" not in two.env
     else:
         assert two.env["KMP_AFFINITY"].value == "disabled"
-    one = plan(make_hardware(cores_per_socket=2, tensorflow=tf))
-    bound = one.env["OMP_PROC_BIND" if "gomp" in library else "KMP_AFFINITY"].value
-    assert bound in ("close", "granularity=fine,compact,1,0")
+    # One copy, or copies pinned by the rule, keep the binding within their CPUs.
+    for bound_plan in (plan(hw), plan(hw, instances=2)):
+        bound = bound_plan.env["OMP_PROC_BIND" if "gomp" in library else "KMP_AFFINITY"].value
+        assert bound in ("close", "granularity=fine,compact,1,0")

@@ -476,9 +476,9 @@ def _search_on_a_fake_clock(budget: float) -> SearchOutcome:
     return Search(space, fake.measure, settings, clock=fake.clock).run(start)
 
 
-def test_pinned_is_a_dimension_and_one_core_slices_start_unpinned() -> None:
-    """On a 2-CPU machine, two instances get one core each: the rule leaves them unpinned
-    (measured faster, issue 17) and the tuner's neighbours include the pinned variant."""
+def test_pinned_is_a_dimension_and_one_core_slices_start_pinned() -> None:
+    """On a 2-CPU machine, two instances get one core each: the rule pins them (measured level
+    or faster, issue 17) and the tuner's neighbours include the unpinned variant."""
     from hwtune.models.hardware import CpuInfo, Hardware, Limits, LogicalCpu
     from hwtune.tune.tuner import TuneRequest, prepare
 
@@ -493,14 +493,15 @@ def test_pinned_is_a_dimension_and_one_core_slices_start_unpinned() -> None:
         cpu=cpu, limits=Limits(affinity_cpus=(0, 1), usable_cpus=(0, 1), effective_cpus=2)
     )
     start, space, _ = prepare(hw, TuneRequest(builtin("mlp"), instances=2))
-    assert start.instances == 2 and not start.pinned and start.intra == 1
-    pinned = [n for n in space.neighbors(start) if n.pinned]
-    assert pinned == [start.replace(cpus=((0,), (1,)))]
+    assert start.instances == 2 and start.pinned and start.intra == 1
+    assert start.cpus == ((0,), (1,))  # the rule pins one-core slices too (issue 17)
+    unpinned = [n for n in space.neighbors(start) if n.instances == 2 and not n.pinned]
+    assert unpinned == [start.replace(cpus=())]
     assert {c.pinned for c in space.grid()} == {True, False}
     # The move is named, so the search can make a lost pinning tabu.
     from hwtune.tune.space import changed
 
-    assert changed(start, pinned[0]) == ["pinned"]
+    assert changed(start, unpinned[0]) == ["pinned"]
 
 
 def test_a_measured_pinning_is_stored_and_checked(tmp_path: Path) -> None:

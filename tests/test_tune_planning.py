@@ -197,7 +197,8 @@ def test_instance_k_of_a_fixed_count_gives_the_start_its_plan(tmp_path: Path) ->
         start, _, _ = prepare(hw, request)
         assert start.intra == plan(hw, instances=2, instance=k).threads.intra_op.value
         assert start.instances == 2  # the trial still runs both copies
-        assert start.cpus == ()  # a one-core slice: copies left unpinned (issue 17's rule)
+        # Each copy pinned to its own slice (issue 17's rule), the one-core slice too.
+        assert start.cpus == tuple(s.cpus for s in plan(hw, instances=2).instances)
 
 
 def test_trials_of_a_plan_for_other_hardware_are_refused(tmp_path: Path) -> None:

@@ -309,8 +309,8 @@ def test_the_readme_verify_example_passes(tmp_path: Path, how: str, xla: str) ->
 @needs_two_cores
 def test_verify_an_exec_rank_expects_the_pinning_rule(tmp_path: Path) -> None:
     """A rank `hwtune exec` started on its slice: verify expects the affinity exec gave it.
-    One-core slices are left unpinned (issue 17), so no affinity is expected there; before,
-    verify wanted the slice's one CPU and reported DIFFERENT."""
+    Where the rule leaves copies unpinned (a tune result), no affinity is expected; before,
+    verify wanted the slice's CPUs there and reported DIFFERENT."""
     from hwtune.apply.launch import instance_pinning
 
     env = _env(tmp_path, SLURM_LOCALID="1", SLURM_TASKS_PER_NODE="2(x2)", SLURM_NODEID="1")

@@ -4,9 +4,10 @@ Each instance gets its slice of the node (`profile.instances[i]`): CPU affinity
 (sched_setaffinity), a NUMA memory policy bound to the slice's nodes (set_mempolicy(2),
 called through ctypes so numactl need not be installed), `CUDA_VISIBLE_DEVICES` for its GPUs
 (UUIDs when known, so the numbering cannot differ from NVML's), the profile's environment and
-`HWTUNE_INSTANCE`/`HWTUNE_INSTANCES`. Several instances are pinned only where their slices are
-big enough (`instance_pinning`, the rule of hwtune.planner.instances.pinning): one-core slices
-are left unpinned with thread pools capped to the slice, which was measured to be faster.
+`HWTUNE_INSTANCE`/`HWTUNE_INSTANCES`. Whether several instances are pinned is the profile's
+`pinning` setting (`instance_pinning`): the rule of hwtune.planner.instances.pinning pins every
+slice, one-core slices included, and a tune result that measured unpinned copies faster
+leaves them unpinned, their thread pools still capped to the slice.
 
 One instance replaces hwtune (execve): the command keeps hwtune's PID, terminal and signals.
 Several run as children, each in its own process group with stdin from /dev/null; their

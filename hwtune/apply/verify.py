@@ -69,8 +69,8 @@ class Expectation:
 
 def expected_for(planned: Planned, numa_policy: str = "bind") -> Expectation:
     """What a process planned as `planned` should run with: the env files' variables, the
-    pools, and (for pinned instances) its slice's CPUs and NUMA nodes. Instances on one-core
-    slices run unpinned (hwtune.planner.instances.pinning): no affinity or NUMA policy then."""
+    pools, and (for pinned instances) its slice's CPUs and NUMA nodes. Instances a tune result
+    left unpinned (the profile's `pinning`) get no affinity or NUMA policy to check."""
     from hwtune.apply.launch import instance_pinning, instance_slice
     from hwtune.apply.render import env_map, thread_counts
 

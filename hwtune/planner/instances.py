@@ -8,11 +8,10 @@ loaders next to their GPU. GPUs are dealt as units (planner/gpu_units.py): whole
 MIG device per instance when a GPU is in MIG mode. Each slice also gets its share of the CPU
 budget: with a cgroup quota, `limits.effective_cpus` is split in proportion to the slice's CPUs.
 
-Pinning (issue 17, `pinning()`): N > 1 instances are pinned to their slices only where a slice
-is big enough to hold a copy's other threads too: at least `MIN_PINNED_CORES` physical cores,
-or whole NUMA nodes of a multi-node machine (where memory locality is the gain). Smaller slices
-are left unpinned, each copy's thread pools capped to its slice's budget, because pinning one
-CPU per copy was measured to lose (see `MEASURED_ONE_CPU_PINNING`).
+Pinning (issue 17, `pinning()`): N > 1 instances are each pinned to their slice, as Intel's
+multi-instance launchers bind them (numactl --physcpubind, or --cpunodebind/--membind for whole
+NUMA nodes). One-CPU slices included: a paired test of pinned against unpinned one-thread
+copies found pinning level or ahead for every workload measured (see `MEASURED_PINNING`).
 """
 
 from __future__ import annotations
@@ -215,25 +214,24 @@ def _budget(
     )
 
 
-# The smallest slice worth pinning an instance to, in physical cores. A training or inference
-# process runs more than its intra-op pool: the Python thread that drives it, tf.data's and the
-# inter-op pool's threads. Pinned to one CPU, they all queue behind the compute thread, while
-# unpinned they fill the moments another copy leaves a CPU idle. Measured (issue 17, then the
-# full benchmark runs, bench/results/amd-epyc-znver4-2cpu-kvm.md and -3pass.md). The two
-# disagree in size, not in which way is safe: pinning cost up to 39% for two CNN jobs and
-# gained at most 4% for two MLPs, so one-CPU copies stay unpinned (the tuner measures both).
-MEASURED_ONE_CPU_PINNING = (
-    "on a 2-vCPU EPYC VM (KVM, TF 2.21), two CNN training jobs each pinned to one CPU with one "
-    "intra-op thread ran at 0.61-0.86x of the same two jobs left unpinned with TF's defaults "
-    "(four interleaved runs of 3-6 rounds), and unpinned copies with one intra-op thread each "
-    "summed ~925-1020 samples/s against ~800 pinned; in the full benchmark on a 2-vCPU EPYC "
-    "Zen 4 VM (bench/results/amd-epyc-znver4-2cpu-kvm-3pass.md, S4 and S8, 24 paired rounds), "
-    "`hwtune exec --instances 2` with unpinned one-thread copies ran 1.20x (two MLPs) and 1.08x "
-    "(a CNN and an MLP) the two copies with TF's defaults, and 0.96x and 0.98x the folklore "
-    "recipe's pinned copies: pinning gained at most 4% there, where it had cost up to 39%, "
-    "so `hwtune tune` measures pinned against unpinned for a job that might gain"
+# Why one-CPU slices are pinned too. Two copies of each built-in workload, one intra-op and
+# one inter-op thread each, pinned to one CPU each against the same two copies unpinned,
+# 16 paired rounds per workload (bench/paired_arms.py; bench/results/
+# pinning-amd-epyc-znver4-2cpu-kvm.md). The older report that pinning cost 0.61-0.86x for two
+# CNN jobs (issue 17, unpaired rounds on a machine that swings ±20% between minutes) did not
+# reproduce: paired, the CNN pair was level. A pinned process also sizes TensorFlow's pools,
+# tf.data's CPU budget among them, from its affinity (tsl port.cc NumSchedulableCPUs reads
+# sched_getaffinity), which is the likely cause of the pipeline's gain.
+MEASURED_PINNING = (
+    "on a 2-vCPU EPYC Zen 4 VM (KVM, TF 2.21), two copies of a job, each with one intra-op "
+    "thread and pinned to its own CPU, against the same copies left unpinned, 16 paired rounds "
+    "(bench/results/pinning-amd-epyc-znver4-2cpu-kvm.md): a tf.data pipeline 1.27x "
+    "[1.23-1.31], a transformer block 1.00x [0.96-1.04], a CNN 0.99x [0.97-1.02], batch "
+    "inference 1.01x [1.00-1.02]; in the full benchmark (bench/results/"
+    "amd-epyc-znver4-2cpu-kvm-3pass.md, 24 paired rounds) the pinned copies of the folklore "
+    "recipe ran 1.04x [1.01-1.06] two unpinned MLPs (S4) and 1.01x [0.99-1.04] a CNN beside "
+    "an MLP (S8)"
 )
-MIN_PINNED_CORES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,9 +246,8 @@ def pinning(hw: Hardware, slices: Sequence[Sequence[int]]) -> Pinning:
     """The pinning rule for instances on these slices (each given by its CPUs).
 
     One instance is pinned to the usable CPUs (its affinity as it already is). Several are
-    pinned only when every slice is whole NUMA nodes of a multi-node machine or has at least
-    MIN_PINNED_CORES physical cores; otherwise none is (a mix would let the unpinned ones run
-    on the pinned ones' cores). All-or-nothing: slices differ by one core at most.
+    each pinned to their slice: to whole NUMA nodes, memory bound there, where every slice is
+    whole nodes of a multi-node machine; to their cores otherwise, however few.
     """
     if len(slices) <= 1:
         return Pinning(True, "one instance: it keeps the usable CPUs (affinity ∩ cpuset)")
@@ -263,21 +260,17 @@ def pinning(hw: Hardware, slices: Sequence[Sequence[int]]) -> Pinning:
             "--membind, as Intel's multi-instance launchers use)",
         )
     smallest = min(cores)
-    if smallest >= MIN_PINNED_CORES:
-        return Pinning(
-            True,
-            f"each of the {len(slices)} instances pinned to its own {smallest}+ physical cores "
-            "(never shared): copies do not migrate onto each other's cores (numactl "
-            "--physcpubind, as Intel's multi-instance launchers use); slices of one core are "
-            f"left unpinned instead, since {MEASURED_ONE_CPU_PINNING}",
-        )
     return Pinning(
-        False,
-        f"the {len(slices)} instances are left unpinned, each with thread pools capped to its "
-        f"slice's budget: a slice of {smallest} physical core is too small to pin (its copy's "
-        "Python, input and inter-op threads would queue behind the compute thread instead of "
-        f"using the idle moments of the other CPUs); {MEASURED_ONE_CPU_PINNING}",
+        True,
+        f"each of the {len(slices)} instances pinned to its own {_cores(smallest)} (never "
+        "shared), as Intel's multi-instance launchers bind them (numactl --physcpubind): a "
+        "pinned copy sizes TensorFlow's pools, tf.data's included, to its CPUs instead of "
+        f"the machine's, and does not migrate onto its neighbours' cores; {MEASURED_PINNING}",
     )
+
+
+def _cores(count: int) -> str:
+    return "physical core" if count == 1 else f"{count}+ physical cores"
 
 
 def _whole_nodes(hw: Hardware, cpus: Sequence[int]) -> bool:

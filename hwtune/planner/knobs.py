@@ -109,11 +109,11 @@ def openmp_env(
     """OMP_*/KMP_* where the installed TensorFlow links an OpenMP runtime, else left_out; and
     that build, whose OMP_NUM_THREADS follows intra-op (`Threads.openmp`, rendered with it).
 
-    With several instances left unpinned (planner/instances.py `pinning`), binding is turned
-    off: each copy starts with the whole CPU mask, and a compact or close binding places
-    every copy's threads from the mask's first CPU on, so all copies would share those cores
-    (Intel "Thread Affinity Interface": compact binds thread n+1 next to thread n; OpenMP 4.0:
-    places are counted from the first)."""
+    With several instances left unpinned (a tune result: planner/core.py `_pinning`),
+    binding is turned off: each copy starts with the whole CPU mask, and a compact or close
+    binding places every copy's threads from the mask's first CPU on, so all copies would
+    share those cores (Intel "Thread Affinity Interface": compact binds thread n+1 next to
+    thread n; OpenMP 4.0: places are counted from the first)."""
     tf = hw.tensorflow
     if tf is None or tf.threading_runtime != "openmp":
         basis = ""
