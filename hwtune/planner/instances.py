@@ -228,9 +228,10 @@ MEASURED_PINNING = (
     "(bench/results/pinning-amd-epyc-znver4-2cpu-kvm.md): a tf.data pipeline 1.27x "
     "[1.23-1.31], a transformer block 1.00x [0.96-1.04], a CNN 0.99x [0.97-1.02], batch "
     "inference 1.01x [1.00-1.02]; in the full benchmark (bench/results/"
-    "amd-epyc-znver4-2cpu-kvm-3pass.md, 24 paired rounds) the pinned copies of the folklore "
-    "recipe ran 1.04x [1.01-1.06] two unpinned MLPs (S4) and 1.01x [0.99-1.04] a CNN beside "
-    "an MLP (S8)"
+    "amd-epyc-znver4-2cpu-kvm-3pass.md, 24 paired rounds) the folklore recipe's pinned copies "
+    "ran at 1.04x [1.01-1.06] of unpinned ones for two MLPs (S4) and 1.01x [0.99-1.04] for a "
+    "CNN beside an MLP (S8), and with these copies pinned too, both were level with the recipe "
+    "(bench/results/amd-epyc-znver4-2cpu-kvm-pinned.md, 16 paired rounds)"
 )
 
 
