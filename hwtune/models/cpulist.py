@@ -31,7 +31,7 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
     body = text.strip()
     if not body:
         return ()
-    spans: list[range] = []
+    spans: list[tuple[str, range]] = []
     total = 0
     for item in body.split(","):
         item = item.strip()
@@ -41,9 +41,9 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
         total += len(span)
         if total > MAX_CPU:
             raise CpuListError(f"CPU list names more than {MAX_CPU} CPUs: {_quoted(text)}")
-        spans.append(span)
-    for item, span in zip(body.split(","), spans, strict=True):
-        cpus.update(_expand(item.strip(), span, text))
+        spans.append((item, span))
+    for item, span in spans:
+        cpus.update(_expand(item, span, text))
     return tuple(sorted(cpus))
 
 

@@ -132,14 +132,14 @@ def openmp_env(
         "the instances are left unpinned, so each starts with every CPU and a binding would "
         "place all copies' threads on the same first cores"
     )
-    if "gomp" in library and unpinned_instances:
-        env["OMP_PROC_BIND"] = Setting("false", f"{build}: {stacked} (OpenMP 4.0 spec)")
-        why = f"left out: {build}, and GNU OpenMP ignores KMP_* (it reads OMP_*/GOMP_*)"
-        left = [LeftOut(name, why) for name in OPENMP_KNOBS if name.startswith("KMP_")]
-        left.append(LeftOut("OMP_PLACES", f"left out: {build}: threads are not bound"))
-        return env, left, build
     if "gomp" in library:
         # GNU OpenMP ignores KMP_*; its equivalents are the standard OMP_PROC_BIND/OMP_PLACES.
+        why = f"left out: {build}, and GNU OpenMP ignores KMP_* (it reads OMP_*/GOMP_*)"
+        left = [LeftOut(name, why) for name in OPENMP_KNOBS if name.startswith("KMP_")]
+        if unpinned_instances:
+            env["OMP_PROC_BIND"] = Setting("false", f"{build}: {stacked} (OpenMP 4.0 spec)")
+            left.append(LeftOut("OMP_PLACES", f"left out: {build}: threads are not bound"))
+            return env, left, build
         env["OMP_PROC_BIND"] = Setting(
             "close",
             f"{build}: GNU OpenMP pins with OMP_PROC_BIND "
@@ -150,8 +150,6 @@ def openmp_env(
             f"{build}: one place per physical core, so threads "
             "do not share a core's SMT siblings (OpenMP 4.0 spec)",
         )
-        why = f"left out: {build}, and GNU OpenMP ignores KMP_* (it reads OMP_*/GOMP_*)"
-        left = [LeftOut(name, why) for name in OPENMP_KNOBS if name.startswith("KMP_")]
         return env, left, build
     values = KMP_VALUES[intent.mode]
     env["KMP_AFFINITY"] = (

@@ -73,8 +73,8 @@ class RaceLog:
     design: Blocked  # the same values by round, for comparisons that discount load drift
     winner: TrialConfig
     verdict: Comparison | None = None  # the winner against the incumbent, when they differ
-    rounds: int = 0  # begun; the last may have been cut by the budget
-    completed: int = 0  # rounds in which every arm still running was measured
+    completed: int = 0  # rounds in which every arm still running was measured (the budget
+    # may cut the last one begun)
     decided: bool = False
     screened: set[TrialConfig] = field(default_factory=set)  # cut after one round
 
@@ -267,7 +267,6 @@ class Search:
         race = RaceLog(incumbent, samples, Blocked(prior=self.pooled), incumbent)
         self.races.append(race)
         for round_ in range(1, settings.max_repeats + 1):
-            race.rounds = round_
             order = list(alive)
             self.rng.shuffle(order)
             for arm in order:
