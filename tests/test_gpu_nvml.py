@@ -455,6 +455,29 @@ def test_live_falls_back_to_nvidia_smi_when_nvml_fails(tmp_path: Path) -> None:
     assert "nvmlInit failed" in reasons(issues)
 
 
+def test_nvidia_smi_with_one_gpu_reads_its_locality_from_sysfs(tmp_path: Path) -> None:
+    """One GPU gets no `topo -m` run: its NUMA node and CPUs come from the PCI device."""
+    device = tmp_path / "sys/bus/pci/devices/0000:00:1e.0"  # the T4 capture's 00000000:00:1E.0
+    device.mkdir(parents=True)
+    (device / "numa_node").write_text("1\n")
+    (device / "local_cpulist").write_text("8-11\n")
+    lib = FakeNvml([], {"nvmlInit": pynvml.NVML_ERROR_UNINITIALIZED})
+    report = probe_gpus(
+        tmp_path,
+        IssueLog(),
+        live=True,
+        nvml_library=lib,
+        nvidia_smi=fake_nvidia_smi(tmp_path, T4_XML),
+    )
+    assert [(g.numa_node, g.cpu_affinity) for g in report.gpus] == [(1, (8, 9, 10, 11))]
+    # The same capture read as files: the same locality; -1 (no locality) stays unknown.
+    (tmp_path / "nvidia-smi-q.xml").write_bytes(T4_XML.read_bytes())
+    (device / "numa_node").write_text("-1\n")
+    (device / "local_cpulist").unlink()
+    report = probe_gpus(tmp_path, IssueLog(), live=False)
+    assert [(g.numa_node, g.cpu_affinity) for g in report.gpus] == [(None, ())]
+
+
 def test_live_without_any_nvidia_is_quiet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)

@@ -511,6 +511,12 @@ def test_targets_table_judges_every_peer_by_its_paired_interval(tmp_path: Path) 
     earns = rows["tuner ≥ 1.1× plan somewhere"]
     assert "✗ missed" in earns and "grid's best over the plan, paired: S4 1.07×" in earns
     assert "**not run: no bf16 CPU**" in md and "**not run: no GPU**" in md
+    # The paired table's last column: how far the grid's best got over TF defaults (96 / 60).
+    lines = md.splitlines()
+    head = next(x for x in lines if x.startswith("| scenario | plan / TF defaults"))
+    assert head.endswith("| oracle (grid's best) / TF defaults |")
+    paired_s4 = lines[lines.index(head) + 2]
+    assert paired_s4.startswith("| S4 | ") and paired_s4.split(" | ")[-1].startswith("1.60×")
     # The same journal, the tuner 20% above the plan: met.
     md = bench_report.write(issue17_journal(tmp_path, 1.2), tmp_path, "i17").read_text()
     earns = next(x for x in md.splitlines() if "tuner ≥ 1.1× plan somewhere" in x)

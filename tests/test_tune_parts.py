@@ -9,6 +9,7 @@ import os
 import random
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,30 @@ def test_instances_run_concurrently_pinned_and_add_up(tmp_path: Path) -> None:
     result = runner.run(TrialConfig(instances=2, cpus=((cpu,), (cpu,))))
     assert result.ok and result.value == 21.0 and result.per_instance == (10.0, 11.0)
     assert result.metric == "rate"
+
+
+def test_a_chatty_workload_is_scanned_not_read_whole(tmp_path: Path) -> None:
+    """A workload that logs for hours writes gigabytes: the trial holds a line at a time and
+    the report's tail, never the whole output (reading it whole peaked at 100 MB for this one)."""
+    argv = script(
+        tmp_path,
+        "import sys\n"
+        "noise = 'x' * 99 + '\\n'\n"
+        "sys.stdout.write(noise * 200_000)\n"
+        "print('hwtune-metric: rate=42', flush=True)\n"
+        "sys.stdout.write(noise * 200_000)\n"
+        "sys.stderr.write(noise * 200_000 + 'last words\\n')\n",
+    )
+    runner = TrialRunner(user_command(argv), environ=os.environ, timeout_s=60)
+    tracemalloc.start()
+    try:
+        result = runner.run(TrialConfig())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.ok and result.value == 42.0
+    assert result.stderr_tail.endswith("last words")
+    assert peak < 2 * 1024 * 1024
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ Sources, in order:
 - any other root: ROOT/nvidia-smi-q.xml, ROOT/nvidia-smi-topo.txt and ROOT/nvidia-smi-L.txt
   (what `hwtune snapshot` saves), merged by GPU index; any may be absent. `-L` is the only one
   that names MIG devices by the UUID CUDA_VISIBLE_DEVICES takes.
+With nvidia-smi, a GPU's NUMA node and local CPUs missing from `topo -m` are read from
+ROOT/sys/bus/pci/devices/<bus id>/ (numa_node, local_cpulist), as the NVML path does.
 
 `nvidia-smi -q` does not print the compute capability, so where NVML does not give it, it is
 looked up from the product name in the `gpus` knowledge table (hwtune/knowledge/data/gpus.json,
@@ -166,6 +168,25 @@ def count_nvidia_displays(root: Path) -> int:
     return found
 
 
+def with_pci_locality(root: Path, gpus: Sequence[Gpu]) -> tuple[Gpu, ...]:
+    """Each GPU's NUMA node and local CPUs from sysfs where nvidia-smi gave none: one GPU
+    gets no `topo -m` run (it has no links), and older drivers' matrix has no NUMA column,
+    yet a job on a two-socket host with one GPU still wants the CPUs next to it."""
+    from hwtune.probes.nvml import read_pci_locality
+
+    filled = []
+    for gpu in gpus:
+        if gpu.numa_node is None or not gpu.cpu_affinity:
+            node, cpus = read_pci_locality(root, gpu.pci_bus_id)
+            gpu = replace(
+                gpu,
+                numa_node=node if gpu.numa_node is None else gpu.numa_node,
+                cpu_affinity=gpu.cpu_affinity or cpus,
+            )
+        filled.append(gpu)
+    return tuple(filled)
+
+
 def _from_files(root: Path, issues: IssueLog) -> GpuReport:
     from hwtune.probes import nvidia_smi, nvidia_smi_list
 
@@ -192,7 +213,7 @@ def _from_files(root: Path, issues: IssueLog) -> GpuReport:
             f"unknown (names and MIG UUIDs come from {nvidia_smi_list.LIST_NAME})",
         )
     return GpuReport(
-        gpus=gpus,
+        gpus=with_pci_locality(root, gpus),
         driver_version=log.driver_version if log else None,
         cuda_driver_version=log.cuda_version if log else None,
         source="nvidia-smi" if gpus or log else "none",
@@ -233,7 +254,7 @@ def run_nvidia_smi(
     return done.stdout
 
 
-def _from_nvidia_smi(executable: str, issues: IssueLog, timeout_s: float) -> GpuReport:
+def _from_nvidia_smi(root: Path, executable: str, issues: IssueLog, timeout_s: float) -> GpuReport:
     from hwtune.probes import nvidia_smi
 
     xml = run_nvidia_smi(executable, ["-q", "-x"], issues, timeout_s=timeout_s)
@@ -256,6 +277,7 @@ def _from_nvidia_smi(executable: str, issues: IssueLog, timeout_s: float) -> Gpu
                 text.decode("utf-8", "replace"), "nvidia-smi topo -m", issues
             )
             gpus = nvidia_smi.merge_topo(gpus, topo, issues)
+    gpus = with_pci_locality(root, gpus)
     return GpuReport(gpus, log.driver_version, log.cuda_version, "nvidia-smi")
 
 
@@ -301,7 +323,7 @@ def _live(
             return report
     executable = nvidia_smi or find_executable("nvidia-smi")
     if executable:
-        return _from_nvidia_smi(executable, issues, timeout_s or NVIDIA_SMI_TIMEOUT_S)
+        return _from_nvidia_smi(root, executable, issues, timeout_s or NVIDIA_SMI_TIMEOUT_S)
     if nvml_library is None and library_file is None:
         displays = count_nvidia_displays(root)
         if displays:

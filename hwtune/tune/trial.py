@@ -31,6 +31,11 @@ METRIC_LINE = re.compile(
 )
 TAIL_LINES = 20
 TAIL_CHARS = 3000
+# A workload may log for hours: its output files are scanned, never read whole. Only lines
+# holding `hwtune-metric:` are parsed, a line at most this long at a time (a metric line is a
+# few dozen bytes), and the report's tail comes from the files' last TAIL_BYTES.
+LINE_LIMIT = 64 * 1024
+TAIL_BYTES = 64 * 1024
 # Between SIGTERM and SIGKILL for a trial past its timeout: TensorFlow exits in well under a
 # second on SIGTERM; a workload that traps it gets this long.
 KILL_GRACE_S = 3.0
@@ -219,7 +224,7 @@ class TrialRunner:
                     None,
                     time.monotonic() - started,
                     failure=f"timed out after {self.timeout_s:.0f} s (per-trial timeout)",
-                    stderr_tail=tail(_read(outputs[late][1])),
+                    stderr_tail=_tail_of(outputs[late][1]),
                 )
             walls = waited
         finally:
@@ -244,7 +249,6 @@ class TrialRunner:
         metric_name = "wall" if self.workload.time_whole else self.metric
         for index, proc in enumerate(procs):
             out, err = outputs[index]
-            stderr = _read(err)
             label = f"instance {index}: " if len(procs) > 1 else ""
             if proc.returncode != 0:
                 return TrialResult(
@@ -252,12 +256,12 @@ class TrialRunner:
                     None,
                     wall,
                     failure=label + _describe_exit(proc.returncode),
-                    stderr_tail=tail(stderr),
+                    stderr_tail=_tail_of(err),
                 )
             if self.workload.time_whole:
                 values.append(1.0 / max(walls[index], 1e-9))
                 continue
-            metrics = parse_metrics(_read(out)) or parse_metrics(stderr)
+            metrics = _scan_metrics(out) or _scan_metrics(err)
             if metric_name is None and metrics:
                 metric_name = next(iter(metrics))
             value = metrics.get(metric_name) if metric_name else None
@@ -268,7 +272,7 @@ class TrialRunner:
                     None,
                     wall,
                     failure=f"{label}printed no {wanted} line",
-                    stderr_tail=tail(stderr),
+                    stderr_tail=_tail_of(err),
                 )
             if not (math.isfinite(value) and value > 0):
                 return TrialResult(
@@ -276,7 +280,7 @@ class TrialRunner:
                     None,
                     wall,
                     failure=f"{label}metric {metric_name}={value} is not a positive number",
-                    stderr_tail=tail(stderr),
+                    stderr_tail=_tail_of(err),
                 )
             values.append(value)
         total = sum(values)
@@ -295,11 +299,24 @@ class TrialRunner:
             wall,
             metric=metric_name,
             per_instance=tuple(values),
-            stderr_tail=tail(_read(outputs[0][1])),
+            stderr_tail=_tail_of(outputs[0][1]),
         )
 
 
-def _read(handle: IO[bytes]) -> str:
+def _scan_metrics(handle: IO[bytes]) -> dict[str, float]:
+    """parse_metrics over an output file, holding one line of it at a time."""
     handle.flush()
     handle.seek(0)
-    return handle.read().decode("utf-8", "replace")
+    found: dict[str, float] = {}
+    while line := handle.readline(LINE_LIMIT):
+        if b"hwtune-metric:" in line:
+            found.update(parse_metrics(line.decode("utf-8", "replace")))
+    return found
+
+
+def _tail_of(handle: IO[bytes]) -> str:
+    """The report's tail of an output file, read from its end."""
+    handle.flush()
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(max(0, size - TAIL_BYTES))
+    return tail(handle.read().decode("utf-8", "replace"))
