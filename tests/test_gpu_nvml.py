@@ -470,8 +470,11 @@ def test_nvidia_smi_with_one_gpu_reads_its_locality_from_sysfs(tmp_path: Path) -
         nvidia_smi=fake_nvidia_smi(tmp_path, T4_XML),
     )
     assert [(g.numa_node, g.cpu_affinity) for g in report.gpus] == [(1, (8, 9, 10, 11))]
-    # The same capture read as files: the same locality; -1 (no locality) stays unknown.
+    # The same capture read as a snapshot's files: the same locality.
     (tmp_path / "nvidia-smi-q.xml").write_bytes(T4_XML.read_bytes())
+    report = probe_gpus(tmp_path, IssueLog(), live=False)
+    assert [(g.numa_node, g.cpu_affinity) for g in report.gpus] == [(1, (8, 9, 10, 11))]
+    # -1 is the kernel's "no locality", and a missing list is no CPUs: both stay unknown.
     (device / "numa_node").write_text("-1\n")
     (device / "local_cpulist").unlink()
     report = probe_gpus(tmp_path, IssueLog(), live=False)
