@@ -252,7 +252,6 @@ def pinning(hw: Hardware, slices: Sequence[Sequence[int]]) -> Pinning:
     """
     if len(slices) <= 1:
         return Pinning(True, "one instance: it keeps the usable CPUs (affinity ∩ cpuset)")
-    cores = [len(physical_cores(hw, tuple(sorted(cpus)))) for cpus in slices]
     if len(hw.numa) > 1 and all(_whole_nodes(hw, cpus) for cpus in slices):
         return Pinning(
             True,
@@ -260,7 +259,7 @@ def pinning(hw: Hardware, slices: Sequence[Sequence[int]]) -> Pinning:
             "there: remote memory costs bandwidth and latency (numactl's --cpunodebind/"
             "--membind, as Intel's multi-instance launchers use)",
         )
-    smallest = min(cores)
+    smallest = min(len(physical_cores(hw, tuple(sorted(cpus)))) for cpus in slices)
     return Pinning(
         True,
         f"each of the {len(slices)} instances pinned to its own {_cores(smallest)} (never "

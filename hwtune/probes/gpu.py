@@ -28,6 +28,7 @@ from pathlib import Path
 from hwtune.models.hardware import Gpu
 from hwtune.probes.gpu_report import NO_GPUS, GpuReport
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.pci import read_pci_locality
 from hwtune.probes.root import list_dir, read_text
 
 NVIDIA_PCI_VENDOR = "0x10de"  # PCI-SIG vendor ID of NVIDIA Corporation (pci.ids)
@@ -172,8 +173,6 @@ def with_pci_locality(root: Path, gpus: Sequence[Gpu]) -> tuple[Gpu, ...]:
     """Each GPU's NUMA node and local CPUs from sysfs where nvidia-smi gave none: one GPU
     gets no `topo -m` run (it has no links), and older drivers' matrix has no NUMA column,
     yet a job on a two-socket host with one GPU still wants the CPUs next to it."""
-    from hwtune.probes.nvml import read_pci_locality
-
     filled = []
     for gpu in gpus:
         if gpu.numa_node is None or not gpu.cpu_affinity:

@@ -25,11 +25,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hwtune.models.cpulist import CpuListError, parse_cpulist
 from hwtune.models.hardware import Gpu, GpuLink, MigDevice
 from hwtune.probes.gpu_report import GpuReport
 from hwtune.probes.issues import IssueLog
-from hwtune.probes.root import read_text
+from hwtune.probes.pci import pci_sysfs_name, read_pci_locality
 
 SONAME = "libnvidia-ml.so.1"
 # Where distributions and the NVIDIA container toolkit put the driver's libraries, beyond what
@@ -68,7 +67,6 @@ ARCHITECTURES = {
 TOPOLOGY_KINDS = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 # NVML error codes (nvml.h nvmlReturn_t), used when a binding lacks the named constants.
 _NOT_SUPPORTED, _INVALID_ARGUMENT, _NOT_FOUND = 3, 2, 6
-_BUS_ID_RE = re.compile(r"^([0-9a-fA-F]{1,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 
 
 def find_nvml_library(
@@ -94,33 +92,6 @@ def find_nvml_library(
         if candidate.exists():
             return str(candidate)
     return None
-
-
-def pci_sysfs_name(bus_id: str | None) -> str | None:
-    """NVML's "00000000:07:00.0" as sysfs names it: "0000:07:00.0" (lower case, 4-digit domain)."""
-    m = _BUS_ID_RE.match((bus_id or "").strip())
-    if not m:
-        return None
-    domain, bus, device, function = m.groups()
-    return f"{int(domain, 16):04x}:{bus}:{device}.{function}".lower()
-
-
-def read_pci_locality(root: Path, bus_id: str | None) -> tuple[int | None, tuple[int, ...]]:
-    """The NUMA node and local CPUs of a PCI device from sysfs; (None, ()) where unknown."""
-    name = pci_sysfs_name(bus_id)
-    if name is None:
-        return None, ()
-    base = root / "sys/bus/pci/devices" / name
-    node: int | None = None
-    cpus: tuple[int, ...] = ()
-    try:
-        value = int(read_text(root, base / "numa_node").strip())
-        node = value if value >= 0 else None  # -1: the platform reports no locality
-    except (OSError, ValueError):
-        pass
-    with contextlib.suppress(OSError, CpuListError):
-        cpus = parse_cpulist(read_text(root, base / "local_cpulist"))
-    return node, cpus
 
 
 def _text(value: Any) -> str | None:
