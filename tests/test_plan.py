@@ -30,11 +30,11 @@ def knowledge() -> Knowledge:
 def test_this_machine_shape_two_cores_stock_tf(knowledge: Knowledge) -> None:
     profile = plan(make_hardware(tensorflow=tf_info()), knowledge=knowledge)
     assert profile.threads.intra_op.value == 2
-    assert profile.threads.inter_op.value == 1
+    assert profile.threads.inter_op.value == 2
     # The counts are stored once; rendering derives their variables.
     assert not {"TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"} & set(profile.env)
     assert env_map(profile)["TF_NUM_INTRAOP_THREADS"] == "2"
-    assert env_map(profile)["TF_NUM_INTEROP_THREADS"] == "1"
+    assert env_map(profile)["TF_NUM_INTEROP_THREADS"] == "2"
     assert profile.env["TF_ENABLE_ONEDNN_OPTS"].value == "1"
     assert not {"OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME", "KMP_SETTINGS"} & set(
         profile.env
@@ -149,10 +149,32 @@ def test_two_sockets_throughput_and_latency(knowledge: Knowledge) -> None:
     hw = make_hardware(
         sockets=2, cores_per_socket=24, smt=2, flags=CASCADELAKE_FLAGS, microarch="cascadelake"
     )
-    assert plan(hw, knowledge=knowledge).threads.inter_op.value == 2
+    # Stock TensorFlow (its own pool): both pools sized from the physical cores.
+    throughput = plan(hw, knowledge=knowledge)
+    assert throughput.threads.inter_op.value == throughput.threads.intra_op.value == 48
+    assert "MKL builds" in throughput.threads.inter_op.reason
     latency = plan(hw, knowledge=knowledge, mode="latency")
     assert latency.threads.inter_op.value == 1
     assert latency.threads.intra_op.value == 48
+
+
+def test_an_openmp_build_runs_one_op_per_socket(knowledge: Knowledge) -> None:
+    # Each op runs an OpenMP team over every intra-op thread: concurrent ops would
+    # oversubscribe the cores, so inter-op follows the sockets (Intel's advice for MKL builds).
+    omp = tf_info("2.15.0", runtime="openmp", openmp_library="libiomp5.so")
+    two_sockets = make_hardware(
+        sockets=2, cores_per_socket=24, smt=2, flags=CASCADELAKE_FLAGS, tensorflow=omp
+    )
+    inter = plan(two_sockets, knowledge=knowledge).threads.inter_op
+    assert inter.value == 2 and "OpenMP build" in inter.reason
+    one_socket = plan(make_hardware(tensorflow=omp), knowledge=knowledge).threads
+    assert (one_socket.intra_op.value, one_socket.inter_op.value) == (2, 1)
+
+
+def test_inter_op_follows_intra_op_under_a_quota(knowledge: Knowledge) -> None:
+    # A 1-CPU quota on 16 cores: TF's own default would start 16 inter-op threads.
+    profile = plan(make_hardware(cores_per_socket=16, quota=1.0), knowledge=knowledge)
+    assert profile.threads.intra_op.value == profile.threads.inter_op.value == 1
 
 
 def test_instances_follow_numa_nodes_and_never_share_a_core(knowledge: Knowledge) -> None:
@@ -165,7 +187,7 @@ def test_instances_follow_numa_nodes_and_never_share_a_core(knowledge: Knowledge
         assert not seen & set(piece.cpus)
         seen |= set(piece.cpus)
     assert profile.threads.intra_op.value == 4
-    assert profile.threads.inter_op.value == 1
+    assert profile.threads.inter_op.value == 4
 
 
 def test_more_instances_than_cores_is_an_error(knowledge: Knowledge) -> None:
@@ -253,7 +275,7 @@ def test_gpu_node_plan(knowledge: Knowledge) -> None:
     assert "CUDA_VISIBLE_DEVICES" not in profile.env
     assert profile.data_format.value == "channels_last"
     assert profile.allow_soft_placement is not None and profile.allow_soft_placement.value is True
-    assert profile.threads.intra_op.value == 48 and profile.threads.inter_op.value == 2
+    assert profile.threads.intra_op.value == 48 and profile.threads.inter_op.value == 48
 
 
 def test_gpu_instances_get_local_cpus_and_their_own_gpus(knowledge: Knowledge) -> None:

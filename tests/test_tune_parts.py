@@ -313,7 +313,9 @@ def test_space_around_the_plan_of_a_big_host() -> None:
     assert space.intra[1] == (1, 88, 176) and space.intra[4] == (1, 22, 44)
     assert space.precision == (None, "mixed_bfloat16")
     neighbors = space.neighbors(start)
-    assert len(neighbors) == len(set(neighbors)) == 8
+    # inter-op 1, 2 and the plan's (one per intra-op thread): two neighbours on that axis
+    assert space.inter == {1: (1, 2, 88), 2: (1, 2, 44), 4: (1, 2, 22)}
+    assert len(neighbors) == len(set(neighbors)) == 9
     assert all(
         sum(
             getattr(n, k) != getattr(start, k)
@@ -324,9 +326,10 @@ def test_space_around_the_plan_of_a_big_host() -> None:
         if n.instances == 1
     )
     grid = list(space.grid())
-    # 48 single-instance configurations, and 48 each for 2 and 4 instances, pinned and not
-    # (the `pinned` dimension, issue 17): 48 + 2 × 2 × 48.
-    assert len(grid) == len(set(grid)) == space.size() == 240
+    # 72 single-instance configurations (3 intra × 3 inter × oneDNN × XLA × precision), and
+    # 72 each for 2 and 4 instances, pinned and not (the `pinned` dimension, issue 17):
+    # 72 + 2 × 2 × 72.
+    assert len(grid) == len(set(grid)) == space.size() == 360
     assert start in grid and set(neighbors) <= set(grid)
     four = next(n for n in neighbors if n.instances == 4)
     # Whole NUMA nodes of 44 cores: the plan's rule pins them; the tuner may try unpinned.

@@ -14,10 +14,19 @@ Hybrid parts: in latency mode only performance cores count (a single op is as sl
 slowest shard; OpenVINO's LATENCY hint also schedules on P-cores); throughput uses all cores.
 
 Inter-op: latency mode runs one op at a time with every intra-op thread (1, as the ITEX and
-IPEX launchers and Intel's real-time-inference BKM use). Throughput mode runs one op per socket
-the slice spans (Intel Model Zoo launch_benchmark: inter = number of sockets for all-socket
-runs, 1 for a single socket), falling back to NUMA nodes when sockets are unknown; never more
-than intra-op threads.
+IPEX launchers and Intel's real-time-inference BKM use). Throughput mode depends on the runtime
+the ops' threads come from:
+- TensorFlow's own thread pool (stock wheels, oneDNN on Eigen): as many inter-op threads as
+  intra-op threads. TensorFlow's performance guide gives both pools the logical CPUs by default
+  and names "both pools equal to the number of physical cores" as the common alternative
+  (tensorflow/docs site/en/r1/guide/performance/overview.md, "Optimizing for CPU"); sizing
+  both from the slice's cores keeps TF's breadth while staying inside a quota. Two inter-op
+  threads trained a transformer encoder block with XLA off 1.16× faster than one, and the
+  other jobs measured were level within noise (`MEASURED_INTER_OP`).
+- An OpenMP build (intel-tensorflow, `--config=mkl`): one op per socket the slice spans, the
+  advice that guide and Intel Model Zoo's launch_benchmark give for MKL builds, where every op
+  runs an OpenMP team over all intra-op threads and concurrent ops oversubscribe the cores;
+  NUMA nodes when sockets are unknown; never more than intra-op threads.
 """
 
 from __future__ import annotations
@@ -26,6 +35,16 @@ from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Intent, Setting
 from hwtune.planner.instances import Slice
+
+# bench/paired_arms.py, two inter-op threads against one with two intra-op threads, 16
+# paired rounds per workload (bench/results/inter-op-amd-epyc-znver4-2cpu-kvm.md).
+MEASURED_INTER_OP = (
+    "two inter-op threads against one trained a transformer encoder block with XLA off 1.16x "
+    "[1.08-1.25] faster, and were level within noise for a small CNN (1.02x [0.97-1.07]), a "
+    "tf.data pipeline (0.95x [0.89-1.02]) and, with XLA, the transformer (1.01x [0.98-1.04]) "
+    "and a 3x512 MLP (0.98x [0.92-1.04]) (16 paired rounds each on a 2-vCPU EPYC Zen 4 VM, "
+    "TF 2.21)"
+)
 
 
 def intra_op(hw: Hardware, intent: Intent, mine: Slice) -> Setting:
@@ -80,6 +99,20 @@ def inter_op(hw: Hardware, intent: Intent, mine: Slice, intra: int) -> Setting:
             "latency mode: one op at a time, each using every intra-op thread (Intel's "
             "real-time-inference BKM; the ITEX and IPEX launchers set 1)",
         )
+    tf = hw.tensorflow
+    if tf is None or tf.threading_runtime != "openmp":
+        runtime = (
+            "no TensorFlow found: planned for stock TensorFlow, whose ops run on its own pool"
+            if tf is None
+            else f"{tf.distribution} {tf.version} runs its ops on its own pool, no OpenMP"
+        )
+        return Setting(
+            intra,
+            f"throughput mode: as many inter-op threads as intra-op threads ({intra}), so "
+            f"independent ops run side by side ({runtime}; TensorFlow's performance guide: "
+            "both pools default to the logical CPUs, or both equal the physical cores; its "
+            "one-per-socket advice is for MKL builds); " + MEASURED_INTER_OP,
+        )
     sockets = len(mine.sockets)
     if not sockets and hw.cpu.sockets and len(mine.cpus) == len(hw.cpu.online_cpus or mine.cpus):
         sockets = hw.cpu.sockets  # no per-CPU socket ids, but the slice is the whole machine
@@ -93,7 +126,9 @@ def inter_op(hw: Hardware, intent: Intent, mine: Slice, intra: int) -> Setting:
     plural = "s" if count != 1 else ""
     return Setting(
         value,
-        f"throughput mode: one concurrent op per {unit} the slice spans ({count} {unit}{plural}; "
-        "Intel Model Zoo: inter-op = number of sockets)"
+        f"throughput mode on an OpenMP build ({tf.distribution} {tf.version}): one concurrent "
+        f"op per {unit} the slice spans ({count} {unit}{plural}), as each op runs an OpenMP "
+        "team over every intra-op thread (TensorFlow's performance guide for MKL builds; Intel "
+        "Model Zoo: inter-op = number of sockets)"
         + (f", capped at the {intra} intra-op threads" if value < count else ""),
     )
