@@ -235,16 +235,6 @@ def test_a_job_without_tensorflow_is_reported(cli) -> None:  # type: ignore[no-u
     assert "TensorFlow did not start" in result.stderr and "status 3" in result.stderr
 
 
-def test_extra_compute_threads_are_not_a_mismatch() -> None:
-    from hwtune.doctor.settings import _inter_op_at_least
-
-    more = Check("inter-op pool (tf_Compute threads)", "1", "6", "DIFFERENT")
-    assert _inter_op_at_least(more, "1").status == "OK"
-    assert _inter_op_at_least(more, None).status == "DIFFERENT"  # the variable never reached it
-    fewer = Check("inter-op pool (tf_Compute threads)", "4", "2", "DIFFERENT")
-    assert _inter_op_at_least(fewer, "4").status == "DIFFERENT"
-
-
 class _Nvml:
     """The NVML calls the doctor makes, for two GPUs; the second one is lost (its calls raise
     the real pynvml.NVMLError, as a GPU that fell off the bus does)."""

@@ -172,9 +172,10 @@ def test_an_openmp_build_runs_one_op_per_socket(knowledge: Knowledge) -> None:
 
 
 def test_inter_op_follows_intra_op_under_a_quota(knowledge: Knowledge) -> None:
-    # A 1-CPU quota on 16 cores: TF's own default would start 16 inter-op threads.
-    profile = plan(make_hardware(cores_per_socket=16, quota=1.0), knowledge=knowledge)
-    assert profile.threads.intra_op.value == profile.threads.inter_op.value == 1
+    # A 4-CPU quota on one 16-core socket: TF's own default would start 16 inter-op threads,
+    # one per socket would run one op at a time.
+    profile = plan(make_hardware(cores_per_socket=16, quota=4.0), knowledge=knowledge)
+    assert profile.threads.intra_op.value == profile.threads.inter_op.value == 4
 
 
 def test_instances_follow_numa_nodes_and_never_share_a_core(knowledge: Knowledge) -> None:

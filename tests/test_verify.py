@@ -259,6 +259,29 @@ def test_a_configure_record_and_xla_threads_are_judged_as_what_they_are() -> Non
     assert compare(Expectation(env={"A": "1"}), unreadable)[0].status == "CANNOT TELL"
 
 
+def test_compute_pools_beyond_the_inter_op_pool_are_not_a_mismatch() -> None:
+    # TF 2.21 runs 5 tf_Compute threads beyond the pool while Keras's fit runs (inter-op 1
+    # showed 6 and inter-op 2 showed 7 inside fit's epochs, on a 2-vCPU EPYC VM): with the
+    # variable as planned that is the pool plus other "Compute" pools, not a bigger pool.
+    expected = Expectation(env={"TF_NUM_INTEROP_THREADS": "2"}, inter_op=2)
+    fitting = Counter({"python": 9, "tf_Compute": 7, "tf_graph_runner": 1})
+    row = "inter-op pool (tf_Compute threads)"
+
+    def status(environ: dict[str, str], threads: Counter[str], **record: object) -> str:
+        seen = Observation(1, environ, None, threads, "python", record=record or None)
+        return {c.setting: c for c in compare(expected, seen)}[row].status
+
+    assert status({"TF_NUM_INTEROP_THREADS": "2"}, fitting) == "OK"
+    # configure() set the variable inside the process: its record is the evidence.
+    assert status({}, fitting, env={"TF_NUM_INTEROP_THREADS": "2"}) == "OK"
+    # The variable never reached the job, or asks for another pool: a difference.
+    assert status({}, fitting) == "DIFFERENT"
+    assert status({"TF_NUM_INTEROP_THREADS": "5"}, fitting) == "DIFFERENT"
+    # Fewer threads than planned is never explained by other pools.
+    fewer = Counter({"python": 9, "tf_Compute": 1})
+    assert status({"TF_NUM_INTEROP_THREADS": "2"}, fewer) == "DIFFERENT"
+
+
 # The README's job: Keras with XLA on or off, hwtune.configure() at start or not at all.
 TRAIN = textwrap.dedent(
     """
