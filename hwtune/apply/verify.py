@@ -11,7 +11,10 @@ What can be checked from outside, honestly:
   threads are "tf_XLA…") starts tf_Compute threads of its own: with a Keras model compiled
   with jit_compile=True, TF 2.21 showed inter-op + 1 tf_Compute threads (on a 2-vCPU EPYC VM,
   for inter-op 1, 2 and 3). Then the count says nothing exact, and configure()'s record of
-  `tf.config.threading` having taken the value is the evidence, else it cannot tell;
+  `tf.config.threading` having taken the value is the evidence, else it cannot tell. Without
+  XLA, Keras's fit runs further pools named "Compute" (TF 2.21: one thread beyond the pool
+  after fit, five inside its epochs): more threads than the pool are OK when the variable is
+  as planned, fewer never are;
 - its intra-op pool only as a lower bound: the Eigen pool's threads are not named (they keep
   the process's name, like BLAS and Python threads), so "at least N such threads" is what
   can be said;
