@@ -26,6 +26,12 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def _as_from_a_terminal() -> None:
+    # A test run started in the background (`cmd &` in a script, nohup) ignores SIGINT, and
+    # an ignored signal stays ignored across exec: give the child a terminal's default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_trials_are_logged_when_not_on_a_terminal_and_ctrl_c_prints_a_summary(
     tmp_path: Path,
 ) -> None:
@@ -35,6 +41,7 @@ def test_trials_are_logged_when_not_on_a_terminal_and_ctrl_c_prints_a_summary(
         stderr=subprocess.PIPE,
         text=True,
         env=_env(tmp_path),
+        preexec_fn=_as_from_a_terminal,
     )
     try:
         assert tune.stderr is not None
