@@ -26,8 +26,10 @@ from hwtune.tune.config import TrialConfig, trial_env
 from hwtune.tune.workloads import Workload
 
 # `hwtune-metric: name=value` on a line of its own (surrounding blanks allowed).
+METRIC_MARKER = "hwtune-metric:"
 METRIC_LINE = re.compile(
-    r"^[ \t]*hwtune-metric:[ \t]*([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(\S+)[ \t]*$", re.MULTILINE
+    rf"^[ \t]*{re.escape(METRIC_MARKER)}[ \t]*([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(\S+)[ \t]*$",
+    re.MULTILINE,
 )
 TAIL_LINES = 20
 TAIL_CHARS = 3000
@@ -308,8 +310,9 @@ def _scan_metrics(handle: IO[bytes]) -> dict[str, float]:
     handle.flush()
     handle.seek(0)
     found: dict[str, float] = {}
+    marker = METRIC_MARKER.encode()
     while line := handle.readline(LINE_LIMIT):
-        if b"hwtune-metric:" in line:
+        if marker in line:
             found.update(parse_metrics(line.decode("utf-8", "replace")))
     return found
 
