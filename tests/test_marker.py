@@ -136,3 +136,40 @@ def test_configure_replaces_values_an_earlier_hwtune_env_wrote(tmp_path: Path) -
     for name, value in planned.items():
         assert after[name] == value
     assert hwtune_owned(after) == set(planned)
+
+
+def test_env_in_a_shell_keeps_the_users_value_and_unsets_what_it_no_longer_sets(
+    tmp_path: Path,
+) -> None:
+    """`hwtune env` is evaluated into the caller's shell: a value the user exported after an
+    earlier eval survives the next eval, and a variable only the earlier plan set (XLA for a
+    dense model) is unset when the next plan (a CNN: XLA off) no longer sets it."""
+    env = _environ(tmp_path)
+    result = _bash(
+        f'eval "$({HWTUNE} env --model dense)"; test -n "$TF_XLA_FLAGS"; '
+        "export TF_NUM_INTRAOP_THREADS=7; "
+        f'eval "$({HWTUNE} env --model conv)"; '
+        f'{PYTHON} -c "{SHOW.replace("TF_NUM_", "TF_")}"',
+        env,
+    )
+    assert result.returncode == 0, result.stderr
+    after = json.loads(result.stdout)
+    assert after["TF_NUM_INTRAOP_THREADS"] == "7"
+    assert "TF_XLA_FLAGS" not in after
+    assert hwtune_owned(after) == {"TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTEROP_THREADS"}
+
+
+def test_env_files_for_other_processes_hold_the_plan_alone(tmp_path: Path) -> None:
+    """The systemd and dotenv formats are read by a unit or a container, not this shell: the
+    caller's own value does not change them."""
+    env = {**_environ(tmp_path), "TF_NUM_INTRAOP_THREADS": "7"}
+    out = subprocess.run(
+        [*HWTUNE.split(), "env", "--format", "dotenv"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout
+    planned = env_map(profile_for(PlanRequest(environ=env)).profile)
+    assert f"TF_NUM_INTRAOP_THREADS={planned['TF_NUM_INTRAOP_THREADS']}" in out.splitlines()

@@ -237,17 +237,27 @@ def _comment(text: str) -> str:
 
 
 def render_env_entries(
-    entries: Sequence[EnvEntry], fmt: EnvFormat, *, header: Sequence[str] = ()
+    entries: Sequence[EnvEntry],
+    fmt: EnvFormat,
+    *,
+    header: Sequence[str] = (),
+    unset: Sequence[str] = (),
 ) -> str:
-    """Render variables in one format; `header` lines become comments (not in JSON)."""
+    """Render variables in one format; `header` lines become comments (not in JSON); `unset`
+    names are removed first (sh only: the other formats start from an empty environment)."""
     if fmt not in ENV_FORMATS:
         raise ApplyError(f"unknown environment format {fmt!r}", hint=f"one of {ENV_FORMATS}")
     for entry in entries:
         check_name(entry.name)
         _check_value(entry.name, entry.value)
+    # Names read back from the caller's marker: one no shell could have exported is skipped.
+    unset = [name for name in unset if _ENV_NAME.match(name)]
     if fmt == "json":
         return json.dumps({e.name: e.value for e in entries}, indent=2, ensure_ascii=False) + "\n"
     lines = [f"# {_comment(line)}" for line in header]
+    if fmt == "sh":
+        for name in unset:
+            lines += [f"# {name}: set by hwtune before, not in this plan", f"unset {name}"]
     for entry in [*entries, _marker_entry(entries)]:
         if entry.reason:
             lines.append(f"# {entry.name}: {_comment(entry.reason)} [{entry.source}]")

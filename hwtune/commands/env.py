@@ -4,16 +4,26 @@ For job scripts: `eval "$(hwtune env)"`. Under a launcher (srun, mpirun, torchru
 prints the variables for its own slice of the node (`hwtune.pipeline.ranks`). On this machine,
 with no --set and no --root, the profile comes from the configure() cache (`hwtune.apply.cache`),
 so the command costs a fingerprint, not a detection.
+
+In the sh format, which is evaluated into the caller's shell, a variable the user set to another
+value is kept (left out, with a note) and one an earlier `eval "$(hwtune env)"` set that this
+plan no longer sets is unset (`hwtune.apply.marker`), as `hwtune exec` and `configure()` do. The
+other formats are files for other processes (a unit, a container): they hold the plan alone.
 Exit status: 0; 1 when a value cannot be written in the chosen format (dotenv); 2 bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from hwtune.cli import Environment
 from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.status import ExitStatus
+
+if TYPE_CHECKING:
+    from hwtune.apply.render import EnvEntry
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +55,30 @@ def run(args: argparse.Namespace, env: Environment) -> int:
 
         planned = profile_for(request)
         entries, notes = env_entries(planned.profile), list(planned.notes)
-    text = render_env_entries(entries, args.format, header=[*env_header(args.format), *notes])
+    unset: list[str] = []
+    if args.format == "sh":
+        entries, kept, unset = _respect_the_shell(entries, env.environ)
+        notes += kept
+    text = render_env_entries(
+        entries, args.format, header=[*env_header(args.format), *notes], unset=unset
+    )
     env.stdout.write(text)
     return ExitStatus.SUCCESS
+
+
+def _respect_the_shell(
+    entries: list[EnvEntry], environ: Mapping[str, str]
+) -> tuple[list[EnvEntry], list[str], list[str]]:
+    """The entries to export into this shell, notes on the user's values kept, and the names
+    to unset: what hwtune exported earlier that this plan no longer sets."""
+    from hwtune.apply.marker import MARKER, hwtune_owned, replace_own
+
+    planned = {e.name: e.value for e in entries}
+    always = [name for name in planned if name.startswith("HWTUNE_INSTANCE")]
+    _, kept = replace_own(environ, planned, always=always)
+    notes = [
+        f"keeping {name}={user!r} from the environment (profile: {value!r})"
+        for name, (user, value) in kept.items()
+    ]
+    unset = sorted(hwtune_owned(environ) - planned.keys() - {MARKER})
+    return [e for e in entries if e.name not in kept], notes, unset
