@@ -122,9 +122,11 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
         if isinstance(err, CommandNotStarted):
             return ExitStatus.NOT_FOUND if err.not_found else ExitStatus.CANNOT_EXECUTE
         return ExitStatus.ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         if args.debug:
             raise
+        if str(interrupt):  # what an interrupted step left on disk (hwtune.apply.outputs)
+            print(f"hwtune {args._command}: {interrupt}", file=env.stderr)
         return ExitStatus.INTERRUPTED
     except BrokenPipeError:  # `hwtune detect | head`: not an error worth a traceback
         return ExitStatus.SUCCESS

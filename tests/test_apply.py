@@ -174,6 +174,36 @@ def test_apply_killed_midway_is_rolled_back(tmp_path: Path, then: str) -> None:
     assert snapshot(tmp_path) == before
 
 
+INTERRUPT_MIDWAY = textwrap.dedent(
+    """
+    import os, signal, sys
+    sys.path.insert(0, {repo!r})
+    import hwtune.apply.outputs as outputs
+    from hwtune.cli import main
+    real = outputs.write_atomic
+    def write_then_interrupt(path, data, **kw):
+        real(path, data, **kw)
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C after the first file is replaced
+    outputs.write_atomic = write_then_interrupt
+    sys.exit(main(["apply", "--output", {out!r}, "--set", "MODE=b"]))
+    """
+)
+
+
+def test_ctrl_c_midway_puts_the_previous_set_back_at_once(tmp_path: Path) -> None:
+    """A real SIGINT between two renames: the files already replaced go back before hwtune
+    exits 130, and it says so; nothing waits for the next apply to be rolled back."""
+    assert run_cli(["apply", "--output", str(tmp_path), "--set", "MODE=a"]).exit_status == 0
+    before = snapshot(tmp_path)
+    script = INTERRUPT_MIDWAY.format(repo=str(REPO), out=str(tmp_path))
+    child = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 130, child.stderr
+    assert "interrupted; the 1 file(s) already replaced were restored" in child.stderr
+    assert snapshot(tmp_path) == before
+    assert len(journal.entry_ids(tmp_path)) == 1  # only the first apply's entry
+    assert not [p for p in tmp_path.iterdir() if TMP_MARK in p.name]
+
+
 def _mount_tmpfs(path: Path, size: str) -> None:
     path.mkdir()
     if os.geteuid() != 0:
@@ -201,6 +231,9 @@ def test_read_only_file_system_leaves_files_intact(tmp_path: Path) -> None:
         with pytest.raises(ApplyError) as err:
             apply_all(out, B, HW)
         assert "Read-only file system" in err.value.message and "intact" in err.value.message
+        assert snapshot(out) == before
+        report = apply_all(out, A, HW)  # the same profile: nothing to write, so up to date
+        assert not report.changed and report.journal_id is None
         assert snapshot(out) == before
     finally:
         _umount(out)

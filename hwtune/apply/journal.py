@@ -310,6 +310,24 @@ def prune(output_dir: Path, keep: int = KEEP) -> None:
         shutil.rmtree(output_dir / JOURNAL_DIR / old, ignore_errors=True)
 
 
+def pending(output_dir: Path) -> bool:
+    """Whether an interrupted apply waits to be rolled back (or the journal cannot be read,
+    which only the locked path can report properly)."""
+    journal_dir = output_dir / JOURNAL_DIR
+    try:
+        names = os.listdir(journal_dir)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    try:
+        if any(not (journal_dir / name / MANIFEST).is_file() for name in names):
+            return True
+        return any(not load(output_dir, entry_id).complete for entry_id in entry_ids(output_dir))
+    except (ApplyError, OSError):
+        return True
+
+
 def recover_incomplete(output_dir: Path) -> list[str]:
     """Roll back applies that were killed midway (call under the lock). Returns their ids.
 

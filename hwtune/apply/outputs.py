@@ -10,8 +10,11 @@ run are put back from the journal, so the directory holds the previous set exact
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-from collections.abc import Callable, Mapping
+import os
+import signal
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +28,7 @@ from hwtune.fs.atomic import (
     remove_stale_temporaries,
     write_atomic,
 )
-from hwtune.fs.guard import check_journal_directory, read_regular
+from hwtune.fs.guard import check_directory, check_journal_directory, read_regular
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Profile
 
@@ -104,6 +107,14 @@ def apply_files(
             raise ApplyError(f"refusing to write {name!r}: not a plain file name")
     if dry_run:
         return _plan_changes(output_dir, files, dry_run=True, recovered=())
+    if _read_only_mount(output_dir):
+        # Nothing can be written there, not even the lock, and nothing needs to be when the
+        # files already hold this profile and no interrupted apply waits to be rolled back:
+        # that is "up to date". Anything else goes on to fail at the lock, saying why.
+        check_directory(output_dir)
+        report = _plan_changes(output_dir, files, dry_run=False, recovered=())
+        if not report.changed and not journal.pending(output_dir):
+            return report
     with locked(output_dir, lock_timeout):
         check_journal_directory(output_dir / journal.JOURNAL_DIR)
         remove_stale_temporaries(output_dir)
@@ -129,6 +140,13 @@ def apply_files(
             message = err.message if isinstance(err, ApplyError) else str(err)
             hint = err.hint if isinstance(err, ApplyError) else None
             raise ApplyError(f"{message}{note}", hint=hint) from err
+        except KeyboardInterrupt as interrupt:
+            # Ctrl-C between two renames: all or nothing holds for an interrupt too, so the
+            # files already replaced go back now, not at the next apply. A second Ctrl-C
+            # waits until the roll-back is done (a kill -9 is still recovered by the journal).
+            with _signals_held():
+                note = _roll_back(output_dir, entry)
+            raise KeyboardInterrupt(f"interrupted{note}") from interrupt
         journal.prune(output_dir)
         return ApplyReport(
             output_dir,
@@ -141,6 +159,25 @@ def apply_files(
             report.created,
             report.removed,
         )
+
+
+def _read_only_mount(directory: Path) -> bool:
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:  # not there yet: apply creates it
+        return False
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP wait (pthread_sigmask(3)) while the block runs; a signal
+    that came meanwhile is delivered when it ends."""
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _roll_back(output_dir: Path, entry: journal.JournalEntry) -> str:

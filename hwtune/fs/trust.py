@@ -144,11 +144,15 @@ def check_trusted_path(directory: Path) -> None:
                     if (mode & stat.S_ISVTX)
                     else ""
                 )
-                raise _refuse(
-                    path,
-                    f"it is writable by {who} (mode {mode:04o}){sticky}",
-                    f"chmod go-w {path}, or choose another directory with --output",
+                # A shared sticky directory (/tmp) is meant to be writable by everyone:
+                # "chmod go-w" on it would break every other user of the machine.
+                hint = (
+                    f"choose a directory of your own with --output (e.g. one made with "
+                    f"`mkdir -m 0755` inside {path})"
+                    if mode & stat.S_ISVTX
+                    else f"chmod go-w {path}, or choose another directory with --output"
                 )
+                raise _refuse(path, f"it is writable by {who} (mode {mode:04o}){sticky}", hint)
     finally:
         for held, _, _ in chain:
             os.close(held)
