@@ -113,6 +113,19 @@ def test_verify_pid_of_a_process_started_by_exec(tmp_path: Path) -> None:
         child.wait()
 
 
+def test_verify_pid_of_a_shell_reports_the_shell_not_hwtune_or_a_sibling(
+    tmp_path: Path,
+) -> None:
+    """`hwtune verify --pid $$` from a shell with a background job and no TensorFlow: the
+    process named is the one reported, not hwtune itself (a child of that shell) or the job."""
+    script = f"sleep 30 & {' '.join(HWTUNE)} verify --pid $$; status=$?; kill $!; exit $status"
+    result = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=_env(tmp_path), timeout=60
+    )
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("pid ") and "(bash)" in first, result.stdout + result.stderr
+
+
 def test_verify_reports_a_difference(tmp_path: Path) -> None:
     env = _env(tmp_path)
     bad = {**env, "TF_NUM_INTEROP_THREADS": "999"}

@@ -192,14 +192,20 @@ def descendants(pid: int) -> list[int]:
     return [pid, *(child.pid for child in children)]
 
 
-def observe_tree(pid: int) -> Observation | None:
-    """The process under `pid` (itself included) that runs TensorFlow, else the deepest one."""
-    seen = [o for o in (observe(p) for p in descendants(pid)) if o is not None]
+def observe_tree(pid: int, *, named: bool = False) -> Observation | None:
+    """The process under `pid` (itself included) that runs TensorFlow; else `pid` itself when
+    the user named it (`--pid`), or the deepest one below a command hwtune started (a
+    wrapper's job, before TensorFlow starts). hwtune's own process is never one of them:
+    `hwtune verify --pid $$` from a shell has hwtune below the shell."""
+    mine = os.getpid()
+    seen = [o for o in (observe(p) for p in descendants(pid) if p != mine) if o is not None]
     if not seen:
         return None
     with_tf = [o for o in seen if o.tf_started]
     if with_tf:
         return max(with_tf, key=lambda o: o.threads[INTER_OP_THREAD])
+    if named:
+        return next((o for o in seen if o.pid == pid), seen[0])
     return seen[-1]
 
 

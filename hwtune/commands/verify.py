@@ -97,10 +97,10 @@ def _watch_pid(pid: int, wait: float) -> object:
     from hwtune.apply.verify import observe_tree
 
     deadline = time.monotonic() + wait
-    seen = observe_tree(pid)
+    seen = observe_tree(pid, named=True)
     while seen is not None and not seen.tf_started and time.monotonic() < deadline:
         time.sleep(_SAMPLE_S)
-        seen = observe_tree(pid) or seen
+        seen = observe_tree(pid, named=True) or seen
     return seen
 
 

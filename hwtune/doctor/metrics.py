@@ -92,6 +92,13 @@ def group_of(thread: ThreadSample, pid: int, comm: str) -> str:
     return UNNAMED
 
 
+def _ran(start: ThreadSample, end: ThreadSample) -> bool:
+    """Whether a thread was on a CPU between two samples of it."""
+    if start.run_ns is not None and end.run_ns is not None:
+        return end.run_ns > start.run_ns
+    return end.cpu_ticks > start.cpu_ticks
+
+
 def _r(value: float) -> float:
     return round(value, 3)
 
@@ -129,10 +136,18 @@ def measure(data: SampleSet) -> Metrics | None:
     for thread in samples[-1].threads:
         counts[group_of(thread, data.pid, data.comm)] += 1
     runnable = sum(sum(t.state == "R" for t in s.threads) for s in samples) / len(samples)
+    # A sleeper counts as waiting for input only if it ran in the window: a thread parked in
+    # one long sleep (Keras's fit starts one, in hrtimer_nanosleep in every sample with 53 µs
+    # of CPU since it started, TF 2.21) waits for nothing the job needs. Disk waits (D) count.
+    ran = {tid for tid, end in last.items() if _ran(first[tid], end)}
+    ran |= {t.tid for s in samples for t in s.threads if t.state != "S"}
     waiters = sum(
         sum(
             t.tid != data.pid
-            and (t.state == "D" or (t.state == "S" and any(w in t.wchan for w in INPUT_WAITS)))
+            and (
+                t.state == "D"
+                or (t.state == "S" and t.tid in ran and any(w in t.wchan for w in INPUT_WAITS))
+            )
             for t in s.threads
         )
         for s in samples
