@@ -475,7 +475,9 @@ def run_budget_scripts(journal: Journal, quick: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        description=" ".join(__doc__.split("\n\n")[0].split()) if __doc__ else None
+    )
     parser.add_argument("--quick", action="store_true", help="tiny grid, 1 round, with the tuner")
     parser.add_argument(
         "--smoke", action="store_true", help="plan and peers only, 2 short rounds (minutes)"
@@ -484,7 +486,11 @@ def main(argv: list[str] | None = None) -> int:
         "--scenarios", default=",".join(s.name for s in SCENARIOS), help="default: all"
     )
     parser.add_argument("--results-dir", type=Path, default=RESULTS, help=argparse.SUPPRESS)
-    parser.add_argument("--machine", help="results file name (default: CPU model and count)")
+    parser.add_argument(
+        "--machine",
+        help="results file name (default: CPU model, microarchitecture, usable CPUs and "
+        "hypervisor, as amd-epyc-znver4-2cpu-kvm)",
+    )
     parser.add_argument("--fresh", action="store_true", help="discard the journal, start over")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report only")
     parser.add_argument("--no-budgets", action="store_true", help="skip the earlier budgets")

@@ -272,8 +272,12 @@ class Daemon:
         return changes.summary(trigger, hw_moved, settings)
 
     def _summary(self, profile: Profile) -> str:
+        from hwtune.apply.render import env_map
+
         intra, inter = profile.threads.intra_op.value, profile.threads.inter_op.value
-        return f"intra_op {intra}, inter_op {inter}, {len(profile.env)} env variables"
+        # env_map: what the env files hold, thread variables included (profile.env is the rest)
+        variables = len(env_map(profile))
+        return f"intra_op {intra}, inter_op {inter}, {variables} environment variables"
 
     def _ok_status(self, line: str) -> str:
         assert self.good is not None

@@ -217,7 +217,7 @@ CPU_DENSE_ONE_THREAD_REASON = (
     "Keras MLP ran 1.05-1.07× faster without it (two one-thread copies, and one copy alone on "
     "a CPU: paired rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21), though with two threads XLA "
     "made it 1.2× faster; the grid's best in a 1-CPU quota and for two copies kept XLA off too "
-    "(bench/results/amd-epyc-znver4-2cpu-kvm.md, S3 and S4)"
+    "(hwtune's repository, bench/results/amd-epyc-znver4-2cpu-kvm.md, S3 and S4)"
 )
 
 

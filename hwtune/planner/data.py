@@ -49,12 +49,15 @@ def tf_data(hw: Hardware, intent: Intent, mine: Slice) -> TfData:
 
 
 def _ram_budget(hw: Hardware, intent: Intent) -> Setting:
-    limit = hw.limits.memory_bytes
-    basis = "memory limit"
-    if hw.limits.memory_limit_bytes is not None and limit == hw.limits.memory_limit_bytes:
-        basis = "cgroup memory limit"
+    limit, cgroup = hw.limits.memory_bytes, hw.limits.memory_limit_bytes
     if limit is None:
         limit, basis = hw.memory.total_bytes, "RAM"
+    elif cgroup is not None and limit == cgroup:
+        basis = "cgroup memory limit"
+    elif cgroup is None:
+        basis = "RAM (no cgroup memory limit)"
+    else:
+        basis = "RAM (below the cgroup memory limit)"
     if limit is None:
         return Setting(None, "memory size unknown: tf.data keeps its default (half of RAM)")
     share = limit // 2 // intent.instances

@@ -225,9 +225,9 @@ def _budget(
 MEASURED_PINNING = (
     "on a 2-vCPU EPYC Zen 4 VM (KVM, TF 2.21), two copies of a job, each with one intra-op "
     "thread and pinned to its own CPU, against the same copies left unpinned, 16 paired rounds "
-    "(bench/results/pinning-amd-epyc-znver4-2cpu-kvm.md): a tf.data pipeline 1.27x "
-    "[1.23-1.31], a transformer block 1.00x [0.96-1.04], a CNN 0.99x [0.97-1.02], batch "
-    "inference 1.01x [1.00-1.02]; in the full benchmark (bench/results/"
+    "(hwtune's repository, bench/results/pinning-amd-epyc-znver4-2cpu-kvm.md): a tf.data "
+    "pipeline 1.27x [1.23-1.31], a transformer block 1.00x [0.96-1.04], a CNN 0.99x "
+    "[0.97-1.02], batch inference 1.01x [1.00-1.02]; in the full benchmark (bench/results/"
     "amd-epyc-znver4-2cpu-kvm-3pass.md, 24 paired rounds) the folklore recipe's pinned copies "
     "ran at 1.04x [1.01-1.06] of unpinned ones for two MLPs (S4) and 1.01x [0.99-1.04] for a "
     "CNN beside an MLP (S8), and with these copies pinned too, both were level with the recipe "
