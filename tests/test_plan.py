@@ -178,6 +178,19 @@ def test_inter_op_follows_intra_op_under_a_quota(knowledge: Knowledge) -> None:
     assert profile.threads.intra_op.value == profile.threads.inter_op.value == 4
 
 
+def test_a_users_intra_op_count_does_not_raise_inter_op_beyond_the_cores(
+    knowledge: Knowledge,
+) -> None:
+    # 16 intra-op threads set by hand on 2 cores: inter-op following them would start 32
+    # threads on 2 CPUs; a smaller count set by hand is followed.
+    hw = make_hardware()
+    big = plan(hw, knowledge=knowledge, overrides=Overrides(intra_op=16)).threads
+    assert (big.intra_op.value, big.inter_op.value) == (16, 2)
+    assert "capped at the rule's 2" in big.inter_op.reason
+    small = plan(hw, knowledge=knowledge, overrides=Overrides(intra_op=1)).threads
+    assert (small.intra_op.value, small.inter_op.value) == (1, 1)
+
+
 def test_instances_follow_numa_nodes_and_never_share_a_core(knowledge: Knowledge) -> None:
     hw = make_hardware(sockets=2, cores_per_socket=8, smt=2, nodes_per_socket=2)
     profile = plan(hw, knowledge=knowledge, instances=4, instance=2)

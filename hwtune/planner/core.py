@@ -175,17 +175,20 @@ def plan(
     mine = slices[resolved.instance]
     on_gpu = bool(mine.gpus)
 
+    rule_intra = threads.intra_op(hw, resolved, mine)
     intra = layers.pick_threads(
         "threads.intra_op",
         "TF_NUM_INTRAOP_THREADS",
-        threads.intra_op(hw, resolved, mine),
+        rule_intra,
         overrides.intra_op,
         mine.budget,
     )
     inter = layers.pick_threads(
         "threads.inter_op",
         "TF_NUM_INTEROP_THREADS",
-        threads.inter_op(hw, resolved, mine, int(intra.value or 1)),
+        threads.inter_op(
+            hw, resolved, mine, int(intra.value or 1), ceiling=int(rule_intra.value or 1)
+        ),
         overrides.inter_op,
         mine.budget,
     )

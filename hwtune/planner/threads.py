@@ -92,7 +92,12 @@ def intra_op(hw: Hardware, intent: Intent, mine: Slice) -> Setting:
     )
 
 
-def inter_op(hw: Hardware, intent: Intent, mine: Slice, intra: int) -> Setting:
+def inter_op(
+    hw: Hardware, intent: Intent, mine: Slice, intra: int, *, ceiling: int | None = None
+) -> Setting:
+    """`intra`: the intra-op threads planned (a user's count included); `ceiling`: the rule's
+    own intra-op count (the slice's physical cores), which a user's larger count does not
+    raise the inter-op pool beyond."""
     if intent.mode == "latency":
         return Setting(
             1,
@@ -106,10 +111,17 @@ def inter_op(hw: Hardware, intent: Intent, mine: Slice, intra: int) -> Setting:
             if tf is None
             else f"{tf.distribution} {tf.version} runs its ops on its own pool, no OpenMP"
         )
+        value = min(intra, ceiling) if ceiling else intra
+        capped = (
+            f", capped at the rule's {value} (the slice's physical cores): a larger intra-op "
+            "count does not add concurrent ops"
+            if value < intra
+            else ""
+        )
         return Setting(
-            intra,
-            f"throughput mode: as many inter-op threads as intra-op threads ({intra}), so "
-            f"independent ops run side by side ({runtime}; TensorFlow's performance guide: "
+            value,
+            f"throughput mode: as many inter-op threads as intra-op threads ({intra}){capped}, "
+            f"so independent ops run side by side ({runtime}; TensorFlow's performance guide: "
             "both pools default to the logical CPUs, or both equal the physical cores; its "
             "one-per-socket advice is for MKL builds); " + MEASURED_INTER_OP,
         )
