@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hwtune.errors import ApplyError
-from hwtune.fs.atomic import failure, fsync_dir, remove_durably, write_atomic
+from hwtune.fs.atomic import UNCHANGED, failure, fsync_dir, remove_durably, write_atomic
 from hwtune.fs.guard import read_regular
 from hwtune.fs.trust import make_dirs
 from hwtune.models.digits import is_ascii_digits
@@ -116,7 +116,7 @@ def begin(output_dir: Path, new_files: dict[str, bytes | None]) -> JournalEntry:
         # the parents 0777 under umask 000, and another user could swap an entry's files.
         make_dirs(files_dir, 0o700)
     except OSError as err:
-        raise failure("create the journal", directory, err) from err
+        raise failure("create the journal", directory, err, UNCHANGED) from err
     records: list[JournalFile] = []
     try:
         for name, data in new_files.items():
@@ -223,7 +223,7 @@ def entry_ids(output_dir: Path) -> list[str]:
     except FileNotFoundError:
         return []
     except OSError as err:
-        raise failure("list the journal in", output_dir, err) from err
+        raise failure("list the journal in", output_dir, err, UNCHANGED) from err
     return sorted(n for n in names if (output_dir / JOURNAL_DIR / n / MANIFEST).is_file())
 
 

@@ -41,6 +41,7 @@ _HINTS = {
 
 
 INTACT = "the previous file is intact"
+UNCHANGED = "nothing was changed"  # a step before any file is touched (directory, lock)
 
 
 def failure(action: str, path: Path, err: OSError, state: str = INTACT) -> ApplyError:
@@ -138,7 +139,7 @@ def ensure_dir(directory: Path, mode: int = 0o755) -> None:
     try:
         make_dirs(directory, mode)
     except OSError as err:
-        raise failure("create the directory", directory, err) from err
+        raise failure("create the directory", directory, err, UNCHANGED) from err
     if not directory.is_dir():
         raise ApplyError(f"{directory} exists and is not a directory")
 
@@ -163,7 +164,7 @@ def locked(directory: Path, timeout: float = 30.0) -> Iterator[None]:
     except OSError as err:
         if err.errno == errno.ELOOP:  # a link: refused, naming its owner
             refuse_unless_regular(lock_path, os.lstat(lock_path))
-        raise failure("open the lock file", lock_path, err) from err
+        raise failure("open the lock file", lock_path, err, UNCHANGED) from err
     try:
         _check_lock_file(lock_path, fd)
         deadline = time.monotonic() + max(0.0, timeout)
