@@ -17,6 +17,7 @@ import errno
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import time
 from collections.abc import Iterable
@@ -257,10 +258,12 @@ def restore(
             and not _already_restored(f, backups)
         ]
         if edited:
+            them = "them" if len(edited) > 1 else "it"
             raise ApplyError(
-                f"{', '.join(edited)} in {output_dir} changed after apply {entry.id} wrote them; "
-                "nothing was reverted",
-                hint="run `hwtune revert --force` to restore the previous versions anyway",
+                f"{', '.join(edited)} in {output_dir} changed after apply {entry.id} wrote "
+                f"{them}; nothing was reverted",
+                hint=f"run `hwtune revert --force --output {shlex.quote(str(output_dir))}` to "
+                "restore the previous versions anyway (the edits are lost)",
             )
     changed: list[Path] = []
     for f in files:
