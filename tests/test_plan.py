@@ -437,6 +437,15 @@ def test_explain_names(knowledge: Knowledge) -> None:
     with pytest.raises(PlanError) as err:
         explain(profile, "KMP_AFINITY")
     assert err.value.hint == "did you mean KMP_AFFINITY?"
+    # Names that exist only in other plans, or are no setting, say so instead of a near miss.
+    for name, why in (
+        ("pinning", "several instances"),
+        ("distribution.strategy", "only with GPUs"),
+        ("HWTUNE_PROFILE", "not a setting"),
+    ):
+        with pytest.raises(PlanError) as err:
+            explain(profile, name)
+        assert err.value.hint is not None and why in err.value.hint, name
 
 
 def test_profile_round_trips_through_json(knowledge: Knowledge) -> None:

@@ -161,7 +161,23 @@ def explain(profile: Profile, name: str) -> str:
     close = difflib.get_close_matches(
         wanted, list(entries), n=1, cutoff=0.6
     ) or difflib.get_close_matches(wanted.upper(), list(entries), n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}?" if close else "`hwtune plan` lists the settings"
     raise PlanError(
-        f"no setting named {wanted!r} in this profile",
-        hint=f"did you mean {close[0]}?" if close else "`hwtune plan` lists the settings",
+        f"no setting named {wanted!r} in this profile", hint=_ABSENT.get(wanted.casefold(), hint)
     )
+
+
+# Names a user meets elsewhere that only some profiles have, or that are not settings.
+_ABSENT = {
+    "pinning": "pinning is a setting of several instances and this plan has one: "
+    "`hwtune explain pinning --instances N`",
+    "distribution": "distribution is planned only with GPUs, and this plan has none",
+    "hwtune_profile": "HWTUNE_PROFILE is not a setting: it is the marker that tells the values "
+    "hwtune wrote from the user's (docs/apply.md, hwtune/apply/marker.py)",
+}
+_ABSENT.update(
+    {
+        f"distribution.{key}": _ABSENT["distribution"]
+        for key in ("strategy", "cross_device_ops", "variable_placement")
+    }
+)
