@@ -25,7 +25,7 @@ from hwtune.apply.launch import (
     set_mempolicy,
 )
 from hwtune.apply.marker import MARKER, marker_value
-from hwtune.errors import HwtuneError
+from hwtune.errors import CommandNotStarted, HwtuneError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON, make_profile
@@ -369,6 +369,26 @@ def test_a_command_that_cannot_be_executed_exits_126(tmp_path: Path) -> None:
         )
         assert result.returncode == 126, (extra, result.stderr)
         assert "cannot run" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_empty_command_name_is_not_found(tmp_path: Path) -> None:
+    """`env ""` exits 127: POSIX exec has ENOENT for an empty file name."""
+    for extra in ([], ["--instances", "2"] if _cores() >= 2 else []):
+        result = subprocess.run(
+            [*HWTUNE, "exec", *extra, "--", ""],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            timeout=120,
+        )
+        assert result.returncode == 127, (extra, result.stderr)
+        assert "cannot run ''" in result.stderr and "Traceback" not in result.stderr
+    sink = io.BytesIO()
+    specs = [InstanceSpec(i, dict(os.environ)) for i in range(2)]
+    launcher = Launcher([""], specs, stdout=sink, stderr=sink)
+    with pytest.raises(CommandNotStarted) as caught:
+        launcher.run()
+    assert caught.value.not_found and not launcher.children
 
 
 def test_one_instance_starts_with_sigpipe_at_its_default(tmp_path: Path) -> None:

@@ -172,6 +172,7 @@ _PYTHON_IGNORES = tuple(
 def exec_replace(command: Sequence[str], spec: InstanceSpec, policy: NumaPolicy = "bind") -> None:
     """Pin this process and replace it with `command` (never returns on success)."""
     env = _checked_environment(spec.env)
+    _check_program(command)
     try:
         _pin(spec.cpus, spec.numa_nodes, policy, lambda text: os.write(2, text.encode()))
     except OSError as err:  # CPUs this kernel or cpuset will not give (a plan for elsewhere)
@@ -194,6 +195,17 @@ def not_started(program: str, err: OSError) -> CommandNotStarted:
         f"cannot run {program!r}: {err.strerror or err}",
         not_found=err.errno in (errno.ENOENT, errno.ENOTDIR),
     )
+
+
+def _check_program(command: Sequence[str]) -> None:
+    """CommandNotStarted (127) for an empty program name, as `env ""` exits.
+
+    POSIX exec lists "path or file is an empty string" under ENOENT; Python's os.execvpe
+    raises ValueError for it instead, and Popen tries "" in every PATH directory, which
+    names the directory itself (EACCES): neither says what is wrong.
+    """
+    if not command[0]:
+        raise not_started(command[0], OSError(errno.ENOENT, os.strerror(errno.ENOENT)))
 
 
 def _checked_environment(env: Mapping[str, str]) -> dict[str, str]:
@@ -316,6 +328,7 @@ class Launcher:
                 partial[(spec.index, fd_number)] = b""
 
     def run(self) -> int:
+        _check_program(self.command)
         previous: dict[int, Any] = {}
         for sig in FORWARDED_SIGNALS:
             handler = signal.getsignal(sig)
