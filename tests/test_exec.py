@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -255,10 +256,9 @@ def test_a_signal_handled_in_another_thread_during_start_still_reaches_the_insta
 
 
 def test_an_instance_that_cannot_start_stops_the_started_ones() -> None:
-    cpus = tuple(sorted(os.sched_getaffinity(0)))
     specs = [
-        InstanceSpec(0, dict(os.environ), cpus),
-        InstanceSpec(1, dict(os.environ), (1 << 20,)),  # no such CPU: the child cannot pin
+        InstanceSpec(0, dict(os.environ)),
+        InstanceSpec(1, {**os.environ, "X_NUL": "a\0b"}),  # found only as instance 1 starts
     ]
     sink = io.BytesIO()
     launcher = Launcher(
@@ -268,9 +268,26 @@ def test_an_instance_that_cannot_start_stops_the_started_ones() -> None:
         stderr=sink,
         kill_after=5.0,
     )
-    with pytest.raises(HwtuneError, match="cannot start instance 1"):
+    with pytest.raises(HwtuneError, match="'X_NUL' cannot be passed"):
         launcher.run()
     assert launcher.children[0].returncode == -signal.SIGTERM  # stopped and reaped
+
+
+def test_instances_on_cpus_the_kernel_refuses_start_none() -> None:
+    """A plan made for another machine (--hardware) can give an instance CPUs this one lacks:
+    the error names the instance, its CPUs and the kernel's reason, and nothing starts."""
+    cpus = tuple(sorted(os.sched_getaffinity(0)))
+    specs = [
+        InstanceSpec(0, dict(os.environ), cpus),
+        InstanceSpec(1, dict(os.environ), (1 << 20,)),  # no such CPU: EINVAL
+    ]
+    sink = io.BytesIO()
+    launcher = Launcher(["true"], specs, stdout=sink, stderr=sink)
+    reason = os.strerror(errno.EINVAL)
+    with pytest.raises(HwtuneError, match=f"cannot pin instance 1 to CPUs 1048576: {reason}"):
+        launcher.run()
+    assert not launcher.children
+    assert os.sched_getaffinity(0) == set(cpus)  # the check left this process's mask alone
 
 
 def test_a_nul_in_the_environment_is_a_clear_error() -> None:

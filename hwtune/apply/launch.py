@@ -15,6 +15,8 @@ output is prefixed line by line with "[i] "; SIGINT, SIGTERM, SIGHUP, SIGQUIT, S
 SIGUSR2 are forwarded to every group; hwtune exits with the worst status (a signal death
 counts as 128+N, as shells report it). With `fail_fast`, the first failure terminates the
 others (SIGTERM, then SIGKILL after `kill_after` seconds).
+Before anything starts, every slice's CPUs are tried (in a thread of their own), so a plan
+the kernel refuses starts no instance.
 
 Signals during start-up: the forwarded signals are blocked while an instance is forked and
 exec'd, and unblocked once it is registered, so one that arrives meanwhile is delivered then
@@ -32,6 +34,7 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -208,6 +211,43 @@ def _check_program(command: Sequence[str]) -> None:
         raise not_started(command[0], OSError(errno.ENOENT, os.strerror(errno.ENOENT)))
 
 
+def _affinity_error(cpus: tuple[int, ...]) -> OSError | None:
+    """What sched_setaffinity(2) says to `cpus`, asked in a thread of its own.
+
+    With pid 0 the call sets the calling thread's mask only (sched_setaffinity(2)), and that
+    thread ends at once, so hwtune's own mask is untouched while the kernel applies every
+    rule it would apply in the instance (offline CPUs, the cpuset).
+    """
+    errors: list[OSError] = []
+
+    def attempt() -> None:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as err:
+            errors.append(err)
+
+    probe = threading.Thread(target=attempt, name="hwtune-affinity-check", daemon=True)
+    probe.start()
+    probe.join()
+    return errors[0] if errors else None
+
+
+def _check_affinities(specs: Sequence[InstanceSpec]) -> None:
+    """HwtuneError naming the first instance whose CPUs the kernel refuses, before any starts.
+
+    In the child the same refusal would surface only as subprocess's "Exception occurred in
+    preexec_fn", once the instances before it were already running.
+    """
+    for spec in specs:
+        err = _affinity_error(spec.cpus) if spec.cpus else None
+        if err is not None:
+            raise HwtuneError(
+                f"cannot pin instance {spec.index} to CPUs {format_cpulist(spec.cpus)}: "
+                f"{err.strerror or err}",
+                hint="plan for this machine (no --hardware or --root), or run with --no-pin",
+            )
+
+
 def _checked_environment(env: Mapping[str, str]) -> dict[str, str]:
     """`env` as a dict, or HwtuneError naming a variable no environment can hold.
 
@@ -329,6 +369,7 @@ class Launcher:
 
     def run(self) -> int:
         _check_program(self.command)
+        _check_affinities(self.specs)  # nothing starts if one instance cannot be pinned
         previous: dict[int, Any] = {}
         for sig in FORWARDED_SIGNALS:
             handler = signal.getsignal(sig)
