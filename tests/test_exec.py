@@ -8,7 +8,10 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -513,3 +516,74 @@ def test_exec_pins_as_the_tuner_measured(tmp_path: Path, measured: bool) -> None
     # A plan of one instance (every command but exec) has no copies to pin.
     alone = profile_for(PlanRequest(env, workload="serve"))
     assert alone.profile.pinning is None
+
+
+# `hwtune exec --instances N -- sh -c SCRIPT` in a process of its own (no planning, so no
+# cores needed): a Launcher relaying to its own stdout and stderr, exiting with its status.
+SUPERVISOR = (
+    "import os, sys; sys.path.insert(0, {repo!r})\n"
+    "from hwtune.apply.launch import InstanceSpec, Launcher\n"
+    "specs = [InstanceSpec(i, {{**os.environ, 'I': str(i)}}) for i in range({count})]\n"
+    "out, err = sys.stdout.buffer, sys.stderr.buffer\n"
+    "sys.exit(Launcher(['sh', '-c', {script!r}], specs, stdout=out, stderr=err).run())\n"
+)
+
+
+def _supervise(script: str, count: int = 2) -> subprocess.Popen[str]:
+    repo = str(Path(__file__).resolve().parent.parent)
+    code = SUPERVISOR.format(repo=repo, count=count, script=script)
+    return subprocess.Popen(
+        [PYTHON, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _instance_pids(supervisor: subprocess.Popen[str], count: int = 2) -> list[int]:
+    """The PIDs the instances print first (`echo $$`), from their "[i] PID" lines."""
+    assert supervisor.stdout is not None
+    return [int(supervisor.stdout.readline().split()[1]) for _ in range(count)]
+
+
+def _state(pid: int) -> str:
+    """The process's state letter from /proc/PID/stat (proc(5)): "T" stopped, "Z" a zombie,
+    "" gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _eventually(condition: Callable[[], bool], within: float = 10.0) -> bool:
+    """Whether `condition` holds within `within` seconds: a signal is acted on when its target
+    next runs, not when kill(2) returns."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _kill_leftovers(pids: list[int]) -> None:
+    for pid in pids:
+        if _state(pid) not in ("", "Z"):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_instances_die_with_a_killed_hwtune() -> None:
+    """SIGKILL (timeout -k, the OOM killer) gives hwtune no chance to forward anything: the
+    instances, each in a process group of its own, get SIGKILL from the kernel instead."""
+    supervisor = _supervise('trap "" TERM; echo $$; exec sleep 30')
+    pids = _instance_pids(supervisor)
+    try:
+        supervisor.kill()
+        supervisor.wait(timeout=30)  # not communicate: a surviving instance holds the pipes
+        assert _eventually(lambda: all(_state(pid) in ("", "Z") for pid in pids)), [
+            _state(pid) for pid in pids
+        ]
+    finally:
+        _kill_leftovers(pids)
+        for pipe in (supervisor.stdout, supervisor.stderr):
+            assert pipe is not None
+            pipe.close()

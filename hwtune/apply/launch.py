@@ -17,6 +17,7 @@ counts as 128+N, as shells report it). With `fail_fast`, the first failure termi
 others (SIGTERM, then SIGKILL after `kill_after` seconds).
 Before anything starts, every slice's CPUs are tried (in a thread of their own), so a plan
 the kernel refuses starts no instance.
+The instances die with hwtune (PR_SET_PDEATHSIG), even when it is killed with SIGKILL.
 
 Signals during start-up: the forwarded signals are blocked while an instance is forked and
 exec'd, and unblocked once it is registered, so one that arrives meanwhile is delivered then
@@ -29,11 +30,13 @@ instances too, as it would across `execve`.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import selectors
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -248,6 +251,43 @@ def _check_affinities(specs: Sequence[InstanceSpec]) -> None:
             )
 
 
+# prctl(2) through libc, looked up now: after fork only the forking thread exists in the
+# child, and dlopen/dlsym there could wait forever on a lock another thread held (fork(2)).
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None  # no PR_SET_PDEATHSIG: the instances may outlive a killed hwtune
+    try:
+        return cast(Callable[..., int], ctypes.CDLL(None, use_errno=True).prctl)
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the child, before exec: get SIGKILL when the parent dies (kept across execve).
+
+    SIGKILL, because hwtune forwards every signal it can handle while it lives: it dies
+    without doing so only of one it cannot (SIGKILL from `timeout -k`, the OOM killer), sent
+    by someone who wanted the job gone without grace. A SIGTERM could be trapped or ignored
+    (`trap "" TERM`), and the instance would run on, orphaned, its output going nowhere.
+    The "parent" is the thread that forked (prctl(2)): the one in Launcher.run, which returns
+    only once every instance is reaped. Executing a set-user-ID or file-capability binary
+    clears the setting (prctl(2)).
+    """
+    if _PRCTL is None:
+        return
+    # prctl is variadic and glibc reads its arguments as unsigned long (sys/prctl.h).
+    # Best effort: a refusal (a seccomp filter) leaves the instance as it was before.
+    _PRCTL(ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL))
+    if os.getppid() != parent:  # hwtune died between fork and prctl: the signal never comes
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _checked_environment(env: Mapping[str, str]) -> dict[str, str]:
     """`env` as a dict, or HwtuneError naming a variable no environment can hold.
 
@@ -317,8 +357,10 @@ class Launcher:
         its own process group and `_forward`'s killpg reaches it.
         """
         handled = self._handled
+        parent = os.getpid()
 
         def child_setup() -> None:  # runs in the child between fork and exec
+            _die_with_parent(parent)
             for sig in handled:
                 signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
