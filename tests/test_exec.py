@@ -587,3 +587,30 @@ def test_instances_die_with_a_killed_hwtune() -> None:
         for pipe in (supervisor.stdout, supervisor.stderr):
             assert pipe is not None
             pipe.close()
+
+
+@pytest.mark.skipif(
+    signal.getsignal(signal.SIGTSTP) == signal.SIG_IGN,
+    reason="SIGTSTP is ignored in this test run, and hwtune keeps an inherited ignore",
+)
+def test_ctrl_z_stops_the_instances_and_sigcont_resumes_them() -> None:
+    """The terminal sends SIGTSTP to its foreground group only, and `fg` sends SIGCONT to it:
+    hwtune's, which the instances are not in."""
+    supervisor = _supervise("echo $$; exec sleep 30")
+    pids = _instance_pids(supervisor)
+    everyone = [supervisor.pid, *pids]
+    try:
+        supervisor.send_signal(signal.SIGTSTP)
+        assert _eventually(lambda: all(_state(pid) == "T" for pid in everyone)), [
+            _state(pid) for pid in everyone
+        ]
+        supervisor.send_signal(signal.SIGCONT)
+        assert _eventually(lambda: not any(_state(pid) == "T" for pid in everyone)), [
+            _state(pid) for pid in everyone
+        ]
+        supervisor.send_signal(signal.SIGTERM)  # forwarded: `sleep` dies of it
+        supervisor.communicate(timeout=30)
+        assert supervisor.returncode == 128 + signal.SIGTERM
+    finally:
+        supervisor.kill()
+        _kill_leftovers(pids)

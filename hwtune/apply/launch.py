@@ -18,6 +18,8 @@ others (SIGTERM, then SIGKILL after `kill_after` seconds).
 Before anything starts, every slice's CPUs are tried (in a thread of their own), so a plan
 the kernel refuses starts no instance.
 The instances die with hwtune (PR_SET_PDEATHSIG), even when it is killed with SIGKILL.
+Job control reaches them too: on SIGTSTP, SIGTTIN or SIGTTOU hwtune sends it to every group
+and stops itself; SIGCONT is forwarded.
 
 Signals during start-up: the forwarded signals are blocked while an instance is forked and
 exec'd, and unblocked once it is registered, so one that arrives meanwhile is delivered then
@@ -63,9 +65,18 @@ FORWARDED_SIGNALS = (
     signal.SIGQUIT,
     signal.SIGUSR1,
     signal.SIGUSR2,
+    # Job control: the terminal sends these to its foreground process group only, which the
+    # instances (each in a group of its own) are not part of, so Ctrl-Z would stop hwtune
+    # and leave them running; `fg` and `bg` send SIGCONT to hwtune's group alone as well.
+    signal.SIGTSTP,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+    signal.SIGCONT,
 )
 # Requests to stop: after one, no further instance is started (the running ones get it).
 STOP_SIGNALS = frozenset((signal.SIGINT, signal.SIGTERM, signal.SIGQUIT))
+# Requests to suspend: once the instances have it, hwtune stops itself.
+SUSPEND_SIGNALS = frozenset((signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU))
 _POLL_S = 0.1  # how often children are polled while output is quiet
 _PIPE_GRACE_S = 2.0  # how long a dead child's pipes may stay open (a grandchild holding them)
 _MAX_PARTIAL = 64 * 1024  # a "line" longer than this is flushed without waiting for "\n"
@@ -346,6 +357,11 @@ class Launcher:
             if child.returncode is None:
                 _killpg(child.pid, signum)
         self._received.append((signum, frozenset(self.children)))
+        if signum in SUSPEND_SIGNALS:
+            # Then stop as the job's leader, as supervisors do (dumb-init stops itself this
+            # way): SIGSTOP, which cannot be caught, so this handler does not run again; the
+            # shell sees hwtune stopped, and its SIGCONT on `fg`/`bg` is forwarded in turn.
+            os.kill(os.getpid(), signal.SIGSTOP)
 
     def _start(self, spec: InstanceSpec) -> subprocess.Popen[bytes]:
         """Fork and exec one instance; call it with the forwarded signals blocked.
