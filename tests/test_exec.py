@@ -614,3 +614,24 @@ def test_ctrl_z_stops_the_instances_and_sigcont_resumes_them() -> None:
     finally:
         supervisor.kill()
         _kill_leftovers(pids)
+
+
+def test_a_gone_stdout_ends_the_instances_as_a_pipe_would() -> None:
+    """`hwtune exec --instances 2 -- CMD | head -2` ends as `CMD | head -2` does: each instance
+    gets SIGPIPE (EPIPE where ignored) on its next write, and stderr is still relayed."""
+    script = (
+        '[ "$I" = 1 ] && trap "" PIPE\n'  # instance 1 sees EPIPE, writes to stderr, exits 0
+        "while echo line; do sleep .05; done\n"
+        "echo stdout gone >&2\n"
+    )
+    supervisor = _supervise(script)
+    assert supervisor.stdout is not None
+    try:
+        assert [supervisor.stdout.readline()[4:] for _ in range(2)] == ["line\n"] * 2
+        supervisor.stdout.close()
+        _, err = supervisor.communicate(timeout=30)
+    finally:
+        supervisor.kill()
+    assert supervisor.returncode == 128 + signal.SIGPIPE, err  # instance 0's death
+    assert "[1] stdout gone" in err.splitlines()
+    assert "Traceback" not in err and "Exception ignored" not in err

@@ -20,6 +20,8 @@ the kernel refuses starts no instance.
 The instances die with hwtune (PR_SET_PDEATHSIG), even when it is killed with SIGKILL.
 Job control reaches them too: on SIGTSTP, SIGTTIN or SIGTTOU hwtune sends it to every group
 and stops itself; SIGCONT is forwarded.
+When hwtune's stdout (or stderr) is gone, say under `| head`, it closes its ends of the
+instances' pipes for that stream, so they see SIGPIPE as they would writing to `head`.
 
 Signals during start-up: the forwarded signals are blocked while an instance is forked and
 exec'd, and unblocked once it is registered, so one that arrives meanwhile is delivered then
@@ -344,6 +346,7 @@ class Launcher:
         self.prefix = prefix
         self.children: dict[int, subprocess.Popen[bytes]] = {}
         self.statuses: dict[int, int] = {}
+        self._gone: set[int] = set()  # 1, 2: hwtune's stdout, stderr whose reader is gone
         self._stopping_since: float | None = None
         self._stop_signal: int | None = None  # the first stop request received
         self._handled: tuple[int, ...] = ()  # the signals forwarded (not inherited as ignored)
@@ -456,6 +459,7 @@ class Launcher:
                         self._close(
                             selector, cast(IO[bytes], key.fileobj), index, fd_number, partial
                         )
+                self._close_gone_streams(selector, partial)
                 self._reap(exited_at)
                 self._close_orphaned_pipes(selector, exited_at, partial)
                 self._enforce_fail_fast()
@@ -503,12 +507,18 @@ class Launcher:
         return f"[{index}] ".encode() if self.prefix else b""
 
     def _write(self, index: int, fd_number: int, data: bytes) -> None:
+        if fd_number in self._gone:
+            return
         stream = self.out[fd_number]
         try:
             stream.write(data)
             stream.flush()
         except BrokenPipeError:
-            pass  # `hwtune exec … | head`: the children keep running, their output is dropped
+            # `hwtune exec … | head`: the reader is gone. Relaying stops, and the instances'
+            # pipes for this stream are closed (_close_gone_streams), so each one's next
+            # write to it gets SIGPIPE (EPIPE where ignored, pipe(7)) and it ends on its own,
+            # as it would writing to `head` itself. The other stream is relayed on.
+            self._gone.add(fd_number)
 
     def _close(
         self,
@@ -523,6 +533,19 @@ class Launcher:
         if rest:
             self._write(index, fd_number, self._tag(index) + rest + b"\n")
         pipe.close()
+
+    def _close_gone_streams(
+        self, selector: selectors.BaseSelector, partial: dict[tuple[int, int], bytes]
+    ) -> None:
+        """Close hwtune's read end of every instance's pipe to a stream whose reader is gone.
+
+        Done between selects, not in _write: a pipe closed there may still be in the events
+        the current select returned, and its descriptor number reused meanwhile.
+        """
+        for key in list(selector.get_map().values()):
+            index, fd_number = key.data
+            if fd_number in self._gone:
+                self._close(selector, cast(IO[bytes], key.fileobj), index, fd_number, partial)
 
     def _reap(self, exited_at: dict[int, float]) -> None:
         for index, child in self.children.items():
