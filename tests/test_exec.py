@@ -169,10 +169,16 @@ def test_worst_exit_status_wins() -> None:
     assert exit_status(-15) == 143 and exit_status(4) == 4
 
 
-def test_fail_fast_takes_the_others_down() -> None:
-    script = "import os, time; exit(1) if os.environ['I'] == '0' else time.sleep(120)"
-    status, _, _ = _launch(script, 3, fail_fast=True, kill_after=5.0)
-    assert status == 128 + signal.SIGTERM
+def test_fail_fast_takes_the_others_down_and_exits_with_the_failure() -> None:
+    """The siblings hwtune terminates die of its SIGTERM (143): the status is the failure's."""
+    script = "import os, time; exit(4) if os.environ['I'] == '0' else time.sleep(120)"
+    sink = io.BytesIO()
+    specs = [InstanceSpec(i, {**os.environ, "I": str(i)}) for i in range(3)]
+    launcher = Launcher(
+        [PYTHON, "-c", script], specs, stdout=sink, stderr=sink, fail_fast=True, kill_after=5.0
+    )
+    assert launcher.run() == 4
+    assert [launcher.children[i].returncode for i in (1, 2)] == [-signal.SIGTERM] * 2
 
 
 TRAP = (

@@ -14,7 +14,7 @@ Several run as children, each in its own process group with stdin from /dev/null
 output is prefixed line by line with "[i] "; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
 SIGUSR2 are forwarded to every group; hwtune exits with the worst status (a signal death
 counts as 128+N, as shells report it). With `fail_fast`, the first failure terminates the
-others (SIGTERM, then SIGKILL after `kill_after` seconds).
+others (SIGTERM, then SIGKILL after `kill_after` seconds) and its status is hwtune's.
 Before anything starts, every slice's CPUs are tried (in a thread of their own), so a plan
 the kernel refuses starts no instance.
 The instances die with hwtune (PR_SET_PDEATHSIG), even when it is killed with SIGKILL.
@@ -346,6 +346,7 @@ class Launcher:
         self.prefix = prefix
         self.children: dict[int, subprocess.Popen[bytes]] = {}
         self.statuses: dict[int, int] = {}
+        self._first_failure: int | None = None  # with fail_fast: the status hwtune exits with
         self._gone: set[int] = set()  # 1, 2: hwtune's stdout, stderr whose reader is gone
         self._stopping_since: float | None = None
         self._stop_signal: int | None = None  # the first stop request received
@@ -469,6 +470,8 @@ class Launcher:
             selector.close()
         if not self.children and self._stop_signal is not None:
             return 128 + self._stop_signal  # stopped before any instance started
+        if self._first_failure is not None:  # not the siblings fail_fast killed
+            return exit_status(self._first_failure)
         return max((exit_status(code) for code in self.statuses.values()), default=0)
 
     def _stop_started(self) -> None:
@@ -552,6 +555,10 @@ class Launcher:
             if index not in self.statuses and child.poll() is not None:
                 self.statuses[index] = child.returncode
                 exited_at[index] = time.monotonic()
+                if self.fail_fast and child.returncode != 0 and self._first_failure is None:
+                    # The failure that set fail_fast off: the siblings killed after it are
+                    # hwtune's doing, and their 143 or 137 would hide its status.
+                    self._first_failure = child.returncode
 
     def _close_orphaned_pipes(
         self,
