@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
 import signal
 import subprocess
+import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,7 +29,7 @@ from hwtune.apply.launch import (
     set_mempolicy,
 )
 from hwtune.apply.marker import MARKER, marker_value
-from hwtune.errors import HwtuneError
+from hwtune.errors import CommandNotStarted, HwtuneError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON, make_profile
@@ -165,10 +169,16 @@ def test_worst_exit_status_wins() -> None:
     assert exit_status(-15) == 143 and exit_status(4) == 4
 
 
-def test_fail_fast_takes_the_others_down() -> None:
-    script = "import os, time; exit(1) if os.environ['I'] == '0' else time.sleep(120)"
-    status, _, _ = _launch(script, 3, fail_fast=True, kill_after=5.0)
-    assert status == 128 + signal.SIGTERM
+def test_fail_fast_takes_the_others_down_and_exits_with_the_failure() -> None:
+    """The siblings hwtune terminates die of its SIGTERM (143): the status is the failure's."""
+    script = "import os, time; exit(4) if os.environ['I'] == '0' else time.sleep(120)"
+    sink = io.BytesIO()
+    specs = [InstanceSpec(i, {**os.environ, "I": str(i)}) for i in range(3)]
+    launcher = Launcher(
+        [PYTHON, "-c", script], specs, stdout=sink, stderr=sink, fail_fast=True, kill_after=5.0
+    )
+    assert launcher.run() == 4
+    assert [launcher.children[i].returncode for i in (1, 2)] == [-signal.SIGTERM] * 2
 
 
 TRAP = (
@@ -255,10 +265,9 @@ def test_a_signal_handled_in_another_thread_during_start_still_reaches_the_insta
 
 
 def test_an_instance_that_cannot_start_stops_the_started_ones() -> None:
-    cpus = tuple(sorted(os.sched_getaffinity(0)))
     specs = [
-        InstanceSpec(0, dict(os.environ), cpus),
-        InstanceSpec(1, dict(os.environ), (1 << 20,)),  # no such CPU: the child cannot pin
+        InstanceSpec(0, dict(os.environ)),
+        InstanceSpec(1, {**os.environ, "X_NUL": "a\0b"}),  # found only as instance 1 starts
     ]
     sink = io.BytesIO()
     launcher = Launcher(
@@ -268,9 +277,26 @@ def test_an_instance_that_cannot_start_stops_the_started_ones() -> None:
         stderr=sink,
         kill_after=5.0,
     )
-    with pytest.raises(HwtuneError, match="cannot start instance 1"):
+    with pytest.raises(HwtuneError, match="'X_NUL' cannot be passed"):
         launcher.run()
     assert launcher.children[0].returncode == -signal.SIGTERM  # stopped and reaped
+
+
+def test_instances_on_cpus_the_kernel_refuses_start_none() -> None:
+    """A plan made for another machine (--hardware) can give an instance CPUs this one lacks:
+    the error names the instance, its CPUs and the kernel's reason, and nothing starts."""
+    cpus = tuple(sorted(os.sched_getaffinity(0)))
+    specs = [
+        InstanceSpec(0, dict(os.environ), cpus),
+        InstanceSpec(1, dict(os.environ), (1 << 20,)),  # no such CPU: EINVAL
+    ]
+    sink = io.BytesIO()
+    launcher = Launcher(["true"], specs, stdout=sink, stderr=sink)
+    reason = os.strerror(errno.EINVAL)
+    with pytest.raises(HwtuneError, match=f"cannot pin instance 1 to CPUs 1048576: {reason}"):
+        launcher.run()
+    assert not launcher.children
+    assert os.sched_getaffinity(0) == set(cpus)  # the check left this process's mask alone
 
 
 def test_a_nul_in_the_environment_is_a_clear_error() -> None:
@@ -369,6 +395,26 @@ def test_a_command_that_cannot_be_executed_exits_126(tmp_path: Path) -> None:
         )
         assert result.returncode == 126, (extra, result.stderr)
         assert "cannot run" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_empty_command_name_is_not_found(tmp_path: Path) -> None:
+    """`env ""` exits 127: POSIX exec has ENOENT for an empty file name."""
+    for extra in ([], ["--instances", "2"] if _cores() >= 2 else []):
+        result = subprocess.run(
+            [*HWTUNE, "exec", *extra, "--", ""],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            timeout=120,
+        )
+        assert result.returncode == 127, (extra, result.stderr)
+        assert "cannot run ''" in result.stderr and "Traceback" not in result.stderr
+    sink = io.BytesIO()
+    specs = [InstanceSpec(i, dict(os.environ)) for i in range(2)]
+    launcher = Launcher([""], specs, stdout=sink, stderr=sink)
+    with pytest.raises(CommandNotStarted) as caught:
+        launcher.run()
+    assert caught.value.not_found and not launcher.children
 
 
 def test_one_instance_starts_with_sigpipe_at_its_default(tmp_path: Path) -> None:
@@ -476,3 +522,122 @@ def test_exec_pins_as_the_tuner_measured(tmp_path: Path, measured: bool) -> None
     # A plan of one instance (every command but exec) has no copies to pin.
     alone = profile_for(PlanRequest(env, workload="serve"))
     assert alone.profile.pinning is None
+
+
+# `hwtune exec --instances N -- sh -c SCRIPT` in a process of its own (no planning, so no
+# cores needed): a Launcher relaying to its own stdout and stderr, exiting with its status.
+SUPERVISOR = (
+    "import os, sys; sys.path.insert(0, {repo!r})\n"
+    "from hwtune.apply.launch import InstanceSpec, Launcher\n"
+    "specs = [InstanceSpec(i, {{**os.environ, 'I': str(i)}}) for i in range({count})]\n"
+    "out, err = sys.stdout.buffer, sys.stderr.buffer\n"
+    "sys.exit(Launcher(['sh', '-c', {script!r}], specs, stdout=out, stderr=err).run())\n"
+)
+
+
+def _supervise(script: str, count: int = 2) -> subprocess.Popen[str]:
+    repo = str(Path(__file__).resolve().parent.parent)
+    code = SUPERVISOR.format(repo=repo, count=count, script=script)
+    return subprocess.Popen(
+        [PYTHON, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _instance_pids(supervisor: subprocess.Popen[str], count: int = 2) -> list[int]:
+    """The PIDs the instances print first (`echo $$`), from their "[i] PID" lines."""
+    assert supervisor.stdout is not None
+    return [int(supervisor.stdout.readline().split()[1]) for _ in range(count)]
+
+
+def _state(pid: int) -> str:
+    """The process's state letter from /proc/PID/stat (proc(5)): "T" stopped, "Z" a zombie,
+    "" gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _eventually(condition: Callable[[], bool], within: float = 10.0) -> bool:
+    """Whether `condition` holds within `within` seconds: a signal is acted on when its target
+    next runs, not when kill(2) returns."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _kill_leftovers(pids: list[int]) -> None:
+    for pid in pids:
+        if _state(pid) not in ("", "Z"):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_instances_die_with_a_killed_hwtune() -> None:
+    """SIGKILL (timeout -k, the OOM killer) gives hwtune no chance to forward anything: the
+    instances, each in a process group of its own, get SIGKILL from the kernel instead."""
+    supervisor = _supervise('trap "" TERM; echo $$; exec sleep 30')
+    pids = _instance_pids(supervisor)
+    try:
+        supervisor.kill()
+        supervisor.wait(timeout=30)  # not communicate: a surviving instance holds the pipes
+        assert _eventually(lambda: all(_state(pid) in ("", "Z") for pid in pids)), [
+            _state(pid) for pid in pids
+        ]
+    finally:
+        _kill_leftovers(pids)
+        for pipe in (supervisor.stdout, supervisor.stderr):
+            assert pipe is not None
+            pipe.close()
+
+
+@pytest.mark.skipif(
+    signal.getsignal(signal.SIGTSTP) == signal.SIG_IGN,
+    reason="SIGTSTP is ignored in this test run, and hwtune keeps an inherited ignore",
+)
+def test_ctrl_z_stops_the_instances_and_sigcont_resumes_them() -> None:
+    """The terminal sends SIGTSTP to its foreground group only, and `fg` sends SIGCONT to it:
+    hwtune's, which the instances are not in."""
+    supervisor = _supervise("echo $$; exec sleep 30")
+    pids = _instance_pids(supervisor)
+    everyone = [supervisor.pid, *pids]
+    try:
+        supervisor.send_signal(signal.SIGTSTP)
+        assert _eventually(lambda: all(_state(pid) == "T" for pid in everyone)), [
+            _state(pid) for pid in everyone
+        ]
+        supervisor.send_signal(signal.SIGCONT)
+        assert _eventually(lambda: not any(_state(pid) == "T" for pid in everyone)), [
+            _state(pid) for pid in everyone
+        ]
+        supervisor.send_signal(signal.SIGTERM)  # forwarded: `sleep` dies of it
+        supervisor.communicate(timeout=30)
+        assert supervisor.returncode == 128 + signal.SIGTERM
+    finally:
+        supervisor.kill()
+        _kill_leftovers(pids)
+
+
+def test_a_gone_stdout_ends_the_instances_as_a_pipe_would() -> None:
+    """`hwtune exec --instances 2 -- CMD | head -2` ends as `CMD | head -2` does: each instance
+    gets SIGPIPE (EPIPE where ignored) on its next write, and stderr is still relayed."""
+    script = (
+        '[ "$I" = 1 ] && trap "" PIPE\n'  # instance 1 sees EPIPE, writes to stderr, exits 0
+        "while echo line; do sleep .05; done\n"
+        "echo stdout gone >&2\n"
+    )
+    supervisor = _supervise(script)
+    assert supervisor.stdout is not None
+    try:
+        assert [supervisor.stdout.readline()[4:] for _ in range(2)] == ["line\n"] * 2
+        supervisor.stdout.close()
+        _, err = supervisor.communicate(timeout=30)
+    finally:
+        supervisor.kill()
+    assert supervisor.returncode == 128 + signal.SIGPIPE, err  # instance 0's death
+    assert "[1] stdout gone" in err.splitlines()
+    assert "Traceback" not in err and "Exception ignored" not in err

@@ -14,7 +14,14 @@ Several run as children, each in its own process group with stdin from /dev/null
 output is prefixed line by line with "[i] "; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
 SIGUSR2 are forwarded to every group; hwtune exits with the worst status (a signal death
 counts as 128+N, as shells report it). With `fail_fast`, the first failure terminates the
-others (SIGTERM, then SIGKILL after `kill_after` seconds).
+others (SIGTERM, then SIGKILL after `kill_after` seconds) and its status is hwtune's.
+Before anything starts, every slice's CPUs are tried (in a thread of their own), so a plan
+the kernel refuses starts no instance.
+The instances die with hwtune (PR_SET_PDEATHSIG), even when it is killed with SIGKILL.
+Job control reaches them too: on SIGTSTP, SIGTTIN or SIGTTOU hwtune sends it to every group
+and stops itself; SIGCONT is forwarded.
+When hwtune's stdout (or stderr) is gone, say under `| head`, it closes its ends of the
+instances' pipes for that stream, so they see SIGPIPE as they would writing to `head`.
 
 Signals during start-up: the forwarded signals are blocked while an instance is forked and
 exec'd, and unblocked once it is registered, so one that arrives meanwhile is delivered then
@@ -27,11 +34,14 @@ instances too, as it would across `execve`.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import selectors
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,9 +67,18 @@ FORWARDED_SIGNALS = (
     signal.SIGQUIT,
     signal.SIGUSR1,
     signal.SIGUSR2,
+    # Job control: the terminal sends these to its foreground process group only, which the
+    # instances (each in a group of its own) are not part of, so Ctrl-Z would stop hwtune
+    # and leave them running; `fg` and `bg` send SIGCONT to hwtune's group alone as well.
+    signal.SIGTSTP,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+    signal.SIGCONT,
 )
 # Requests to stop: after one, no further instance is started (the running ones get it).
 STOP_SIGNALS = frozenset((signal.SIGINT, signal.SIGTERM, signal.SIGQUIT))
+# Requests to suspend: once the instances have it, hwtune stops itself.
+SUSPEND_SIGNALS = frozenset((signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU))
 _POLL_S = 0.1  # how often children are polled while output is quiet
 _PIPE_GRACE_S = 2.0  # how long a dead child's pipes may stay open (a grandchild holding them)
 _MAX_PARTIAL = 64 * 1024  # a "line" longer than this is flushed without waiting for "\n"
@@ -172,6 +191,7 @@ _PYTHON_IGNORES = tuple(
 def exec_replace(command: Sequence[str], spec: InstanceSpec, policy: NumaPolicy = "bind") -> None:
     """Pin this process and replace it with `command` (never returns on success)."""
     env = _checked_environment(spec.env)
+    _check_program(command)
     try:
         _pin(spec.cpus, spec.numa_nodes, policy, lambda text: os.write(2, text.encode()))
     except OSError as err:  # CPUs this kernel or cpuset will not give (a plan for elsewhere)
@@ -194,6 +214,91 @@ def not_started(program: str, err: OSError) -> CommandNotStarted:
         f"cannot run {program!r}: {err.strerror or err}",
         not_found=err.errno in (errno.ENOENT, errno.ENOTDIR),
     )
+
+
+def _check_program(command: Sequence[str]) -> None:
+    """CommandNotStarted (127) for an empty program name, as `env ""` exits.
+
+    POSIX exec lists "path or file is an empty string" under ENOENT; Python's os.execvpe
+    raises ValueError for it instead, and Popen tries "" in every PATH directory, which
+    names the directory itself (EACCES): neither says what is wrong.
+    """
+    if not command[0]:
+        raise not_started(command[0], OSError(errno.ENOENT, os.strerror(errno.ENOENT)))
+
+
+def _affinity_error(cpus: tuple[int, ...]) -> OSError | None:
+    """What sched_setaffinity(2) says to `cpus`, asked in a thread of its own.
+
+    With pid 0 the call sets the calling thread's mask only (sched_setaffinity(2)), and that
+    thread ends at once, so hwtune's own mask is untouched while the kernel applies every
+    rule it would apply in the instance (offline CPUs, the cpuset).
+    """
+    errors: list[OSError] = []
+
+    def attempt() -> None:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as err:
+            errors.append(err)
+
+    probe = threading.Thread(target=attempt, name="hwtune-affinity-check", daemon=True)
+    probe.start()
+    probe.join()
+    return errors[0] if errors else None
+
+
+def _check_affinities(specs: Sequence[InstanceSpec]) -> None:
+    """HwtuneError naming the first instance whose CPUs the kernel refuses, before any starts.
+
+    In the child the same refusal would surface only as subprocess's "Exception occurred in
+    preexec_fn", once the instances before it were already running.
+    """
+    for spec in specs:
+        err = _affinity_error(spec.cpus) if spec.cpus else None
+        if err is not None:
+            raise HwtuneError(
+                f"cannot pin instance {spec.index} to CPUs {format_cpulist(spec.cpus)}: "
+                f"{err.strerror or err}",
+                hint="plan for this machine (no --hardware or --root), or run with --no-pin",
+            )
+
+
+# prctl(2) through libc, looked up now: after fork only the forking thread exists in the
+# child, and dlopen/dlsym there could wait forever on a lock another thread held (fork(2)).
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None  # no PR_SET_PDEATHSIG: the instances may outlive a killed hwtune
+    try:
+        return cast(Callable[..., int], ctypes.CDLL(None, use_errno=True).prctl)
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the child, before exec: get SIGKILL when the parent dies (kept across execve).
+
+    SIGKILL, because hwtune forwards every signal it can handle while it lives: it dies
+    without doing so only of one it cannot (SIGKILL from `timeout -k`, the OOM killer), sent
+    by someone who wanted the job gone without grace. A SIGTERM could be trapped or ignored
+    (`trap "" TERM`), and the instance would run on, orphaned, its output going nowhere.
+    The "parent" is the thread that forked (prctl(2)): the one in Launcher.run, which returns
+    only once every instance is reaped. Executing a set-user-ID or file-capability binary
+    clears the setting (prctl(2)).
+    """
+    if _PRCTL is None:
+        return
+    # prctl is variadic and glibc reads its arguments as unsigned long (sys/prctl.h).
+    # Best effort: a refusal (a seccomp filter) leaves the instance as it was before.
+    _PRCTL(ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL))
+    if os.getppid() != parent:  # hwtune died between fork and prctl: the signal never comes
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _checked_environment(env: Mapping[str, str]) -> dict[str, str]:
@@ -241,6 +346,8 @@ class Launcher:
         self.prefix = prefix
         self.children: dict[int, subprocess.Popen[bytes]] = {}
         self.statuses: dict[int, int] = {}
+        self._first_failure: int | None = None  # with fail_fast: the status hwtune exits with
+        self._gone: set[int] = set()  # 1, 2: hwtune's stdout, stderr whose reader is gone
         self._stopping_since: float | None = None
         self._stop_signal: int | None = None  # the first stop request received
         self._handled: tuple[int, ...] = ()  # the signals forwarded (not inherited as ignored)
@@ -254,6 +361,11 @@ class Launcher:
             if child.returncode is None:
                 _killpg(child.pid, signum)
         self._received.append((signum, frozenset(self.children)))
+        if signum in SUSPEND_SIGNALS:
+            # Then stop as the job's leader, as supervisors do (dumb-init stops itself this
+            # way): SIGSTOP, which cannot be caught, so this handler does not run again; the
+            # shell sees hwtune stopped, and its SIGCONT on `fg`/`bg` is forwarded in turn.
+            os.kill(os.getpid(), signal.SIGSTOP)
 
     def _start(self, spec: InstanceSpec) -> subprocess.Popen[bytes]:
         """Fork and exec one instance; call it with the forwarded signals blocked.
@@ -265,8 +377,10 @@ class Launcher:
         its own process group and `_forward`'s killpg reaches it.
         """
         handled = self._handled
+        parent = os.getpid()
 
         def child_setup() -> None:  # runs in the child between fork and exec
+            _die_with_parent(parent)
             for sig in handled:
                 signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
@@ -316,6 +430,8 @@ class Launcher:
                 partial[(spec.index, fd_number)] = b""
 
     def run(self) -> int:
+        _check_program(self.command)
+        _check_affinities(self.specs)  # nothing starts if one instance cannot be pinned
         previous: dict[int, Any] = {}
         for sig in FORWARDED_SIGNALS:
             handler = signal.getsignal(sig)
@@ -344,6 +460,7 @@ class Launcher:
                         self._close(
                             selector, cast(IO[bytes], key.fileobj), index, fd_number, partial
                         )
+                self._close_gone_streams(selector, partial)
                 self._reap(exited_at)
                 self._close_orphaned_pipes(selector, exited_at, partial)
                 self._enforce_fail_fast()
@@ -353,6 +470,8 @@ class Launcher:
             selector.close()
         if not self.children and self._stop_signal is not None:
             return 128 + self._stop_signal  # stopped before any instance started
+        if self._first_failure is not None:  # not the siblings fail_fast killed
+            return exit_status(self._first_failure)
         return max((exit_status(code) for code in self.statuses.values()), default=0)
 
     def _stop_started(self) -> None:
@@ -391,12 +510,18 @@ class Launcher:
         return f"[{index}] ".encode() if self.prefix else b""
 
     def _write(self, index: int, fd_number: int, data: bytes) -> None:
+        if fd_number in self._gone:
+            return
         stream = self.out[fd_number]
         try:
             stream.write(data)
             stream.flush()
         except BrokenPipeError:
-            pass  # `hwtune exec … | head`: the children keep running, their output is dropped
+            # `hwtune exec … | head`: the reader is gone. Relaying stops, and the instances'
+            # pipes for this stream are closed (_close_gone_streams), so each one's next
+            # write to it gets SIGPIPE (EPIPE where ignored, pipe(7)) and it ends on its own,
+            # as it would writing to `head` itself. The other stream is relayed on.
+            self._gone.add(fd_number)
 
     def _close(
         self,
@@ -412,11 +537,28 @@ class Launcher:
             self._write(index, fd_number, self._tag(index) + rest + b"\n")
         pipe.close()
 
+    def _close_gone_streams(
+        self, selector: selectors.BaseSelector, partial: dict[tuple[int, int], bytes]
+    ) -> None:
+        """Close hwtune's read end of every instance's pipe to a stream whose reader is gone.
+
+        Done between selects, not in _write: a pipe closed there may still be in the events
+        the current select returned, and its descriptor number reused meanwhile.
+        """
+        for key in list(selector.get_map().values()):
+            index, fd_number = key.data
+            if fd_number in self._gone:
+                self._close(selector, cast(IO[bytes], key.fileobj), index, fd_number, partial)
+
     def _reap(self, exited_at: dict[int, float]) -> None:
         for index, child in self.children.items():
             if index not in self.statuses and child.poll() is not None:
                 self.statuses[index] = child.returncode
                 exited_at[index] = time.monotonic()
+                if self.fail_fast and child.returncode != 0 and self._first_failure is None:
+                    # The failure that set fail_fast off: the siblings killed after it are
+                    # hwtune's doing, and their 143 or 137 would hide its status.
+                    self._first_failure = child.returncode
 
     def _close_orphaned_pipes(
         self,

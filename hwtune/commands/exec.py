@@ -4,7 +4,8 @@ One instance (the default, or this rank's slice under srun/mpirun/torchrun) repl
 with CMD, pinned to its CPUs and NUMA node, with the profile's environment. `--instances N`
 starts N copies on disjoint slices (CPUs, NUMA node, GPUs; pinned where a slice has 2+ physical
 cores or whole NUMA nodes, else unpinned with capped pools), output prefixed "[i] ", signals
-forwarded, and exits with the worst child's status (128+N for a death by signal N).
+(job control included) forwarded, and exits with the worst child's status (128+N for a death
+by signal N), or with --fail-fast the first failing one's.
 Variables already set in the environment win over the profile (a note says so on stderr).
 Exit status: the command's (worst) status; 1 when hwtune itself fails; 2 bad usage.
 """
@@ -25,14 +26,17 @@ from hwtune.status import ExitStatus
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_plan_arguments(parser)
     parser.add_argument(
-        "--fail-fast", action="store_true", help="when one instance fails, terminate the others"
+        "--fail-fast",
+        action="store_true",
+        help="when one instance fails, terminate the others and exit with its status",
     )
     parser.add_argument(
         "--kill-after",
         type=seconds,
         default=10.0,
         metavar="S",
-        help="with --fail-fast: SIGKILL what is still running S seconds after SIGTERM",
+        help="when instances are terminated (--fail-fast, or one could not start): SIGKILL "
+        "what is still running S seconds after SIGTERM (default 10)",
     )
     parser.add_argument(
         "--numa-policy",

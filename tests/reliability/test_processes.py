@@ -352,14 +352,14 @@ def test_a_failing_instance_leaves_the_others_running(
 def test_fail_fast_takes_the_others_down(
     stubborn: bool, machine_snapshot: Path, tmp_path: Path, figures: Figures
 ) -> None:
-    """--fail-fast: SIGTERM to the rest; one that ignores it gets SIGKILL after --kill-after."""
+    """--fail-fast: SIGTERM to the rest; one that ignores it gets SIGKILL after --kill-after.
+    The status is the failure's, not that of a peer hwtune killed."""
     script = ("trap '' TERM; " if stubborn else "") + FAILING_PEER
     run = Exec(machine_snapshot, tmp_path, script, "--fail-fast", "--kill-after", "0.5")
     try:
         run.wait_for("[1] failing 1", "[0] ready 0")
         status, stderr = run.finish()
-        expected = 128 + (signal.SIGKILL if stubborn else signal.SIGTERM)
-        assert status == expected, (status, stderr)
+        assert status == 3, (status, stderr)  # instance 1's exit
         assert not any("finished 0" in line for line in run.lines), run.lines
         figures.count("peers stopped by --fail-fast" + (" (SIGKILL)" if stubborn else ""))
     finally:
