@@ -89,6 +89,66 @@ def test_a_deeply_nested_knowledge_file_is_one_line_error(tmp_path: Path) -> Non
     assert "nested more than" in result.stderr
 
 
+def _plan_from(hardware: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`hwtune plan --hardware FILE` in a child with a time limit: a FIFO hung the old code."""
+    return subprocess.run(
+        [sys.executable, "-m", "hwtune", "plan", "--hardware", str(hardware)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_environ(tmp_path),
+    )
+
+
+def test_a_deeply_nested_hardware_file_is_one_line_error(tmp_path: Path) -> None:
+    """Before: a RecursionError traceback from json's scanner."""
+    hardware = tmp_path / "hw.json"
+    hardware.write_text("[" * 100_000 + "]" * 100_000)
+    result = _plan_from(hardware, tmp_path)
+    assert result.returncode == 1
+    _one_line_error(result.stderr, hardware)
+    assert "nested more than 16 levels deep" in result.stderr
+
+
+def test_a_hardware_file_with_a_huge_number_is_one_line_error(tmp_path: Path) -> None:
+    """Before: a ValueError traceback (int() refuses more than 4300 digits)."""
+    hardware = tmp_path / "hw.json"
+    text = json.dumps(dump(make_hardware()))
+    hardware.write_text(text.replace('"family": null', '"family": ' + "9" * 5000))
+    assert "9" * 5000 in hardware.read_text()
+    result = _plan_from(hardware, tmp_path)
+    assert result.returncode == 1
+    _one_line_error(result.stderr, hardware)
+    assert "invalid JSON: a number of 5000 digits" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "oversized"])
+def test_a_hardware_file_that_is_no_regular_file_of_a_model_is_refused(
+    kind: str, tmp_path: Path
+) -> None:
+    """Before: a FIFO hung the command and /dev/zero was read without end."""
+    hardware = tmp_path / "hw.json"
+    if kind == "fifo":
+        os.mkfifo(hardware)
+    elif kind == "device":
+        hardware = Path("/dev/zero")
+    elif kind == "directory":
+        hardware.mkdir()
+    else:
+        with hardware.open("wb") as sparse:  # no disk blocks: only st_size is past the cap
+            sparse.truncate(33 << 20)
+    result = _plan_from(hardware, tmp_path)
+    assert result.returncode == 1
+    _one_line_error(result.stderr, hardware)
+    said = {
+        "fifo": "a named pipe (FIFO), not a regular file",
+        "device": "a character device, not a regular file",
+        "directory": "a directory, not a regular file",
+        "oversized": f"larger than {32 << 20} bytes",
+    }
+    assert f"--hardware {hardware}: {said[kind]}" in result.stderr
+
+
 # -- item 8: size and key depth before parsing --------------------------------------------
 
 
