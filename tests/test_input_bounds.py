@@ -405,8 +405,87 @@ def test_a_duration_flag_takes_plain_numbers(text: str) -> None:
     assert seconds(text) == float(text)
 
 
-@pytest.mark.parametrize(("command", "flag"), [("tune", "--seed"), ("verify", "--pid")])
+@pytest.mark.parametrize(
+    ("command", "flag"), [("tune", "--seed"), ("verify", "--pid"), ("doctor", "--pid")]
+)
 def test_an_integer_flag_takes_ascii_digits_only(command: str, flag: str) -> None:
     result = run_cli([command, f"{flag}=٣"])
     assert result.exit_status == 2
     assert "expected a whole number in ASCII digits, got '٣'" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["verify", "doctor"])
+@pytest.mark.parametrize("text", ["-5", "0", "-0", "-99999999999999999999"])
+def test_a_pid_flag_takes_a_process_id_only(command: str, text: str) -> None:
+    """Before: `verify --pid -5` ended in psutil's ValueError traceback."""
+    result = run_cli([command, f"--pid={text}"])
+    assert result.exit_status == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert (
+        f"argument --pid: expected a process id, a whole number from 1 up, got {text!r}"
+        in result.stderr
+    )
+
+
+# -- empty paths: an explicit "" is no path, never the default ----------------------------
+
+# The other arguments keep a regression harmless: were "" taken again, apply only previews,
+# daemon, nfd and doctor stop at a bad --interval, --ttl or --seconds before they write or
+# watch anything, exec starts children (one instance would execve over the test process), and
+# the rest run in a temporary directory with the default output there.
+EMPTY_PATHS = [
+    ("plan", ["--root", ""], "--root"),
+    ("plan", ["--hardware", ""], "--hardware"),
+    ("explain", ["KMP_AFFINITY", "--hardware="], "--hardware"),
+    ("apply", ["--output", "", "--dry-run"], "--output"),
+    ("apply", ["--root=", "--dry-run"], "--root"),
+    ("env", ["--hardware", ""], "--hardware"),
+    ("exec", ["--root", "", "--instances", "2", "--", "true"], "--root"),
+    ("verify", ["--hardware", ""], "--hardware"),
+    ("tune", ["--root", "", "--dry-run"], "--root"),
+    ("revert", ["--output", ""], "--output"),
+    ("daemon", ["--output", "", "--interval", "0"], "--output"),
+    ("daemon", ["--root", "", "--interval", "0"], "--root"),
+    ("daemon", ["--nfd", "--nfd-dir", "", "--interval", "0"], "--nfd-dir"),
+    ("nfd", ["--output", "", "--ttl", "0"], "--output"),
+    ("nfd", ["--root", "", "--print"], "--root"),
+    ("detect", ["--root", ""], "--root"),
+    ("doctor", ["--root", "", "--pid", "1", "--seconds", "0"], "--root"),
+    ("snapshot", [""], "DIR"),
+]
+
+
+@pytest.mark.parametrize(("command", "argv", "option"), EMPTY_PATHS)
+def test_an_empty_path_is_a_usage_error(
+    command: str, argv: list[str], option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: `apply --output ""` wrote to the default directory (/etc/hwtune as root),
+    `revert --output ""` reverted it, `plan --hardware ""` planned for this machine and
+    `snapshot ""` wrote into the current directory."""
+    default = tmp_path / "default"
+    monkeypatch.setattr("hwtune.paths.default_output_dir", lambda *_, **__: default)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli([command, *argv], _environ(tmp_path))
+    assert result.exit_status == 2, result.stderr
+    assert f"argument {option}: expected a path, got an empty string" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written anywhere
+
+
+def test_every_path_option_refuses_an_empty_path() -> None:
+    """Each option or argument whose metavar names a file or directory takes nonempty_path,
+    so that a new one cannot bring back the silent default."""
+    import argparse
+
+    from hwtune.cli import COMMANDS, build_parser
+    from hwtune.commands.pathargs import nonempty_path
+
+    seen = set()
+    for command in COMMANDS:
+        parser = build_parser(only=command)
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        for action in sub.choices[command]._actions:
+            if action.metavar in ("DIR", "FILE"):
+                name = action.option_strings[0] if action.option_strings else action.metavar
+                seen.add(f"{command} {name}")
+                assert action.type is nonempty_path, f"{command} {name}"
+    assert {f"{command} {option}" for command, _, option in EMPTY_PATHS} <= seen

@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hwtune.commands.pathargs import nonempty_path
 from hwtune.models.profile import MODEL_HELP, MODEL_KINDS
 from hwtune.pipeline.request import PlanRequest
 
@@ -47,12 +48,14 @@ def add_plan_arguments(parser: argparse.ArgumentParser, *, measured: bool = True
     source = group.add_mutually_exclusive_group()
     source.add_argument(
         "--root",
+        type=nonempty_path,
         metavar="DIR",
         default="/",
         help="plan for the machine captured under DIR (a `hwtune snapshot`) instead of this one",
     )
     source.add_argument(
         "--hardware",
+        type=nonempty_path,
         metavar="FILE",
         help="plan from a hardware model saved by `hwtune detect --json`",
     )

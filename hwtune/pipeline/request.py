@@ -76,10 +76,10 @@ def load_hardware(request: PlanRequest) -> Hardware:
     """The request's hardware: given, read from --hardware FILE, or detected under --root."""
     if request.hardware is not None:
         return request.hardware
-    if request.hardware_file:
+    if request.hardware_file is not None:  # "" is no file: refused, not this machine
         return _read_hardware(Path(request.hardware_file))
     root = Path(request.root)
-    if not root.is_dir():
+    if not request.root or not root.is_dir():  # Path("") is ".", not a root
         raise HwtuneError(
             f"--root {request.root}: not a directory",
             hint="give / or a `hwtune snapshot` directory",
