@@ -268,6 +268,52 @@ def test_a_value_execve_cannot_pass_is_refused(tmp_path: Path) -> None:
     assert ok.exit_status == 0, ok.stderr[-500:]
 
 
+@pytest.mark.parametrize("command", ["plan", "explain", "apply", "env", "verify", "tune"])
+def test_a_set_value_that_is_not_utf8_is_a_usage_error(command: str, tmp_path: Path) -> None:
+    """Before: `plan --json` printed the raw byte (invalid JSON) with exit 0; apply and env
+    failed with "surrogates not allowed", naming neither --set nor the variable."""
+    value = os.fsdecode(b"A=a\xffb")  # what Python makes of those argv bytes (PEP 383)
+    argv = [command, "--hardware", _hardware(tmp_path), "--set", value]
+    result = run_cli(argv, _environ(tmp_path))
+    assert result.exit_status == 2, result.stderr
+    assert "--set A: the value of A is not UTF-8 text: byte 0xff at position 1" in result.stderr
+    name = run_cli([command, "--set", os.fsdecode(b"A\xffB=1")], _environ(tmp_path))
+    assert name.exit_status == 2 and "is not an environment variable name" in name.stderr
+
+
+def test_exec_passes_a_set_value_that_is_not_utf8_on_as_bytes(tmp_path: Path) -> None:
+    """exec writes no text: the value reaches the program's environment byte for byte."""
+    argv = [b"exec", b"--set", b"A=a\xffb", b"--no-pin", b"--", b"printenv", b"A"]
+    done = subprocess.run(
+        [sys.executable.encode(), b"-m", b"hwtune", *argv],
+        capture_output=True,
+        timeout=120,
+        env=_environ(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout == b"a\xffb\n"
+
+
+def test_a_set_value_of_argv_bytes_that_are_not_utf8_is_refused(tmp_path: Path) -> None:
+    """The same from a real command line: the bytes as a shell passes them."""
+    done = subprocess.run(
+        [sys.executable.encode(), b"-m", b"hwtune", b"plan", b"--json", b"--set", b"A=a\xffb"],
+        capture_output=True,
+        timeout=120,
+        env=_environ(tmp_path),
+    )
+    assert done.returncode == 2 and done.stdout == b"", done.stdout[-500:]
+    assert b"argument --set: --set A: the value of A is not UTF-8 text" in done.stderr
+    utf8 = subprocess.run(
+        [sys.executable, "-m", "hwtune", "plan", "--json", "--set", "A=\u00e9"],
+        capture_output=True,
+        timeout=120,
+        env=_environ(tmp_path),
+    )
+    assert utf8.returncode == 0, utf8.stderr[-500:]
+    assert json.loads(utf8.stdout)["env"]["A"]["value"] == "\u00e9"
+
+
 def test_an_environment_past_arg_max_is_refused(tmp_path: Path) -> None:
     arg_max = os.sysconf("SC_ARG_MAX")
     value = "v" * (100 * 1024)
