@@ -476,3 +476,20 @@ def test_exec_pins_as_the_tuner_measured(tmp_path: Path, measured: bool) -> None
     # A plan of one instance (every command but exec) has no copies to pin.
     alone = profile_for(PlanRequest(env, workload="serve"))
     assert alone.profile.pinning is None
+
+
+@needs_two_cores
+def test_a_child_of_exec_plans_the_instances_it_names(tmp_path: Path) -> None:
+    """`hwtune env --instances 1` in each copy of `hwtune exec --instances 2`. Before: the
+    second copy's HWTUNE_INSTANCE=1 stayed its index ("instance 1 does not exist", exit 1)."""
+    child = [*HWTUNE, "env", "--instances", "1", "--format", "json"]
+    done = subprocess.run(
+        [*HWTUNE, "exec", "--instances", "2", "--no-prefix", "--", *child],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "does not exist" not in done.stderr
+    assert done.stdout.count('"TF_NUM_INTRAOP_THREADS"') == 2

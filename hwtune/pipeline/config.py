@@ -2,6 +2,9 @@
 
 Precedence, lowest first: `/etc/hwtune/config.toml`, `$XDG_CONFIG_HOME/hwtune/config.toml`
 (`~/.config` when unset), `HWTUNE_*` environment variables, then flags (`--mode`, `--set`…).
+An instance index goes with the count it came with: a later source that sets `instances`
+without `instance` starts the index over at 0 (`Overrides.merged`), so `--instances 1` is not
+paired with the HWTUNE_INSTANCE a parent `hwtune exec` exported.
 A config file looks like this; every key is optional:
 
     mode = "latency"            # or "throughput"
