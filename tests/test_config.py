@@ -161,6 +161,21 @@ def test_merged_keeps_earlier_values_where_later_is_unset() -> None:
     assert got.mode == "latency" and got.instances == 2 and got.env == {"A": "1", "B": "2"}
 
 
+def test_a_later_count_without_an_index_starts_the_index_over() -> None:
+    """An index belongs to the count it came with: HWTUNE_INSTANCE=1 (a parent exec's) is not
+    the index of `--instances 1`."""
+    early = Overrides(instances=4, instance=3, origins={"instances": "x", "instance": "x"})
+    count = early.merged(Overrides(instances=2, origins={"instances": "--instances"}))
+    assert (count.instances, count.instance) == (2, None)
+    assert count.origins == {"instances": "--instances"}
+    both = early.merged(Overrides(instances=8, instance=5))
+    assert (both.instances, both.instance) == (8, 5)
+    index = early.merged(Overrides(instance=1))
+    assert (index.instances, index.instance) == (4, 1)
+    other = early.merged(Overrides(mode="latency"))
+    assert (other.instances, other.instance) == (4, 3)
+
+
 def test_relative_xdg_is_ignored_and_other_modules_agree(tmp_path: Path) -> None:
     from hwtune.pipeline.config import config_paths
 

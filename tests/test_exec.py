@@ -641,3 +641,20 @@ def test_a_gone_stdout_ends_the_instances_as_a_pipe_would() -> None:
     assert supervisor.returncode == 128 + signal.SIGPIPE, err  # instance 0's death
     assert "[1] stdout gone" in err.splitlines()
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+@needs_two_cores
+def test_a_child_of_exec_plans_the_instances_it_names(tmp_path: Path) -> None:
+    """`hwtune env --instances 1` in each copy of `hwtune exec --instances 2`. Before: the
+    second copy's HWTUNE_INSTANCE=1 stayed its index ("instance 1 does not exist", exit 1)."""
+    child = [*HWTUNE, "env", "--instances", "1", "--format", "json"]
+    done = subprocess.run(
+        [*HWTUNE, "exec", "--instances", "2", "--no-prefix", "--", *child],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "does not exist" not in done.stderr
+    assert done.stdout.count('"TF_NUM_INTRAOP_THREADS"') == 2

@@ -89,6 +89,66 @@ def test_a_deeply_nested_knowledge_file_is_one_line_error(tmp_path: Path) -> Non
     assert "nested more than" in result.stderr
 
 
+def _plan_from(hardware: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`hwtune plan --hardware FILE` in a child with a time limit: a FIFO hung the old code."""
+    return subprocess.run(
+        [sys.executable, "-m", "hwtune", "plan", "--hardware", str(hardware)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_environ(tmp_path),
+    )
+
+
+def test_a_deeply_nested_hardware_file_is_one_line_error(tmp_path: Path) -> None:
+    """Before: a RecursionError traceback from json's scanner."""
+    hardware = tmp_path / "hw.json"
+    hardware.write_text("[" * 100_000 + "]" * 100_000)
+    result = _plan_from(hardware, tmp_path)
+    assert result.returncode == 1
+    _one_line_error(result.stderr, hardware)
+    assert "nested more than 16 levels deep" in result.stderr
+
+
+def test_a_hardware_file_with_a_huge_number_is_one_line_error(tmp_path: Path) -> None:
+    """Before: a ValueError traceback (int() refuses more than 4300 digits)."""
+    hardware = tmp_path / "hw.json"
+    text = json.dumps(dump(make_hardware()))
+    hardware.write_text(text.replace('"family": null', '"family": ' + "9" * 5000))
+    assert "9" * 5000 in hardware.read_text()
+    result = _plan_from(hardware, tmp_path)
+    assert result.returncode == 1
+    _one_line_error(result.stderr, hardware)
+    assert "invalid JSON: a number of 5000 digits" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "oversized"])
+def test_a_hardware_file_that_is_no_regular_file_of_a_model_is_refused(
+    kind: str, tmp_path: Path
+) -> None:
+    """Before: a FIFO hung the command and /dev/zero was read without end."""
+    hardware = tmp_path / "hw.json"
+    if kind == "fifo":
+        os.mkfifo(hardware)
+    elif kind == "device":
+        hardware = Path("/dev/zero")
+    elif kind == "directory":
+        hardware.mkdir()
+    else:
+        with hardware.open("wb") as sparse:  # no disk blocks: only st_size is past the cap
+            sparse.truncate(33 << 20)
+    result = _plan_from(hardware, tmp_path)
+    assert result.returncode == 1
+    _one_line_error(result.stderr, hardware)
+    said = {
+        "fifo": "a named pipe (FIFO), not a regular file",
+        "device": "a character device, not a regular file",
+        "directory": "a directory, not a regular file",
+        "oversized": f"larger than {32 << 20} bytes",
+    }
+    assert f"--hardware {hardware}: {said[kind]}" in result.stderr
+
+
 # -- item 8: size and key depth before parsing --------------------------------------------
 
 
@@ -206,6 +266,52 @@ def test_a_value_execve_cannot_pass_is_refused(tmp_path: Path) -> None:
     assert done.stdout.strip() == str(len(fits))
     ok = run_cli(["plan", "--hardware", hw, "--set", f"BIG={fits}"], _environ(tmp_path))
     assert ok.exit_status == 0, ok.stderr[-500:]
+
+
+@pytest.mark.parametrize("command", ["plan", "explain", "apply", "env", "verify", "tune"])
+def test_a_set_value_that_is_not_utf8_is_a_usage_error(command: str, tmp_path: Path) -> None:
+    """Before: `plan --json` printed the raw byte (invalid JSON) with exit 0; apply and env
+    failed with "surrogates not allowed", naming neither --set nor the variable."""
+    value = os.fsdecode(b"A=a\xffb")  # what Python makes of those argv bytes (PEP 383)
+    argv = [command, "--hardware", _hardware(tmp_path), "--set", value]
+    result = run_cli(argv, _environ(tmp_path))
+    assert result.exit_status == 2, result.stderr
+    assert "--set A: the value of A is not UTF-8 text: byte 0xff at position 1" in result.stderr
+    name = run_cli([command, "--set", os.fsdecode(b"A\xffB=1")], _environ(tmp_path))
+    assert name.exit_status == 2 and "is not an environment variable name" in name.stderr
+
+
+def test_exec_passes_a_set_value_that_is_not_utf8_on_as_bytes(tmp_path: Path) -> None:
+    """exec writes no text: the value reaches the program's environment byte for byte."""
+    argv = [b"exec", b"--set", b"A=a\xffb", b"--no-pin", b"--", b"printenv", b"A"]
+    done = subprocess.run(
+        [sys.executable.encode(), b"-m", b"hwtune", *argv],
+        capture_output=True,
+        timeout=120,
+        env=_environ(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout == b"a\xffb\n"
+
+
+def test_a_set_value_of_argv_bytes_that_are_not_utf8_is_refused(tmp_path: Path) -> None:
+    """The same from a real command line: the bytes as a shell passes them."""
+    done = subprocess.run(
+        [sys.executable.encode(), b"-m", b"hwtune", b"plan", b"--json", b"--set", b"A=a\xffb"],
+        capture_output=True,
+        timeout=120,
+        env=_environ(tmp_path),
+    )
+    assert done.returncode == 2 and done.stdout == b"", done.stdout[-500:]
+    assert b"argument --set: --set A: the value of A is not UTF-8 text" in done.stderr
+    utf8 = subprocess.run(
+        [sys.executable, "-m", "hwtune", "plan", "--json", "--set", "A=\u00e9"],
+        capture_output=True,
+        timeout=120,
+        env=_environ(tmp_path),
+    )
+    assert utf8.returncode == 0, utf8.stderr[-500:]
+    assert json.loads(utf8.stdout)["env"]["A"]["value"] == "\u00e9"
 
 
 def test_an_environment_past_arg_max_is_refused(tmp_path: Path) -> None:
@@ -345,8 +451,87 @@ def test_a_duration_flag_takes_plain_numbers(text: str) -> None:
     assert seconds(text) == float(text)
 
 
-@pytest.mark.parametrize(("command", "flag"), [("tune", "--seed"), ("verify", "--pid")])
+@pytest.mark.parametrize(
+    ("command", "flag"), [("tune", "--seed"), ("verify", "--pid"), ("doctor", "--pid")]
+)
 def test_an_integer_flag_takes_ascii_digits_only(command: str, flag: str) -> None:
     result = run_cli([command, f"{flag}=٣"])
     assert result.exit_status == 2
     assert "expected a whole number in ASCII digits, got '٣'" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["verify", "doctor"])
+@pytest.mark.parametrize("text", ["-5", "0", "-0", "-99999999999999999999"])
+def test_a_pid_flag_takes_a_process_id_only(command: str, text: str) -> None:
+    """Before: `verify --pid -5` ended in psutil's ValueError traceback."""
+    result = run_cli([command, f"--pid={text}"])
+    assert result.exit_status == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert (
+        f"argument --pid: expected a process id, a whole number from 1 up, got {text!r}"
+        in result.stderr
+    )
+
+
+# -- empty paths: an explicit "" is no path, never the default ----------------------------
+
+# The other arguments keep a regression harmless: were "" taken again, apply only previews,
+# daemon, nfd and doctor stop at a bad --interval, --ttl or --seconds before they write or
+# watch anything, exec starts children (one instance would execve over the test process), and
+# the rest run in a temporary directory with the default output there.
+EMPTY_PATHS = [
+    ("plan", ["--root", ""], "--root"),
+    ("plan", ["--hardware", ""], "--hardware"),
+    ("explain", ["KMP_AFFINITY", "--hardware="], "--hardware"),
+    ("apply", ["--output", "", "--dry-run"], "--output"),
+    ("apply", ["--root=", "--dry-run"], "--root"),
+    ("env", ["--hardware", ""], "--hardware"),
+    ("exec", ["--root", "", "--instances", "2", "--", "true"], "--root"),
+    ("verify", ["--hardware", ""], "--hardware"),
+    ("tune", ["--root", "", "--dry-run"], "--root"),
+    ("revert", ["--output", ""], "--output"),
+    ("daemon", ["--output", "", "--interval", "0"], "--output"),
+    ("daemon", ["--root", "", "--interval", "0"], "--root"),
+    ("daemon", ["--nfd", "--nfd-dir", "", "--interval", "0"], "--nfd-dir"),
+    ("nfd", ["--output", "", "--ttl", "0"], "--output"),
+    ("nfd", ["--root", "", "--print"], "--root"),
+    ("detect", ["--root", ""], "--root"),
+    ("doctor", ["--root", "", "--pid", "1", "--seconds", "0"], "--root"),
+    ("snapshot", [""], "DIR"),
+]
+
+
+@pytest.mark.parametrize(("command", "argv", "option"), EMPTY_PATHS)
+def test_an_empty_path_is_a_usage_error(
+    command: str, argv: list[str], option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: `apply --output ""` wrote to the default directory (/etc/hwtune as root),
+    `revert --output ""` reverted it, `plan --hardware ""` planned for this machine and
+    `snapshot ""` wrote into the current directory."""
+    default = tmp_path / "default"
+    monkeypatch.setattr("hwtune.paths.default_output_dir", lambda *_, **__: default)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli([command, *argv], _environ(tmp_path))
+    assert result.exit_status == 2, result.stderr
+    assert f"argument {option}: expected a path, got an empty string" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written anywhere
+
+
+def test_every_path_option_refuses_an_empty_path() -> None:
+    """Each option or argument whose metavar names a file or directory takes nonempty_path,
+    so that a new one cannot bring back the silent default."""
+    import argparse
+
+    from hwtune.cli import COMMANDS, build_parser
+    from hwtune.commands.pathargs import nonempty_path
+
+    seen = set()
+    for command in COMMANDS:
+        parser = build_parser(only=command)
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        for action in sub.choices[command]._actions:
+            if action.metavar in ("DIR", "FILE"):
+                name = action.option_strings[0] if action.option_strings else action.metavar
+                seen.add(f"{command} {name}")
+                assert action.type is nonempty_path, f"{command} {name}"
+    assert {f"{command} {option}" for command, _, option in EMPTY_PATHS} <= seen

@@ -245,3 +245,105 @@ def test_a_hardware_file_is_not_taken_for_the_build_host(tmp_path: Path) -> None
     bazel = json.loads(result.stdout)["bazel"]
     assert not any(option.startswith("--host_copt") for option in bazel["options"])
     assert any("--root or --hardware" in reason for reason in bazel["reasons"])
+
+
+def _hardware_with(tmp_path: Path, change: dict[str, object]) -> str:
+    """make_hardware() saved with the dotted keys of `change` (a number indexes a list) set to
+    the given values."""
+    data = dump(make_hardware())
+    for dotted, value in change.items():
+        *parents, last = dotted.split(".")
+        node = data
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node[part]
+        node[last] = value
+    path = tmp_path / "hw.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("limits.effective_cpus", -4, "-4 is negative"),
+        ("limits.effective_cpus", 0, "0 is below 1, where detect floors it"),
+        ("limits.effective_cpus", 64, "64 is more than the 2 usable CPUs"),
+        ("limits.memory_bytes", 0, "0 bytes"),
+        ("limits.memory_limit_bytes", 0, "0 bytes"),
+        ("memory.total_bytes", 0, "0 bytes"),
+        ("limits.usable_cpus", [9], "CPU 9 is usable but not in cpu.online_cpus"),
+        ("limits.cpu_quota", 0, "0.0 CPUs is no quota"),
+        ("cpu.physical_cores", -1, "-1 is negative"),
+        ("numa.0.memory_bytes", -1, "-1 is negative"),
+        ("cpu.online_cpus", [0, 70000], "CPU 70000 is beyond 65535"),
+    ],
+)
+def test_a_hardware_file_with_impossible_values_is_refused(
+    key: str, value: object, said: str, tmp_path: Path
+) -> None:
+    """Before: exit 0 and a plan of one thread, a RAM budget of 0, or pinning to CPU 9."""
+    hw = _hardware_with(tmp_path, {key: value})
+    result = run_cli(["plan", "--hardware", hw], clean_environ(tmp_path))
+    assert result.exit_status == 1, result.stderr
+    where = key.replace(".0.", "[0].") + ("[1]" if key == "cpu.online_cpus" else "")
+    assert f"--hardware {hw} at '{where}': {said}" in result.stderr, result.stderr
+    assert "hint: give a file written by `hwtune detect --json`" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [("1e999", " at 'limits.cpu_quota': inf is not a finite number"), ("NaN", ": invalid JSON")],
+)
+def test_a_hardware_file_with_a_non_finite_number_is_refused(
+    text: str, said: str, tmp_path: Path
+) -> None:
+    hw = _hardware_with(tmp_path, {"limits.cpu_quota": 1.5})
+    Path(hw).write_text(Path(hw).read_text().replace('"cpu_quota": 1.5', f'"cpu_quota": {text}'))
+    result = run_cli(["plan", "--hardware", hw], clean_environ(tmp_path))
+    assert result.exit_status == 1 and f"--hardware {hw}{said}" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("version", [999, 2, 0, -1])
+def test_a_hardware_file_of_another_schema_version_is_refused(
+    version: int, tmp_path: Path
+) -> None:
+    """A newer model is named as newer, before any key it added is reported as unknown."""
+    data = {**dump(make_hardware()), "schema_version": version, "added_later": 1}
+    (tmp_path / "hw.json").write_text(json.dumps(data))
+    result = run_cli(["plan", "--hardware", str(tmp_path / "hw.json")], clean_environ(tmp_path))
+    assert result.exit_status == 1
+    said = "is newer than this hwtune reads (1)" if version > 1 else "is not one any hwtune wrote"
+    assert f"schema_version {version} {said}" in result.stderr, result.stderr
+
+
+def test_unknown_values_stay_accepted_in_a_hardware_file(tmp_path: Path) -> None:
+    """null is how the probes say "unknown": never refused."""
+    change: dict[str, object] = {
+        "limits.memory_bytes": None,
+        "limits.memory_limit_bytes": None,
+        "limits.cpu_quota": None,
+        "memory.total_bytes": None,
+        "cpu.physical_cores": None,
+        "cpu.sockets": None,
+    }
+    result = run_cli(
+        ["plan", "--hardware", _hardware_with(tmp_path, change), "--json"],
+        clean_environ(tmp_path),
+    )
+    assert result.exit_status == 0, result.stderr
+
+
+@pytest.mark.parametrize("root", [None, "utillinux-x86_64-epyc_7451", "epyc7451-p4d-8xa100-gpu"])
+def test_what_detect_writes_is_read_back(root: str | None, tmp_path: Path) -> None:
+    """The checks refuse only what no probe writes: `detect --json` of this machine and of
+    captured ones plans from --hardware."""
+    argv = ["detect", "--json"]
+    if root is not None:
+        if not (DATA / "hosts" / root).is_dir():
+            pytest.skip("host capture not present")
+        argv += ["--root", str(DATA / "hosts" / root)]
+    environ = clean_environ(tmp_path)
+    detected = run_cli(argv, environ)
+    (tmp_path / "hw.json").write_text(detected.stdout)
+    result = run_cli(["plan", "--hardware", str(tmp_path / "hw.json")], environ)
+    assert result.exit_status == 0, result.stderr

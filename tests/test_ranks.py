@@ -156,3 +156,73 @@ def test_env_command_prints_each_ranks_slice(tmp_path: Path) -> None:
         in ranked.stdout
     )
     assert int(env_map(mine)["TF_NUM_INTRAOP_THREADS"]) <= int(whole["TF_NUM_INTRAOP_THREADS"])
+
+
+def _no_launcher(tmp_path: Path) -> dict[str, str]:
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HWTUNE_", "SLURM_", "OMPI_", "LOCAL_"))
+    }
+    environ.update(XDG_CACHE_HOME=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    return environ
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        {"HWTUNE_INSTANCE": "1", "HWTUNE_INSTANCES": "2"},  # a parent `hwtune exec --instances 2`
+        {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"},  # torchrun: this always worked
+    ],
+    ids=["hwtune-exec", "torchrun"],
+)
+def test_explicit_instances_win_over_the_launchers_index(
+    launcher: dict[str, str], tmp_path: Path
+) -> None:
+    """docs/apply.md: "Explicit --instances/--instance win". Before: HWTUNE_INSTANCE=1 stayed
+    the index of `--instances 1` (instance 1 does not exist, exit 1)."""
+    from tests.conftest import run_cli
+
+    environ = {**_no_launcher(tmp_path), **launcher}
+    for cache in ([], ["--no-cache"]):
+        result = run_cli(["env", "--instances", "1", "--format", "json", *cache], environ)
+        assert result.exit_status == 0, result.stderr
+    from tests.plan_builders import make_hardware
+
+    def intent(**flags: int) -> tuple[int, int]:
+        hw = make_hardware(cores_per_socket=4)
+        planned = profile_for(PlanRequest(environ, hardware=hw, **flags)).profile.intent
+        return planned.instances, planned.instance
+
+    assert intent() == (2, 1)  # the launcher's share
+    assert intent(instances=1) == (1, 0)
+    assert intent(instances=2) == (2, 0)  # the count given starts the index at 0
+    assert intent(instances=3, instance=2) == (3, 2)
+    if "HWTUNE_INSTANCES" in launcher:  # an index alone keeps the count HWTUNE_INSTANCES sets
+        assert intent(instance=0) == (2, 0)
+
+
+def test_an_instance_beyond_the_count_names_where_it_came_from(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    environ = _no_launcher(tmp_path)
+    variable = run_cli(["plan", "--instances", "1"], {**environ, "HWTUNE_INSTANCE": "1"})
+    assert variable.exit_status == 0, variable.stderr  # the flag's count starts the index at 0
+    variable = run_cli(["plan"], {**environ, "HWTUNE_INSTANCE": "1"})
+    assert variable.exit_status == 1
+    assert "(instance 1 from HWTUNE_INSTANCE, 1 instance from the default)" in variable.stderr
+    assert "hint: HWTUNE_INSTANCE=K takes 0 ≤ K < the instance count" in variable.stderr
+    config = tmp_path / "xdg" / "hwtune" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("instances = 2\ninstance = 3\n")
+    from_file = run_cli(["plan"], environ)
+    assert from_file.exit_status == 1
+    said = f"(instance 3 from 'instance' in {config}, 2 instances from 'instances' in {config})"
+    assert said in from_file.stderr
+    assert f"hint: 'instance' in {config} takes 0 ≤ K < the instance count" in from_file.stderr
+    # A later source that sets the count alone starts the index over, as a flag does.
+    later = run_cli(["plan"], {**environ, "HWTUNE_INSTANCES": "1"})
+    assert later.exit_status == 0, later.stderr
+    flags = run_cli(["plan", "--instances", "2", "--instance", "3"], environ)
+    assert "(instance 3 from --instance, 2 instances from --instances)" in flags.stderr
+    assert "hint: --instance K takes 0 ≤ K < --instances N" in flags.stderr

@@ -109,6 +109,42 @@ def test_cache_is_used_then_invalidated_by_a_config_change(
     assert changed["cached"] is False and changed["env"]["HW_FROM_CONFIG"] == "yes"  # type: ignore[index]
 
 
+def test_a_config_rewritten_with_its_old_mtime_and_size_invalidates_the_cache(
+    clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`cp -p`, `rsync -a` and `tar x` give a rewritten file back its old mtime: with a value of
+    the same length, mtime, size and inode all matched, and `hwtune env` kept printing the old
+    cached value. The ctime, which no system call sets back, tells them apart."""
+    config = tmp_path / "config" / "hwtune" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[env]\nMYA = "2"\n')
+
+    def hwtune_env() -> str:
+        return subprocess.run(
+            [PYTHON, "-m", "hwtune", "env"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=clean_env,
+            check=True,
+        ).stdout
+
+    assert "export MYA='2'" in hwtune_env()
+    assert "export MYA='2'" in hwtune_env()  # from the cache
+    before = config.stat()
+    with config.open("r+") as same_inode:
+        same_inode.write('[env]\nMYA = "3"\n')
+    os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = config.stat()
+    assert (after.st_mtime_ns, after.st_size, after.st_ino) == (
+        before.st_mtime_ns,
+        before.st_size,
+        before.st_ino,
+    )
+    assert after.st_ctime_ns != before.st_ctime_ns
+    assert "export MYA='3'" in hwtune_env()
+
+
 def test_planning_failure_warns_and_strict_raises(
     clean_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,7 +14,7 @@ fingerprint; a spurious change only costs one re-plan. What it covers:
 - TensorFlow: name, version and mtime of each TF-like `*.dist-info` on sys.path (a reinstall
   of the same version touches the mtime); the interpreter's prefix.
 - Config: stat of config.toml (system and user), of knowledge files and of the tuner's stored
-  results, plus HWTUNE_*.
+  results (mtime, ctime, size, inode), plus HWTUNE_*.
 - hwtune's own version.
 """
 
@@ -72,11 +72,20 @@ def _listdir(path: str) -> list[str]:
 
 
 def _stat(path: str) -> list[int] | None:
+    """What tells a changed file from the same one, from the one stat(2) call. The ctime is
+    in it because mtime, size and inode can all come back: a same-size rewrite whose mtime is
+    set back (`cp -p`, `rsync -a`, `tar x`, `touch -d`) kept the old cached profile, while the
+    kernel sets the ctime to now on every write and utime, and no system call sets it back.
+
+    Only regular files and directories of hwtune's inputs are stat'ed here (config files,
+    knowledge files, tuned results, `*.dist-info` directories), never /proc or /sys files,
+    whose ctime means nothing: those are read for their content instead. Reading a file does
+    not change its ctime, so a cache stays warm."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return [st.st_mtime_ns, st.st_size, st.st_ino]
+    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
 
 
 def _cgroup_dir_chain(mount: str, cgroup_path: str) -> list[str]:

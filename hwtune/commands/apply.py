@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hwtune.cli import Environment
 from hwtune.commands.numbers import seconds
+from hwtune.commands.pathargs import nonempty_path
 from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.errors import LockTimeout
 from hwtune.status import ExitStatus
@@ -27,6 +28,7 @@ from hwtune.status import ExitStatus
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output",
+        type=nonempty_path,
         metavar="DIR",
         default=None,
         help="where to write (default: /etc/hwtune as root, else $XDG_CONFIG_HOME/hwtune)",
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.paths import default_output_dir
     from hwtune.pipeline.request import profile_for
 
-    output = Path(args.output) if args.output else default_output_dir(env.environ)
+    output = Path(args.output) if args.output is not None else default_output_dir(env.environ)
     if output.exists() and not output.is_dir():
         print(
             f"hwtune apply: error: --output {output}: not a directory (apply writes its "

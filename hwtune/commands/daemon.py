@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hwtune.cli import Environment
 from hwtune.commands.numbers import seconds
+from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import HwtuneError
 
 
@@ -21,12 +22,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "--root",
+        type=nonempty_path,
         metavar="DIR",
         default="/",
         help="watch a tree laid out like / (a `hwtune snapshot`) instead of this machine",
     )
     parser.add_argument(
         "--output",
+        type=nonempty_path,
         metavar="DIR",
         default=None,
         help="where to write the profile (default: /etc/hwtune as root, else "
@@ -47,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--nfd-dir",
+        type=nonempty_path,
         metavar="DIR",
         default=DEFAULT_DIR,
         help=f"NFD's features.d directory (default {DEFAULT_DIR})",
@@ -81,7 +85,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             hint=f"each pass re-reads sysfs, cgroups and the config; more often than every "
             f"{MIN_INTERVAL_S:g} s only burns CPU (--interval 1e-300 kept a core 98% busy)",
         )
-    output = Path(args.output) if args.output else default_output_dir(env.environ)
+    output = Path(args.output) if args.output is not None else default_output_dir(env.environ)
     return run_daemon(
         root,
         output,

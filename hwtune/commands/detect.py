@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from hwtune.cli import Environment
+from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
 
@@ -20,6 +21,7 @@ from hwtune.status import ExitStatus
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--root",
+        type=nonempty_path,
         metavar="DIR",
         default="/",
         help="read a tree laid out like / (a `hwtune snapshot`, or one with only proc/cpuinfo "

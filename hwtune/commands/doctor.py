@@ -22,7 +22,8 @@ from dataclasses import replace
 from typing import IO, TYPE_CHECKING
 
 from hwtune.cli import Environment
-from hwtune.commands.numbers import integer, seconds
+from hwtune.commands.numbers import process_id, seconds
+from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
 
@@ -34,7 +35,7 @@ STOP_GRACE_S = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pid", type=integer, default=None, help="watch this running process")
+    parser.add_argument("--pid", type=process_id, default=None, help="watch this running process")
     parser.add_argument(
         "--seconds", type=seconds, default=20.0, metavar="S", help="how long to sample (20)"
     )
@@ -58,7 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with -- CMD: let the job finish instead of stopping it",
     )
     parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
-    parser.add_argument("--root", default="/", metavar="DIR", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--root", type=nonempty_path, default="/", metavar="DIR", help=argparse.SUPPRESS
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
 

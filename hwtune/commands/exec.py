@@ -24,7 +24,7 @@ from hwtune.status import ExitStatus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_plan_arguments(parser)
+    add_plan_arguments(parser, byte_sets=True)
     parser.add_argument(
         "--fail-fast",
         action="store_true",

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hwtune.cli import Environment
 from hwtune.commands.numbers import seconds
+from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import ApplyError, HwtuneError
 from hwtune.status import ExitStatus
 
@@ -22,12 +23,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "--output",
+        type=nonempty_path,
         metavar="DIR",
         default=DEFAULT_DIR,
         help=f"NFD's features.d directory (default {DEFAULT_DIR})",
     )
     parser.add_argument(
         "--root",
+        type=nonempty_path,
         metavar="DIR",
         default="/",
         help="describe a tree laid out like / (a `hwtune snapshot`)",

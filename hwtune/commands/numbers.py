@@ -35,3 +35,16 @@ def integer(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"expected a whole number in ASCII digits, got {text!r}"
         ) from None
+
+
+def process_id(text: str) -> int:
+    """A process id: a whole number in ASCII digits, 1 or more. psutil refuses a negative one
+    with a ValueError (a traceback from `verify --pid -5`), and 0 is no process that can be
+    watched (kill(2) reads it as the caller's own process group). A number past the largest
+    pid is left to the command, which reports that no such process exists."""
+    value = integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a process id, a whole number from 1 up, got {text!r}"
+        )
+    return value

@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hwtune.commands.pathargs import nonempty_path
 from hwtune.models.profile import MODEL_HELP, MODEL_KINDS
 from hwtune.pipeline.request import PlanRequest
 
@@ -19,12 +20,14 @@ def checked_type(name: str, convert: Callable[[str], Any]) -> Callable[[str], An
     """An argparse type: `convert`, then the config's check of `name` (ConfigError -> usage)."""
     from hwtune.errors import ConfigError
     from hwtune.models.overrides import Overrides
-    from hwtune.pipeline.config import parse_count, parse_sets, with_flags
+    from hwtune.pipeline.config import check_set_text, parse_count, parse_sets, with_flags
 
     def check(text: str) -> Any:
         try:
-            if name == "set":
+            if name in ("set", "set_bytes"):
                 parse_sets([text])
+                if name == "set":
+                    check_set_text(text)
                 return text
             if name in ("instances", "instance"):
                 return parse_count(name, text, f"--{name}")
@@ -39,20 +42,26 @@ def checked_type(name: str, convert: Callable[[str], Any]) -> Callable[[str], An
     return check
 
 
-def add_plan_arguments(parser: argparse.ArgumentParser, *, measured: bool = True) -> None:
+def add_plan_arguments(
+    parser: argparse.ArgumentParser, *, measured: bool = True, byte_sets: bool = False
+) -> None:
     """--root/--hardware, the intent flags, --set, --workload and --no-measured. A command that
     measures instead (`tune`, measured=False) takes neither of the last two: its own --workload
-    names what it measures, and its plans never apply a measurement."""
+    names what it measures, and its plans never apply a measurement. `byte_sets`: --set takes
+    values that are not UTF-8 (`exec`, which only puts them in its program's environment);
+    every other command writes them as text, and refuses them."""
     group = parser.add_argument_group("planning")
     source = group.add_mutually_exclusive_group()
     source.add_argument(
         "--root",
+        type=nonempty_path,
         metavar="DIR",
         default="/",
         help="plan for the machine captured under DIR (a `hwtune snapshot`) instead of this one",
     )
     source.add_argument(
         "--hardware",
+        type=nonempty_path,
         metavar="FILE",
         help="plan from a hardware model saved by `hwtune detect --json`",
     )
@@ -88,7 +97,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser, *, measured: bool = True
         action="append",
         default=[],
         dest="sets",
-        type=checked_type("set", str),
+        type=checked_type("set_bytes" if byte_sets else "set", str),
         metavar="NAME=VALUE",
         help="add or override an environment variable of the profile (repeatable); "
         "TF_NUM_INTRAOP_THREADS/TF_NUM_INTEROP_THREADS set the thread counts",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hwtune.cli import Environment
 from hwtune.commands.numbers import seconds
+from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import LockTimeout
 from hwtune.status import ExitStatus
 
@@ -22,6 +23,7 @@ from hwtune.status import ExitStatus
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output",
+        type=nonempty_path,
         metavar="DIR",
         default=None,
         help="the directory apply wrote to (default: /etc/hwtune as root, "
@@ -37,7 +39,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply.outputs import revert
     from hwtune.paths import default_output_dir
 
-    output = Path(args.output) if args.output else default_output_dir(env.environ)
+    output = Path(args.output) if args.output is not None else default_output_dir(env.environ)
     try:
         entry_id, restored, recovered = revert(
             output, force=args.force, lock_timeout=args.lock_timeout

@@ -13,12 +13,15 @@ import argparse
 from pathlib import Path
 
 from hwtune.cli import Environment
+from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dir", metavar="DIR", help="a new or empty directory to write into")
+    parser.add_argument(
+        "dir", type=nonempty_path, metavar="DIR", help="a new or empty directory to write into"
+    )
     parser.add_argument("--no-gpu", action="store_true", help="skip the nvidia-smi captures")
     parser.add_argument(
         "--no-tensorflow", action="store_true", help="skip the TensorFlow install facts"

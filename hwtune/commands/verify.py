@@ -23,7 +23,7 @@ import subprocess
 import time
 
 from hwtune.cli import Environment
-from hwtune.commands.numbers import integer, seconds
+from hwtune.commands.numbers import process_id, seconds
 from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
@@ -32,7 +32,7 @@ _SAMPLE_S = 0.1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pid", type=integer, default=None, help="the process to check")
+    parser.add_argument("--pid", type=process_id, default=None, help="the process to check")
     parser.add_argument(
         "--wait",
         type=seconds,

@@ -40,7 +40,13 @@ class Overrides:
         return self.origins.get(key)
 
     def merged(self, later: Overrides) -> Overrides:
-        """These overrides with `later`'s set fields on top (a later source wins)."""
+        """These overrides with `later`'s set fields on top (a later source wins).
+
+        An instance index belongs to the instance count it was given with: where `later`
+        sets the count without an index, an index from an earlier source is dropped (index 0),
+        as a launcher's rank is when a flag gives the count. So `hwtune env --instances 1` in a
+        child of `hwtune exec --instances 2` plans instance 0 of 1, not the HWTUNE_INSTANCE=1
+        its parent exported (which does not exist in a count of 1)."""
         changes: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             if f.name in ("env", "origins"):
@@ -48,10 +54,14 @@ class Overrides:
             value = getattr(later, f.name)
             if value is not None:
                 changes[f.name] = value
+        origins = {**self.origins, **later.origins}
+        if later.instances is not None and later.instance is None:
+            changes["instance"] = None
+            origins.pop("instance", None)
         return dataclasses.replace(
             self,
             env={**self.env, **later.env},
-            origins={**self.origins, **later.origins},
+            origins=origins,
             **changes,
         )
 

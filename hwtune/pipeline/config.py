@@ -2,6 +2,9 @@
 
 Precedence, lowest first: `/etc/hwtune/config.toml`, `$XDG_CONFIG_HOME/hwtune/config.toml`
 (`~/.config` when unset), `HWTUNE_*` environment variables, then flags (`--mode`, `--set`…).
+An instance index goes with the count it came with: a later source that sets `instances`
+without `instance` starts the index over at 0 (`Overrides.merged`), so `--instances 1` is not
+paired with the HWTUNE_INSTANCE a parent `hwtune exec` exported.
 A config file looks like this; every key is optional:
 
     mode = "latency"            # or "throughput"
@@ -352,6 +355,34 @@ def _check_env_value(name: str, value: str, where: str) -> None:
             f"{MAX_ARG_STRLEN} bytes per variable (MAX_ARG_STRLEN), so no process could start",
             hint="shorten the value",
         )
+
+
+def check_set_text(item: str) -> None:
+    """ConfigError when the value of a `--set NAME=VALUE` (checked by `parse_sets`) is not
+    UTF-8 text. argv carries bytes; Python keeps each byte that is not UTF-8 as a lone
+    surrogate (PEP 383), which no UTF-8 file or JSON output can hold: `plan --json` printed
+    the raw byte (invalid JSON), and apply and env failed later with "surrogates not allowed",
+    naming neither --set nor the variable. `hwtune exec` does not call this: it writes no text,
+    and passes the bytes to the program's environment as given."""
+    name, _, value = item.partition("=")
+    problem = _utf8_problem(value)
+    if problem:
+        raise ConfigError(
+            f"--set {name}: the value of {name} is not UTF-8 text: {problem}",
+            hint="hwtune writes the profile as UTF-8 (JSON, env files); only `hwtune exec` "
+            "passes other bytes on",
+        )
+
+
+def _utf8_problem(value: str) -> str | None:
+    """Where `value` stops being UTF-8 text, or None."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        code = ord(value[err.start])
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        return f"{what} at position {err.start}"
+    return None
 
 
 def check_environment_size(environ: Mapping[str, str], added: Mapping[str, str]) -> None:

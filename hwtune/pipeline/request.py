@@ -76,10 +76,10 @@ def load_hardware(request: PlanRequest) -> Hardware:
     """The request's hardware: given, read from --hardware FILE, or detected under --root."""
     if request.hardware is not None:
         return request.hardware
-    if request.hardware_file:
+    if request.hardware_file is not None:  # "" is no file: refused, not this machine
         return _read_hardware(Path(request.hardware_file))
     root = Path(request.root)
-    if not root.is_dir():
+    if not request.root or not root.is_dir():  # Path("") is ".", not a root
         raise HwtuneError(
             f"--root {request.root}: not a directory",
             hint="give / or a `hwtune snapshot` directory",
@@ -89,25 +89,87 @@ def load_hardware(request: PlanRequest) -> Hardware:
     return detect(root)
 
 
+# Caps checked before the JSON parser runs, as for config files (pipeline/config.py). A model
+# is about 5 KB on a laptop and 3 MB on a machine of 8192 CPUs (the most any Linux build
+# supports) whose GPUs each list all of them; 32 MiB holds one with every CPU number hwtune reads
+# (MAX_CPU, 65536), and keeps /dev/zero or a stray multi-GB file from being read whole.
+MAX_HARDWARE_BYTES = 32 << 20
+# The model nests five levels (the object, gpus, a GPU, mig_devices, a device); json's scanner
+# recurses per level and fails near 1000 (a file of 100,000 `[` raised RecursionError).
+MAX_HARDWARE_NESTING = 16
+# No fact in the model is a number of more digits than 2**64 has (20); int() refuses over
+# 4300 digits with a bare ValueError, and reading a long one costs time quadratic in its length.
+MAX_NUMBER_DIGITS = 20
+_DETECT_HINT = "give a file written by `hwtune detect --json`"
+
+
 def _read_hardware(path: Path) -> Hardware:
+    """The model in a `hwtune detect --json` file: bounded, checked, one-line errors."""
     from hwtune.errors import ModelError
     from hwtune.models.convert import load
+    from hwtune.models.hardware_checks import hardware_problem, schema_problem
+
+    data = _hardware_json(path)
+    if not isinstance(data, dict):
+        raise HwtuneError(
+            f"--hardware {path}: expected a JSON object, got {type(data).__name__}",
+            hint=_DETECT_HINT,
+        )
+    problem = schema_problem(data)
+    if problem:
+        raise HwtuneError(
+            f"--hardware {path}: {problem}",
+            hint="detect again with this hwtune (`hwtune detect --json`), or upgrade hwtune",
+        )
+    try:
+        hardware = load(Hardware, data, where=str(path))
+    except ModelError as err:
+        raise HwtuneError(f"--hardware {err.message}", hint=err.hint) from err
+    found = hardware_problem(hardware)
+    if found:
+        raise HwtuneError(f"--hardware {path} at '{found[0]}': {found[1]}", hint=_DETECT_HINT)
+    # A saved model says "root": "/" for the machine it was detected on, which need not be
+    # this one: the plan must not take it for the build host (bazel's --host_copt).
+    return dataclasses.replace(hardware, root=f"--hardware {path}")
+
+
+def _hardware_json(path: Path) -> Any:
+    """The parsed JSON of a regular file of at most MAX_HARDWARE_BYTES: never blocking on a
+    FIFO, never reading a device, never recursing or converting numbers without bound."""
+    from hwtune.fs.trusted_read import RefusedFile, read_bounded
+    from hwtune.models.nesting import json_nesting_problem
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise HwtuneError(f"--hardware {path}: cannot read: {err}") from err
+        raw = read_bounded(path, MAX_HARDWARE_BYTES, check_owner=False, follow=True)
+        text = raw.decode("utf-8")
+    except RefusedFile as err:
+        raise HwtuneError(f"--hardware {err.message}", hint=_DETECT_HINT) from None
+    except UnicodeDecodeError as err:
+        raise HwtuneError(f"--hardware {path}: not UTF-8 text (byte {err.start})") from None
+    problem = json_nesting_problem(text, MAX_HARDWARE_NESTING)
+    if problem:
+        raise HwtuneError(f"--hardware {path}: {problem}; not a hardware model", hint=_DETECT_HINT)
+    try:
+        return json.loads(text, parse_int=_whole_number, parse_constant=_no_constant)
+    except RecursionError:  # a backstop: the scan above refuses what nests this deep
+        raise HwtuneError(f"--hardware {path}: invalid JSON: nested too deeply") from None
     except json.JSONDecodeError as err:
         raise HwtuneError(
             f"--hardware {path}: line {err.lineno}: invalid JSON: {err.msg}"
         ) from err
-    try:
-        hardware = load(Hardware, data, where=str(path))
-    except ModelError as err:
-        raise HwtuneError(err.message, hint=err.hint) from err
-    # A saved model says "root": "/" for the machine it was detected on, which need not be
-    # this one: the plan must not take it for the build host (bazel's --host_copt).
-    return dataclasses.replace(hardware, root=f"--hardware {path}")
+    except ValueError as err:  # from the two parse hooks below
+        raise HwtuneError(f"--hardware {path}: invalid JSON: {err}", hint=_DETECT_HINT) from None
+
+
+def _whole_number(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_NUMBER_DIGITS:
+        raise ValueError(f"a number of {len(text.lstrip('-'))} digits ({text[:12]}…)")
+    return int(text)
+
+
+def _no_constant(name: str) -> object:
+    # json.loads takes NaN and Infinity, which JSON does not have and no probe writes.
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def resolve_share(

@@ -107,10 +107,14 @@ def resolve_intent(base: Intent, overrides: Overrides, measured: Mapping[str, Se
         for name in INTENT_FIELDS
         if getattr(overrides, name) is not None
     }
+    count_from = overrides.origin("instances") if "instances" in changes else None
+    if count_from is None and base.instances == Intent().instances:
+        count_from = "the default"
     if "instances" not in changes and "instances" in measured:
         count = _as_int(measured["instances"].value)
         if count is not None:
             changes["instances"] = count
+            count_from = "a measurement"
     intent = dataclasses.replace(base, **changes)
     if intent.mode not in ("throughput", "latency"):
         raise PlanError(f"mode {intent.mode!r} is not throughput or latency")
@@ -121,12 +125,38 @@ def resolve_intent(base: Intent, overrides: Overrides, measured: Mapping[str, Se
     if intent.instances < 1:
         raise PlanError(f"instances must be at least 1, not {intent.instances}")
     if not 0 <= intent.instance < intent.instances:
-        raise PlanError(
-            f"instance {intent.instance} does not exist: instances are numbered "
-            f"0 to {intent.instances - 1}",
-            hint="--instance K takes 0 ≤ K < --instances N",
-        )
+        index_from = overrides.origin("instance") if "instance" in changes else None
+        raise _no_such_instance(intent, index_from, count_from)
     return intent
+
+
+def _no_such_instance(intent: Intent, index_from: str | None, count_from: str | None) -> PlanError:
+    """The error for an instance index beyond the count, naming where each came from (None:
+    the intent given to plan() itself). The index may be a config file's, or the
+    HWTUNE_INSTANCE a parent `hwtune exec` exported, not a flag the user typed."""
+    if index_from is not None and not index_from.startswith(("--", "HWTUNE_")):
+        hint = f"'instance' in {index_from} takes 0 ≤ K < the instance count, or give --instance"
+    elif index_from == "HWTUNE_INSTANCE":
+        hint = "HWTUNE_INSTANCE=K takes 0 ≤ K < the instance count; unset it or give --instance"
+    else:
+        hint = "--instance K takes 0 ≤ K < --instances N"
+    count = intent.instances
+    return PlanError(
+        f"instance {intent.instance} does not exist: instances are numbered 0 to {count - 1} "
+        f"(instance {intent.instance} from {_named(index_from, 'instance')}, {count} "
+        f"instance{'s' if count != 1 else ''} from {_named(count_from, 'instances')})",
+        hint=hint,
+    )
+
+
+def _named(origin: str | None, key: str) -> str:
+    """An override's origin in words: a flag, variable or measurement as is, a config file
+    with its key, the intent given to plan() where no override set it."""
+    if origin is None:
+        return "the intent"
+    if origin.startswith(("--", "HWTUNE_")) or origin in ("a measurement", "the default"):
+        return origin
+    return f"'{key}' in {origin}"
 
 
 def fingerprint(hw: Hardware) -> str:

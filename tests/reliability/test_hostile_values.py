@@ -206,7 +206,9 @@ def test_apply_writes_every_format_or_refuses_keeping_files(
         if label in everywhere or "\0" in value:
             continue  # NUL cannot travel in argv; see test_nul_from_the_config_file
         result = apply(f"{NAME}={value}")
-        assert result.returncode == 1, f"{label}: apply accepted a value a format cannot hold"
+        # Bytes that are not UTF-8 are refused where --set is parsed: usage, exit 2.
+        status = 2 if label == "non-UTF-8 bytes" else 1
+        assert result.returncode == status, f"{label}: apply accepted a value a format cannot hold"
         stderr = result.stderr.decode(errors="replace")
         assert "Traceback" not in stderr and "error:" in stderr and NAME in stderr, stderr
         assert outputs(output) == before, f"{label}: a refused apply changed the files"
@@ -218,7 +220,8 @@ def test_non_utf8_bytes_from_argv_and_environment(
     machine_snapshot: Path, tmp_path: Path, figures: Figures
 ) -> None:
     """Bytes that are not UTF-8 in argv and in the environment: `hwtune exec` passes them to
-    the program exactly (the environment holds bytes); text outputs refuse them clearly."""
+    the program exactly (the environment holds bytes); text outputs refuse them clearly, a
+    --set value when the command line is parsed (usage, exit 2)."""
     environ = {os.fsencode(k): os.fsencode(v) for k, v in base_environ(tmp_path).items()}
     raw = b"\xff\xfe caf\xe9 $(touch CANARY)"
     hwtune = [sys.executable.encode(), b"-m", b"hwtune"]
@@ -243,8 +246,8 @@ def test_non_utf8_bytes_from_argv_and_environment(
     assert kept.returncode == 0, kept.stderr
     assert kept.stdout == raw + b"\n", "the user's own variable was not kept exactly"
     figures.count("exec: the user's own non-UTF-8 variable kept exactly")
-    for argv, extra in (
-        ([b"env", *root, b"--set", b"X_RAW=" + raw], {}),
+    for argv, extra, status in (
+        ([b"env", *root, b"--set", b"X_RAW=" + raw], {}, 2),
         (
             [
                 b"apply",
@@ -255,9 +258,10 @@ def test_non_utf8_bytes_from_argv_and_environment(
                 b"X_RAW=" + raw,
             ],
             {},
+            2,
         ),
-        ([b"env", *root], {b"HWTUNE_MODE": b"\xfflatency"}),
-        ([b"env", *root], {b"HWTUNE_TF_VERSION": b"2.\xff"}),
+        ([b"env", *root], {b"HWTUNE_MODE": b"\xfflatency"}, 1),
+        ([b"env", *root], {b"HWTUNE_TF_VERSION": b"2.\xff"}, 1),
     ):
         result = subprocess.run(
             [*hwtune, *argv],
@@ -266,7 +270,7 @@ def test_non_utf8_bytes_from_argv_and_environment(
             cwd=tmp_path,
             timeout=120,
         )
-        assert result.returncode == 1, result
+        assert result.returncode == status, result
         assert b"Traceback" not in result.stderr and b"error:" in result.stderr, result.stderr
         figures.count("refused with a clear message")
     assert not (tmp_path / "CANARY").exists()
