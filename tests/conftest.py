@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +16,18 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 # Captures that SOURCES.md says must stay in ../shared (not copied into the project).
 SHARED_HW = REPO.parent / "shared" / "fixtures" / "hw"
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Each test starts from the environment the run started with: one that calls
+    configure() in this process sets TF_* variables, which every later test's subprocesses
+    would inherit (test_exec then saw TF_NUM_INTEROP_THREADS=1 as the caller's own)."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @dataclass
