@@ -88,6 +88,8 @@ def test_default_paths_follow_xdg(tmp_path: Path) -> None:
         ('instances = "two"', "at 'instances'", None),
         ("[env]\nOMP_NUM_THREADS = 4", "at 'env.OMP_NUM_THREADS': expected str", None),
         ('mode = "fast"', "is not one of", None),
+        ('mode = "LATENCY"', "is not one of", "did you mean 'latency'?"),
+        ("threads = 3", "at 'threads': expected a table, got int 3", None),
         ("instances = 0", "'instances': 0 is below the minimum 1", None),
         ('tf_version = "latest"', "is not a TensorFlow version", "e.g. 2.19"),
         ('[env]\n"1BAD" = "x"', "is not an environment variable name", None),

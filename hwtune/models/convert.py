@@ -125,7 +125,8 @@ def _convert_scalar(tp: Any, value: Any, where: str, path: str) -> Any:
 def _convert_dataclass(cls: type, value: Any, where: str, path: str) -> Any:
     if not isinstance(value, dict):
         got = type(value).__name__
-        raise _fail(where, path, f"expected a table for {cls.__name__}, got {got}")
+        # The class is internal (a config file's "_ThreadsTable"): the key path names the table.
+        raise _fail(where, path, f"expected a table, got {got} {value!r}")
     fields = _fields(cls)
     unknown = [k for k in value if k not in fields]
     if unknown:
@@ -151,4 +152,5 @@ def _close_match(word: str, choices: list[str]) -> list[str]:
     # its knowledge tables (difflib costs ~2 ms of a 150 ms budget, python -X importtime).
     import difflib
 
-    return difflib.get_close_matches(word, choices, n=1)
+    folded = [choice for choice in choices if choice.casefold() == word.casefold()]
+    return folded or difflib.get_close_matches(word, choices, n=1)

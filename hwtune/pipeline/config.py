@@ -301,7 +301,9 @@ def with_flags(overrides: Overrides, **flags: Any) -> Overrides:
 
 def _check_value(name: str, value: Any, where: str) -> None:
     if name in _CHOICES and value not in _CHOICES[name]:
-        close = difflib.get_close_matches(str(value), _CHOICES[name], n=1)
+        close = difflib.get_close_matches(str(value), _CHOICES[name], n=1) or [
+            choice for choice in _CHOICES[name] if choice == str(value).casefold()
+        ]
         hint = f"did you mean '{close[0]}'?" if close else f"one of {', '.join(_CHOICES[name])}"
         raise ConfigError(
             f"{where}: {value!r} is not one of {', '.join(_CHOICES[name])}", hint=hint
