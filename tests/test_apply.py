@@ -383,8 +383,8 @@ def test_cli_dry_run_diff_apply_revert(tmp_path: Path) -> None:
 def test_output_that_is_a_file_is_not_a_directory(tmp_path: Path) -> None:
     target = tmp_path / "file"
     target.write_text("mine")
-    for extra in ([], ["--dry-run"]):
-        result = run_cli(["apply", "--output", str(target), *extra])
+    for argv in (["apply"], ["apply", "--dry-run"], ["revert"]):
+        result = run_cli([*argv, "--output", str(target)])
         assert result.exit_status == 2, result.stderr
         assert f"--output {target}: not a directory" in result.stderr
     assert target.read_text() == "mine"

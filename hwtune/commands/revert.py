@@ -5,7 +5,8 @@ Each `hwtune apply` that changes something journals the previous versions
 not exist before, and drops that journal entry, so repeated reverts walk further back.
 An apply killed midway is rolled back by the next revert (or apply).
 Exit status: 0 (also when there is nothing to revert); 1 on a failure or when a file was
-edited since the apply wrote it (use --force); 6 when another apply holds the lock.
+edited since the apply wrote it (use --force); 2 bad usage (--output is not a directory);
+6 when another apply holds the lock.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force", action="store_true", help="restore even files that were edited after the apply"
     )
-    parser.add_argument("--lock-timeout", type=seconds, default=30.0, metavar="S")
+    parser.add_argument(
+        "--lock-timeout",
+        type=seconds,
+        default=30.0,
+        metavar="S",
+        help="seconds to wait for an apply or revert in progress (default 30)",
+    )
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
@@ -40,12 +47,21 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.paths import default_output_dir
 
     output = Path(args.output) if args.output is not None else default_output_dir(env.environ)
+    if output.exists() and not output.is_dir():  # as apply says it: nothing was written there
+        print(
+            f"hwtune revert: error: --output {output}: not a directory (apply writes its "
+            "files into a directory)",
+            file=env.stderr,
+        )
+        return ExitStatus.USAGE
     try:
         entry_id, restored, recovered = revert(
             output, force=args.force, lock_timeout=args.lock_timeout
         )
     except LockTimeout as err:
         print(f"hwtune revert: error: {err.message}", file=env.stderr)
+        if err.hint:
+            print(f"hint: {err.hint}", file=env.stderr)
         return ExitStatus.LOCKED
     if recovered:
         env.stdout.write(
