@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import shutil
@@ -11,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from hwtune.errors import HwtuneError
+from hwtune.models.convert import dumps_json
 from hwtune.models.hardware import (
+    CoreType,
     CpuInfo,
     Gpu,
     GpuLink,
@@ -30,6 +34,7 @@ from hwtune.probes.report import (
 from hwtune.status import ExitStatus
 
 from .conftest import REPO, run_cli
+from .gpu_roots import HASWELL, K80_LIST, root
 
 FAST = ["--no-gpu", "--no-tensorflow"]
 # Imports that would blow the 150 ms start-up budget of `hwtune detect --json`.
@@ -253,3 +258,64 @@ def test_nvlink_cliques_stay_fast_on_dense_and_hostile_matrices() -> None:
     found = nvlink_cliques(paired)  # 2^40 maximal cliques exist; returns after the bound
     assert 0 < len(found) <= MAX_CLIQUE_STEPS
     assert all(len(clique) == 40 for clique in found)
+
+
+# --- what a hostile machine or capture writes ------------------------------------------------
+
+
+def control_characters(text: str) -> list[str]:
+    """What would reach a terminal raw: anything not printable, line breaks aside."""
+    return sorted({c for line in text.split("\n") for c in line if not c.isprintable()})
+
+
+def test_summary_escapes_what_the_machine_wrote() -> None:
+    """The model name, GPU names and cgroup paths come from /proc/cpuinfo, nvidia-smi and
+    /proc/self/cgroup: an ESC sequence, \\r or \\b there rewrote the terminal."""
+    hw = dataclasses.replace(
+        example(),
+        cpu=dataclasses.replace(example().cpu, model_name="Xeon\x1b[2J\x1b[31m\rEVIL\b"),
+        gpus=(Gpu(0, "Tesla \x1b]0;pwned\x07T4"),),
+        limits=dataclasses.replace(example().limits, cgroup_path="/pod\x1b[1A"),
+        issues=(ProbeIssue("cgroup", "odd", path="sys/fs/cgroup/\x1b[2Kx"),),
+    )
+    text = render_summary(hw)
+    assert control_characters(text) == []
+    assert "Xeon\\x1b[2J\\x1b[31m\\rEVIL\\x08" in text
+    assert "Tesla \\x1b]0;pwned\\x07T4" in text
+    assert "/pod\\x1b[1A" in text and "[sys/fs/cgroup/\\x1b[2Kx]" in text
+
+
+def test_plan_table_escapes_a_gpu_name(tmp_path: Path) -> None:
+    """A GPU TensorFlow ignores is named in the plan's reasons, as nvidia-smi printed it."""
+    listing = tmp_path / "k80.L"
+    listing.write_text(K80_LIST.read_text().replace("Tesla K80", "Tesla K80\x1b[2J\x08"))
+    result = run_cli(["plan", "--root", str(root(tmp_path, HASWELL, listing=listing))])
+    assert result.exit_status == 0, result.stderr
+    assert "Tesla K80\\x1b[2J\\x08" in result.stdout
+    assert control_characters(result.stdout) == []
+
+
+def test_isa_summary_uses_no_x86_names_elsewhere() -> None:
+    armv7 = CpuInfo(arch="armv7l", flags=("half", "thumb", "vfp", "neon", "vfpv4", "idiva"))
+    assert isa_summary(armv7) == "NEON VFPv4"
+    power = CpuInfo(arch="ppc64le", flags=("altivec", "vsx"))
+    assert isa_summary(power) == "2 flags; none tracked for ppc64le"
+
+
+def test_json_never_holds_nan_or_infinity(tmp_path: Path) -> None:
+    """`lscpu -p`'s MAXMHZ went through float(): "inf" came out of `detect --json` as Infinity,
+    which is not JSON; the probe refuses it now, and the writer refuses any that slip past."""
+    (tmp_path / "lscpu.txt").write_text(
+        "# CPU,Core,Socket,Node,MAXMHZ\n0,0,0,0,inf\n1,1,0,0,1e400\n2,2,0,0,nan\n"
+    )
+    result = run_cli(["detect", "--root", str(tmp_path), "--json", *FAST])
+    assert result.exit_status == 0, result.stderr
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} in detect --json")
+
+    hw = json.loads(result.stdout, parse_constant=refuse)
+    assert hw["cpu"]["logical_cpus"] == 3
+    bad = CpuInfo(core_types=(CoreType("performance", (0,), 1, max_mhz=float("nan")),))
+    with pytest.raises(HwtuneError, match=r"cpu\.core_types\[0\]\.max_mhz is not a finite"):
+        dumps_json(Hardware(cpu=bad), "detect --json")

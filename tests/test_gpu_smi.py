@@ -295,6 +295,27 @@ def test_external_dtd_reference_alone_is_accepted_and_not_fetched() -> None:
     assert list(issues) == []
 
 
+@pytest.mark.parametrize(
+    "encoding",
+    ["bogus-enc", "shift_jis", "utf-32", "utf-7", "hex", "base64", "rot13", "idna"],
+)
+def test_an_encoding_expat_cannot_read_is_an_issue_and_topo_still_counts(
+    tmp_path: Path, encoding: str
+) -> None:
+    """pyexpat looks an unknown encoding up among Python's codecs and raised LookupError,
+    ValueError or UnicodeError out of the probe, losing the GPUs of the other captures."""
+    xml = T4_XML.read_bytes().replace(
+        b'<?xml version="1.0" ?>', f'<?xml version="1.0" encoding="{encoding}"?>'.encode(), 1
+    )
+    assert f'encoding="{encoding}"'.encode() in xml
+    issues = IssueLog()
+    report = probe_gpus(layout(tmp_path, xml=xml, topo=P4D_TOPO), issues, live=False)
+    assert [g.index for g in report.gpus] == list(range(8))  # from topo -m
+    assert any(
+        i.path == nvidia_smi.XML_NAME and "encoding expat cannot read" in i.reason for i in issues
+    ), reasons(issues)
+
+
 def test_oversized_xml_is_refused_unread(tmp_path: Path) -> None:
     root = layout(tmp_path)
     with (root / nvidia_smi.XML_NAME).open("wb") as f:
@@ -379,6 +400,22 @@ def test_short_and_odd_rows_are_issues_with_lines() -> None:
     assert [r.index for r in rows] == [0, 2]
     assert rows[1].cpu_affinity == ()  # trailing columns ignored when misaligned
     assert [i.line for i in issues] == [3, 4]
+
+
+def test_a_repeated_gpu_row_is_an_issue_and_the_first_kept() -> None:
+    text = (
+        "\tGPU0\tGPU1\tCPU Affinity\n"
+        "GPU0\t X \tNV12\t0-7\n"
+        "GPU1\tNV12\t X \t8-15\n"
+        "GPU0\t X \tSYS\t16-23\n"  # a second capture pasted below the first
+    )
+    issues = IssueLog()
+    rows = parse_topo(text, "t.txt", issues).rows
+    assert [(r.index, r.links[0].kind, r.cpu_affinity[0]) for r in rows] == [
+        (0, "NV12", 0),
+        (1, "NV12", 8),
+    ]
+    assert reasons(issues) == "t.txt:4: GPU0 has a second row: kept the first (line 2)"
 
 
 def test_bad_cpu_affinity_and_missing_header() -> None:

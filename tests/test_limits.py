@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hwtune.models.hardware import CpuInfo, Memory
 from hwtune.probes import detect
 from hwtune.probes.cgroup import (
+    MAX_MOUNT_TRIES,
     CgroupLimits,
     Mount,
     parse_cfs_quota,
@@ -457,3 +458,155 @@ def test_many_malformed_lines_give_a_bounded_number_of_issues(tmp_path: Path) ->
     cpuinfo = [i for i in hw.issues if i.path == "proc/cpuinfo"]
     assert 1 < len(cpuinfo) <= 101
     assert any("more problems up to line" in i.reason for i in cpuinfo)
+
+
+def test_a_flood_of_cgroup2_mounts_is_one_issue(tmp_path: Path) -> None:
+    """Every mount was tried, with an issue per controller and mount: 20,000 mounts gave 60,001
+    issues in 6 s, 200,000 ran over a minute. Now a bounded number are tried, one issue."""
+    mounts = "".join(
+        f"{i + 100} 23 0:26 / /sys/fs/cgroup/x{i} rw,relatime shared:4 - cgroup2 cgroup2 rw\n"
+        for i in range(5000)
+    )
+    make_tree(
+        tmp_path,
+        {"proc/self/status": status("0-7"), "proc/self/cgroup": "0::/a\n"},
+    )
+    (tmp_path / "proc/self/mountinfo").write_text(mounts)
+    (tmp_path / "sys/fs/cgroup/x0").mkdir(parents=True)
+    hw, issues = limits(tmp_path)
+    assert [(i.path, i.reason) for i in issues] == [
+        (
+            "sys/fs/cgroup/x0/a",
+            "cpu, cpuset, memory: cgroup directory /sys/fs/cgroup/x0/a is missing "
+            f"({MAX_MOUNT_TRIES} of 5000 cgroup2 mounts tried): its limits are unknown",
+        )
+    ]
+    assert hw.effective_cpus == 8 and hw.cgroup_version is None
+
+
+def test_a_v1_controller_listed_but_not_mounted_leaves_its_quota_unknown(tmp_path: Path) -> None:
+    v1_tree(tmp_path, quota="150000")
+    mountinfo = tmp_path / "proc/self/mountinfo"
+    mountinfo.write_text(
+        "".join(line + "\n" for line in V1_MOUNTINFO.splitlines() if "cpu,cpuacct" not in line)
+    )
+    hw, issues = limits(tmp_path)
+    assert [(i.path, i.reason) for i in issues] == [
+        (
+            "proc/self/mountinfo",
+            "cpu: proc/self/cgroup line 2 lists it, but no cgroup v1 mount holds it: "
+            "its limits are unknown",
+        )
+    ]
+    assert hw.cpu_quota is None
+    assert hw.effective_cpus_reason.endswith("; cgroup CPU quota unknown")
+    assert detect(tmp_path, gpus=False, tensorflow=False).issues  # so --strict exits 3
+
+
+def test_an_empty_proc_cgroup_is_an_issue(tmp_path: Path) -> None:
+    v1_tree(tmp_path)
+    (tmp_path / "proc/self/cgroup").write_text("")
+    hw, issues = limits(tmp_path)
+    assert [(i.path, i.reason) for i in issues] == [
+        ("proc/self/cgroup", "empty: cgroup membership unknown; no cgroup limits applied")
+    ]
+    assert hw.cgroup_version is None and "(cgroup unknown)" in hw.effective_cpus_reason
+
+
+def test_a_v1_quota_without_its_period_is_unknown_not_none(tmp_path: Path) -> None:
+    v1_tree(tmp_path, quota="150000")
+    (tmp_path / "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us").unlink()
+    hw, issues = limits(tmp_path)
+    assert [(i.path, i.reason) for i in issues] == [
+        (
+            "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us",
+            "missing next to sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us, which sets a quota: "
+            "the quota is unknown",
+        )
+    ]
+    assert hw.cpu_quota is None and hw.effective_cpus == 4
+    assert hw.effective_cpus_reason.endswith("; cgroup CPU quota unknown")
+
+
+def test_no_quota_needs_no_period(tmp_path: Path) -> None:
+    v1_tree(tmp_path, quota="-1")
+    (tmp_path / "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us").unlink()
+    hw, issues = limits(tmp_path)
+    assert issues == [] and hw.effective_cpus_reason.endswith("; no cgroup CPU quota")
+
+
+@pytest.mark.parametrize(("period", "why"), [("0", "period 0 is not positive"), ("x", "'x'")])
+def test_a_bad_period_is_reported_against_the_period_file(
+    tmp_path: Path, period: str, why: str
+) -> None:
+    v1_tree(tmp_path, quota="150000")
+    (tmp_path / "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us").write_text(period + "\n")
+    hw, issues = limits(tmp_path)
+    [issue] = issues
+    assert issue.path == "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us"
+    assert issue.reason.startswith("unreadable CPU period: ") and why in issue.reason
+    assert hw.effective_cpus_reason.endswith("; cgroup CPU quota unknown")
+
+
+def test_a_mount_from_outside_the_cgroup_namespace_is_not_taken_for_the_cgroup(
+    tmp_path: Path,
+) -> None:
+    """`unshare -C` without a remount: the process's cgroup reads "/" and the mount's root
+    "/../.." (cgroup_namespaces(7)). The mount point is an ancestor two levels up, whose "no
+    quota" was reported while the process ran under a 1.5-CPU quota."""
+    make_tree(
+        tmp_path,
+        {
+            "proc/self/status": status("0-7"),
+            "proc/self/cgroup": "1:cpu:/\n",
+            "proc/self/mountinfo": (
+                "32 31 0:29 /../.. /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
+            ),
+            "sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n",  # the host's root cgroup
+            "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+        },
+    )
+    hw, issues = limits(tmp_path)
+    assert hw.cpu_quota is None
+    assert "no cgroup CPU quota" not in hw.effective_cpus_reason
+    [issue] = issues
+    assert issue.path == "proc/self/mountinfo"
+    assert "has root /../..: it was mounted outside this process's cgroup namespace" in (
+        issue.reason
+    )
+
+
+def test_an_unreadable_quota_makes_the_quota_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hwtune.probes.cgroup as cgroup
+
+    v1_tree(tmp_path, quota="150000")
+    real = cgroup.root_read_text
+
+    def deny(root: Path, path: str | Path, limit: int = cgroup.MAX_SMALL) -> str:
+        if str(path).endswith("cpu.cfs_quota_us"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(root, path, limit)
+
+    monkeypatch.setattr(cgroup, "root_read_text", deny)
+    hw, _ = limits(tmp_path)
+    assert hw.effective_cpus_reason.endswith("; cgroup CPU quota unknown")
+
+
+def test_a_cpuset_disjoint_from_the_online_cpus_is_not_called_a_narrowing() -> None:
+    cgroup = CgroupLimits(version=1, cpuset_cpus=(7,), cpuset_source="cpuset.cpus")
+    usable, count, reason = effective_cpus((0, 1), (0, 1), cgroup, IssueLog())
+    assert (usable, count) == ((0, 1), 2)
+    assert reason.startswith(
+        "2 CPUs: online ∩ affinity ∩ cpuset is empty (cpuset 7 (cpuset.cpus)); "
+        "the online list used"
+    )
+    assert "of 2 online CPUs usable" not in reason
+
+
+def test_a_quota_below_one_cpu_binds_one_cpu() -> None:
+    cgroup = CgroupLimits(version=2, cpu_quota=0.5, cpu_quota_source="cpu.max")
+    _, count, reason = effective_cpus((0,), (0,), cgroup, IssueLog())
+    assert count == 1
+    assert reason == "cgroup quota 0.5 CPUs (cpu.max) < 1 usable CPUs; floored to 1 (at least 1)"

@@ -230,3 +230,24 @@ def test_memory_cgroup_limit() -> None:
     with child_cgroup(_v1_home("memory"), {"memory.limit_in_bytes": str(limit)}) as group:
         limits = run_inside(group, argv)["limits"]
     assert limits["memory_limit_bytes"] == limit
+
+
+@pytest.mark.root
+def test_a_cgroup_namespace_without_a_remount_leaves_the_quota_unknown() -> None:
+    """`unshare -C` moves the cgroup namespace root to the process's cgroup but keeps the old
+    mounts, whose root then reads "/../.." (cgroup_namespaces(7)): the quota'd cgroup cannot be
+    found under them, and the host root's "no quota" must not be reported in its place."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare(1) here")
+    tried = subprocess.run(
+        [unshare, "-C", "true"], capture_output=True, text=True, timeout=60, check=False
+    )
+    if tried.returncode != 0:
+        pytest.skip(f"unshare -C is not allowed here: {tried.stderr.strip()}")
+    argv = _command("probe")
+    with child_cgroup(_v1_home("cpu"), {"cpu.cfs_quota_us": "150000"}) as group:
+        limits = run_inside(group, [unshare, "-C", *argv])["limits"]
+    assert limits["cpu_quota"] is None
+    assert "no cgroup CPU quota" not in limits["effective_cpus_reason"]
+    assert limits["effective_cpus_reason"].endswith("; cgroup CPU quota unknown")

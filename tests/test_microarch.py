@@ -223,6 +223,37 @@ def test_arm_design_facts_and_unknown_parts() -> None:
     assert arm_implementer_code("ampere") == 0xC0
 
 
+# Features lines of arch/arm64/kernel/cpuinfo.c on a Raspberry Pi 3 (Cortex-A53, 0xd03) and a
+# Cortex-A55 (0xd05) phone core: neither part is in the table.
+A53_FEATURES = frozenset(("fp", "asimd", "evtstrm", "crc32", "cpuid"))
+A55_FEATURES = A53_FEATURES | {
+    "aes", "pmull", "sha1", "sha2", "atomics", "fphp", "asimdhp", "asimdrdm", "lrcpc", "dcpop",
+    "asimddp",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("part", "features", "generic", "other_core"),
+    [
+        (0xD03, A53_FEATURES, "armv8-a", "cortex-a72"),
+        (0xD05, A55_FEATURES, "armv8.2-a", "neoverse-n1"),
+    ],
+    ids=["cortex-a53", "cortex-a55"],
+)
+def test_an_arm_part_the_table_lacks_gets_a_generic_level_not_another_core(
+    part: int, features: frozenset[str], generic: str, other_core: str
+) -> None:
+    """Their flags fit `other_core`, which was taken: -mcpu=cortex-a72 tunes an in-order A53
+    for an out-of-order design (docs/cpu-detection.md, matcher step 3)."""
+    assert REQUIRED[other_core] <= features  # what made the old fallback pick it
+    found = identify(
+        CpuIdentity(arch="aarch64", vendor="0x41", arm_parts=((0x41, part),), flags=features)
+    )
+    assert (found.microarch, found.model) == (generic, None)
+    assert f"no table entry for CPU implementer 0x41 part {part:#05x}" in found.basis
+    assert BY_KEY[generic].vendor is None  # a generic level, no vendor's core
+
+
 def test_user_knowledge_adds_an_entry(tmp_path: Path) -> None:
     (tmp_path / "microarchitectures.json").write_text(
         json.dumps(

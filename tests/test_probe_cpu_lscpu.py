@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
+from hwtune.models.cpulist import MAX_CPU
 from hwtune.models.hardware import CpuInfo, NumaNode
+from hwtune.probes import detect
 from hwtune.probes.cpu import probe_cpu
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.lscpu import parse_lscpu
 from hwtune.probes.numa import probe_numa
-from tests.conftest import DATA
+from hwtune.probes.root import MAX_LARGE
+from tests.conftest import DATA, REPO
 
 CAPTURES = DATA / "cpu"
 FLAGS = (
@@ -290,3 +297,105 @@ def test_core_types_with_different_threads_leave_threads_per_core_null(tmp_path:
     cpu, _, issues = probe_text(tmp_path, text)
     assert (cpu.physical_cores, cpu.sockets, cpu.threads_per_core) == (8, 1, None)
     assert any("2 core types whose threads per core (1, 2)" in i for i in issues)
+
+
+# --- hostile captures: each of these lost the whole CPU probe, or hung it ---------------------
+
+X86_RECORD = (
+    "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n"
+    "model name\t: Intel(R) Xeon(R) Platinum 8481C\nflags\t\t: fpu sse4_2 avx avx2\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"lscpu": ' + "[" * 1000 + "]" * 1000 + "}", "nested more than"),  # RecursionError
+        ('{"lscpu": [{"field": "CPU(s):", "data": ' + "9" * 5000 + "}]}", "5000 digits"),
+        ('{"lscpu": [{"field": "CPU(s):", "data": NaN}]}', "NaN is not a JSON number"),
+    ],
+    ids=["deep", "huge-number", "nan"],
+)
+def test_hostile_lscpu_json_is_an_issue_and_cpuinfo_still_counts(
+    tmp_path: Path, text: str, why: str
+) -> None:
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_text(X86_RECORD)
+    (tmp_path / "lscpu.txt").write_text(text)
+    hw = detect(tmp_path, gpus=False, tensorflow=False)
+    assert hw.cpu.model_name == "Intel(R) Xeon(R) Platinum 8481C"  # cpuinfo's facts are kept
+    assert not [i for i in hw.issues if "unexpectedly" in i.reason], hw.issues
+    assert any(i.path == "lscpu.txt" and why in i.reason for i in hw.issues), hw.issues
+
+
+@pytest.mark.parametrize("value", ["inf", "1e400", "nan", "-inf", "0", "-4800"])
+def test_maxmhz_that_is_no_clock_is_refused(value: str) -> None:
+    text = "# CPU,Core,Socket,Node,MAXMHZ\n" + "".join(
+        f"{cpu},{cpu},0,0,{value if cpu == 3 else '4800.0000'}\n" for cpu in range(4)
+    )
+    facts = parse_lscpu(text)
+    assert facts.max_mhz == {0: 4800.0, 1: 4800.0, 2: 4800.0}
+    assert [p.line for p in facts.problems] == [5]
+    assert "not a positive clock" in facts.problems[0].reason
+
+
+def test_a_nan_maxmhz_makes_no_core_types(tmp_path: Path) -> None:
+    """A NaN compared below every clock, so CPU 3 became an E-core of a uniform part."""
+    text = "CPU(s): 4\n\n# CPU,Core,Socket,Node,MAXMHZ\n" + "".join(
+        f"{cpu},{cpu},0,0,{'nan' if cpu == 3 else '4800.0000'}\n" for cpu in range(4)
+    )
+    cpu, _, issues = probe_text(tmp_path, text)
+    assert cpu.core_types == () and {c.kind for c in cpu.topology} == {None}
+    assert any("MAXMHZ 'nan'" in i for i in issues)
+
+
+def rows(count: int) -> str:
+    """`lscpu -p` of `count` CPUs, two threads per core."""
+    body = "".join(
+        f"{cpu},{cpu // 2},0,0,,{cpu // 2},{cpu // 2},{cpu // 2},0\n" for cpu in range(count)
+    )
+    return "# CPU,Core,Socket,Node,,L1d,L1i,L2,L3\n" + body
+
+
+def test_rows_past_the_cpu_bound_are_dropped_with_one_problem() -> None:
+    facts = parse_lscpu(rows(MAX_CPU + 10) + f"{MAX_CPU + 20},0,0,0\n")
+    assert len(facts.rows) == MAX_CPU
+    assert [p.reason for p in facts.problems] == [
+        f"more than {MAX_CPU} CPU rows: the rest are ignored"
+    ]
+    beyond = parse_lscpu(f"# CPU,Core,Socket,Node\n0,0,0,0\n{MAX_CPU},1,0,0\n")
+    assert [r.cpu for r in beyond.rows] == [0]
+    assert [p.line for p in beyond.problems] == [3]
+
+
+DETECT = [sys.executable, "-m", "hwtune", "detect", "--json", "--no-gpu", "--no-tensorflow"]
+
+
+def test_many_lscpu_rows_take_linear_time(tmp_path: Path) -> None:
+    """100,000 rows: `in` on the online tuple made 40,000 take 6.6 s (so these about 40 s, and
+    700,000 over ten minutes); the rows are now capped at MAX_CPU and looked up in sets."""
+    (tmp_path / "lscpu.txt").write_text(rows(100_000))
+    done = subprocess.run(
+        [*DETECT, "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        cwd=REPO,
+        check=False,
+    )
+    cpu = json.loads(done.stdout)["cpu"]
+    assert (cpu["logical_cpus"], cpu["physical_cores"]) == (MAX_CPU, MAX_CPU // 2)
+
+
+def test_an_lscpu_refused_for_its_size_is_not_called_absent(tmp_path: Path) -> None:
+    with (tmp_path / "lscpu.txt").open("wb") as f:
+        f.truncate(MAX_LARGE + 1)  # sparse: nothing is written
+    issues = IssueLog()
+    cpu = probe_cpu(tmp_path, issues)
+    reasons = [f"{i.path}: {i.reason}" for i in issues]
+    assert cpu.logical_cpus is None
+    assert reasons == [
+        "lscpu.txt: cannot read: larger than 32 MiB: refused",
+        "None: no CPU source: proc/cpuinfo absent, sys/devices/system/cpu absent, "
+        "lscpu.txt unreadable",
+    ]

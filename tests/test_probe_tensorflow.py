@@ -334,6 +334,23 @@ def test_snapshot_absent_or_malformed(tmp_path: Path) -> None:
     assert "'distribution': expected str" in issues.freeze()[0].reason
 
 
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("[" * 100_000, "nested more than"),  # RecursionError in json's scanner
+        ("9" * 5000, "a number of 5000 digits"),  # int() refuses over 4300 digits
+        ('{"format": 1, "install": null, "x": Infinity}', "Infinity is not a JSON number"),
+        ('{"format": 1e400, "install": null}', "1e400 is beyond a double's range"),
+    ],
+    ids=["deep", "huge-number", "infinity", "overflow"],
+)
+def test_a_hostile_snapshot_is_an_issue_naming_it(tmp_path: Path, text: str, why: str) -> None:
+    (tmp_path / SNAPSHOT_FILE).write_text(text)
+    issues = IssueLog()
+    assert probe_tensorflow(tmp_path, issues, SPR, live=False) is None
+    assert [(i.path, why in i.reason) for i in issues] == [(SNAPSHOT_FILE, True)], list(issues)
+
+
 # --- TensorFlow's policies and the pure parsers -----------------------------------------------
 
 

@@ -9,7 +9,6 @@ Kept to stdlib + hwtune imports: `hwtune detect --json` must start, probe and pr
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from hwtune.cli import Environment
@@ -50,9 +49,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         )
     hw = detect(root, gpus=not args.no_gpu, tensorflow=not args.no_tensorflow)
     if args.json:
-        from hwtune.models.convert import dump
+        from hwtune.models.convert import dumps_json
 
-        env.stdout.write(json.dumps(dump(hw), indent=2) + "\n")
+        env.stdout.write(dumps_json(hw, "detect --json", indent=2) + "\n")
     else:
         from hwtune.probes.report import render_summary
 

@@ -11,13 +11,13 @@ the profile comes from `hwtune.pipeline.request.profile_for`, as theirs does.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 
 from hwtune.cli import Environment
 from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Profile
+from hwtune.probes.issues import printable
 from hwtune.status import ExitStatus
 
 
@@ -50,8 +50,11 @@ def planned_for_people(
         where = f" [{first.path}]" if first.path else ""
         again = f"hwtune detect --root {args.root}" if args.hardware is None else "hwtune detect"
         print(
-            f"hwtune {command}: warning: detection saw {len(issues)} issue(s), planned with "
-            f"fallbacks; first: {first.probe}: {first.reason}{where} (`{again}` lists them)",
+            printable(
+                f"hwtune {command}: warning: detection saw {len(issues)} issue(s), planned "
+                f"with fallbacks; first: {first.probe}: {first.reason}{where} "
+                f"(`{again}` lists them)"
+            ),
             file=env.stderr,
         )
     return planned.hardware, planned.profile
@@ -164,7 +167,10 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
 
 
 def render_table(profile: Profile, width: int | None = None) -> str:
-    rows = [("SETTING", "VALUE", "REASON"), *table_rows(profile)]
+    # Values and reasons quote the machine (CPU and GPU names, cgroup paths): escaped as
+    # detect's summary escapes them, before the widths are measured.
+    cells = [(printable(n), printable(v), printable(r)) for n, v, r in table_rows(profile)]
+    rows = [("SETTING", "VALUE", "REASON"), *cells]
     name_w = max(len(r[0]) for r in rows)
     value_w = min(max(len(r[1]) for r in rows), 40)
     lines = []
@@ -179,9 +185,10 @@ def render_table(profile: Profile, width: int | None = None) -> str:
 def run(args: argparse.Namespace, env: Environment) -> int:
     hardware, profile = planned_for_people("plan", args, env)
     if args.json:
-        from hwtune.models.convert import dump
+        from hwtune.models.convert import dumps_json
 
-        env.stdout.write(json.dumps(dump(profile), indent=2, ensure_ascii=False) + "\n")
+        text = dumps_json(profile, "plan --json", indent=2, ensure_ascii=False)
+        env.stdout.write(text + "\n")
     else:
         width = shutil.get_terminal_size().columns if env.stdout_isatty else None
         env.stdout.write(render_table(profile, width))

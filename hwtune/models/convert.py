@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import types
 import typing
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
-from hwtune.errors import ModelError
+from hwtune.errors import HwtuneError, ModelError
 
 T = TypeVar("T")
 
@@ -29,6 +30,37 @@ def dump(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(k): dump(v) for k, v in obj.items()}
     return obj
+
+
+def dumps_json(obj: Any, what: str, **options: Any) -> str:
+    """`obj` (a model) as JSON text, with `json.dumps` `options` (indent...). NaN and ±Infinity
+    are refused (allow_nan=False): Python writes them as bare NaN/Infinity, which are not JSON
+    (RFC 8259 section 6) and which strict readers (jq, JavaScript's JSON.parse) reject, so a
+    value no probe should let through is an error naming its key path, never invalid output."""
+    import json
+
+    data = dump(obj)
+    try:
+        return json.dumps(data, allow_nan=False, **options)
+    except ValueError:
+        where = _non_finite(data, "") or "?"
+        raise HwtuneError(
+            f"{what}: {where} is not a finite number, which JSON cannot hold: nothing written",
+            hint="this is a bug in hwtune: please report it with the output of `hwtune snapshot`",
+        ) from None
+
+
+def _non_finite(data: Any, path: str) -> str | None:
+    """The key path ("cpu.core_types[0].max_mhz") of the first NaN or infinity in `data`."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path or "the value"
+    if isinstance(data, dict):
+        items = [(f"{path}.{key}" if path else str(key), value) for key, value in data.items()]
+    elif isinstance(data, list):
+        items = [(f"{path}[{index}]", value) for index, value in enumerate(data)]
+    else:
+        return None
+    return next((found for where, value in items if (found := _non_finite(value, where))), None)
 
 
 @functools.cache

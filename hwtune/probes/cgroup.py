@@ -91,6 +91,9 @@ class CgroupLimits(NamedTuple):
     cpuset_source: str | None = None
     cpu_quota: float | None = None  # in CPUs, the lowest along the chain
     cpu_quota_source: str | None = None
+    # No quota was read, and one may exist: the cpu cgroup was not found, or a quota file along
+    # its chain could not be read or parsed (an issue says which). Never "no quota" then.
+    cpu_quota_unknown: bool = False
     memory_limit_bytes: int | None = None  # the lowest along the chain
     memory_limit_source: str | None = None
 
@@ -201,11 +204,31 @@ def _fallback_mounts(root: Path, memberships: list[Membership]) -> list[Mount]:
     return mounts
 
 
+# Mounts tried per hierarchy. A hierarchy is mounted once, plus a bind mount or two where a
+# container runtime shares it; each try walks the path with openat. A mount table of 200,000
+# cgroup2 lines, none showing the cgroup, took over a minute and logged an issue per mount.
+MAX_MOUNT_TRIES = 16
+
+
+def _may_show(mount: Mount, cgroup_path: str) -> bool:
+    """`translate` would find `cgroup_path` under `mount` (a cheap string test, for ordering)."""
+    base = mount.root.rstrip("/")
+    return cgroup_path == mount.root or cgroup_path.startswith(base + "/")
+
+
 def locate(
-    root: Path, memberships: list[Membership], mounts: list[Mount], issues: IssueLog
+    root: Path,
+    memberships: list[Membership],
+    mounts: list[Mount],
+    issues: IssueLog,
+    unknown: set[str] | None = None,
 ) -> dict[str, ControllerDirs]:
-    """Find each controller of CONTROLLERS: v1 where a v1 hierarchy has it, else the v2 group."""
-    found: dict[str, ControllerDirs] = {}
+    """Find each controller of CONTROLLERS: v1 where a v1 hierarchy has it, else the v2 group.
+
+    A controller /proc/self/cgroup lists whose directory cannot be found is added to `unknown`
+    (its limits are then unknown, not absent) with an issue; controllers that share a line
+    (the v2 group, co-mounted v1 controllers) are looked up, and reported, once."""
+    groups: dict[int, tuple[Membership, Literal[1, 2], list[Mount], list[str]]] = {}
     v2_line = next((m for m in memberships if m.hierarchy == 0 and not m.controllers), None)
     for controller in CONTROLLERS:
         member = next((m for m in memberships if controller in m.controllers), None)
@@ -215,42 +238,98 @@ def locate(
         elif v2_line is not None:
             member = v2_line
             # In hybrid mode several cgroup2 mounts can exist; /sys/fs/cgroup is the real one.
-            candidates = sorted(
-                (mt for mt in mounts if mt.version == 2),
-                key=lambda mt: mt.mount_point != "/sys/fs/cgroup",
-            )
+            candidates = [mt for mt in mounts if mt.version == 2]
             version = 2
         else:
             continue
-        if ".." in PurePosixPath(member.path).parts:
+        groups.setdefault(member.line, (member, version, candidates, []))[3].append(controller)
+    found: dict[str, ControllerDirs] = {}
+    for member, version, candidates, names in groups.values():
+        label = ", ".join(names)
+        chain = _locate_one(root, member, version, candidates, label, issues)
+        if chain is None:
+            if unknown is not None:
+                unknown.update(names)
+            continue
+        for name in names:
+            found[name] = ControllerDirs(name, version, member.path, chain)
+    return found
+
+
+def _locate_one(
+    root: Path,
+    member: Membership,
+    version: Literal[1, 2],
+    candidates: list[Mount],
+    label: str,
+    issues: IssueLog,
+) -> tuple[Path, ...] | None:
+    """The directory chain of `member`'s cgroup under the first mount that has it; None, with
+    one issue, when none does."""
+    if ".." in PurePosixPath(member.path).parts:
+        issues.add(
+            PROBE,
+            f"{label}: cgroup {member.path} lies outside this process's cgroup "
+            "namespace (cgroup_namespaces(7)), so its limits cannot be read: none applied",
+            path=PROC_CGROUP,
+        )
+        return None
+    kind = "cgroup v1" if version == 1 else "cgroup2"
+    if not candidates:
+        issues.add(
+            PROBE,
+            f"{label}: {PROC_CGROUP} line {member.line} lists it, but no {kind} mount holds "
+            "it: its limits are unknown",
+            path=PROC_MOUNTINFO,
+        )
+        return None
+    # Mounts whose root shows the cgroup first; among cgroup2 ones, /sys/fs/cgroup first.
+    ordered = sorted(
+        candidates,
+        key=lambda mt: (not _may_show(mt, member.path), mt.mount_point != "/sys/fs/cgroup"),
+    )
+    first_missing: tuple[str, str] | None = None  # (directory, its path under the root)
+    hidden: Mount | None = None
+    for mount in ordered[:MAX_MOUNT_TRIES]:
+        directory = translate(mount, member.path)
+        if directory is None and ".." in PurePosixPath(mount.root).parts:
+            # Mounted before a cgroup namespace was entered (`unshare -C` with no remount):
+            # the root shows as "/../.." (cgroup_namespaces(7)), an ancestor whose path to this
+            # process's cgroup is not printed anywhere, so its mount point is someone else's.
+            hidden = hidden or mount
+            continue
+        outside = directory is None
+        directory = directory or mount.mount_point
+        chain = _chain(root, mount.mount_point, directory)
+        if not is_dir(root, _where(root, chain[0])):
+            first_missing = first_missing or (directory, _where(root, chain[0]))
+            continue
+        if outside:
             issues.add(
                 PROBE,
-                f"{controller}: cgroup {member.path} lies outside this process's cgroup "
-                "namespace (cgroup_namespaces(7)), so its limits cannot be read: none applied",
-                path=PROC_CGROUP,
+                f"{label}: cgroup {member.path} is outside the mount at "
+                f"{mount.mount_point} (root {mount.root}); using the mount point",
+                path=PROC_MOUNTINFO,
             )
-            continue
-        for mount in candidates:
-            directory = translate(mount, member.path)
-            if directory is None:
-                issues.add(
-                    PROBE,
-                    f"{controller}: cgroup {member.path} is outside the mount at "
-                    f"{mount.mount_point} (root {mount.root}); using the mount point",
-                    path=PROC_MOUNTINFO,
-                )
-                directory = mount.mount_point
-            chain = _chain(root, mount.mount_point, directory)
-            if not is_dir(root, _where(root, chain[0])):
-                issues.add(
-                    PROBE,
-                    f"{controller}: cgroup directory {directory} is missing",
-                    path=str(chain[0].relative_to(root)),
-                )
-                continue
-            found[controller] = ControllerDirs(controller, version, member.path, chain)
-            break
-    return found
+        return chain
+    tried = min(len(ordered), MAX_MOUNT_TRIES)
+    more = f" ({tried} of {len(ordered)} {kind} mounts tried)" if len(ordered) > 1 else ""
+    if first_missing is not None:
+        directory, where = first_missing
+        issues.add(
+            PROBE,
+            f"{label}: cgroup directory {directory} is missing{more}: its limits are unknown",
+            path=where,
+        )
+    elif hidden is not None:
+        issues.add(
+            PROBE,
+            f"{label}: the {kind} mount at {hidden.mount_point} has root {hidden.root}: it was "
+            "mounted outside this process's cgroup namespace (cgroup_namespaces(7)), so cgroup "
+            f"{member.path} cannot be found under it{more}: its limits are unknown",
+            path=PROC_MOUNTINFO,
+        )
+    return None
 
 
 def read_text(
@@ -259,28 +338,44 @@ def read_text(
     """A kernel file's text under `root` (inside it, regular, capped: `probes.root`), or None
     when absent or unreadable; an unreadable one (EACCES, EIO) or a refused one (a link out of
     the root, a FIFO, too large) is named in `issues`."""
+    return _read(root, path, issues, limit)[0]
+
+
+def _read(
+    root: Path, path: Path, issues: IssueLog | None = None, limit: int = MAX_SMALL
+) -> tuple[str | None, bool]:
+    """`read_text`, and whether the file was there but could not be read (an issue said so)."""
     try:
-        return root_read_text(root, _where(root, path), limit)
+        return root_read_text(root, _where(root, path), limit), False
     except UnsafeRead as err:
         if issues is not None:
             issues.add(PROBE, f"not read: {err.strerror}", path=_where(root, path))
-        return None
+        return None, True
     except (FileNotFoundError, NotADirectoryError):
-        return None
+        return None, False
     except (OSError, ValueError) as err:  # EACCES, EIO, ENAMETOOLONG: not "no limit" silently
         if issues is not None:
             why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
             issues.add(PROBE, f"cannot read: {why}", path=_where(root, path))
-        return None
+        return None, True
+
+
+class PeriodError(ValueError):
+    """cpu.cfs_period_us, not the quota next to it, is what is wrong."""
 
 
 def parse_cfs_quota(quota: str, period: str) -> float | None:
-    """v1 cpu.cfs_quota_us / cpu.cfs_period_us in CPUs; -1 (or any negative) is no quota."""
-    q, p = int(quota.strip()), int(period.strip())
+    """v1 cpu.cfs_quota_us / cpu.cfs_period_us in CPUs; -1 (or any negative) is no quota.
+    A bad period raises `PeriodError`, so the caller can name that file."""
+    q = int(quota.strip())
     if q < 0:
         return None
+    try:
+        p = int(period.strip())
+    except ValueError as err:
+        raise PeriodError(str(err)) from None
     if p <= 0:
-        raise ValueError(f"period {p} is not positive")
+        raise PeriodError(f"period {p} is not positive")
     return _ratio(q, p)
 
 
@@ -331,30 +426,65 @@ def _where(root: Path, path: Path) -> str:
 
 def _min_quota(
     root: Path, dirs: ControllerDirs, issues: IssueLog
-) -> tuple[float | None, str | None]:
+) -> tuple[float | None, str | None, bool]:
+    """The lowest quota along the chain, its file, and whether some quota file along the chain
+    was there but unusable (so "no quota" is not known)."""
     best: tuple[float | None, str | None] = (None, None)
+    failed = False
     for directory in dirs.chain:
-        try:
-            if dirs.version == 1:
-                quota = read_text(root, directory / "cpu.cfs_quota_us", issues)
-                period = read_text(root, directory / "cpu.cfs_period_us", issues)
-                if quota is None or period is None:
-                    continue
-                value = parse_cfs_quota(quota, period)
-                source = _where(root, directory / "cpu.cfs_quota_us")
-            else:
-                text = read_text(root, directory / "cpu.max", issues)
-                if text is None:
-                    continue
-                value = parse_cpu_max(text)
-                source = _where(root, directory / "cpu.max")
-        except ValueError as err:
-            name = "cpu.cfs_quota_us" if dirs.version == 1 else "cpu.max"
-            issues.add(PROBE, f"unreadable CPU quota: {err}", path=_where(root, directory / name))
-            continue
+        if dirs.version == 1:
+            value, source, bad = _v1_quota(root, directory, issues)
+        else:
+            value, source, bad = _v2_quota(root, directory, issues)
+        failed = failed or bad
         if value is not None and (best[0] is None or value < best[0]):
             best = (value, source)
-    return best
+    return (*best, failed)
+
+
+def _v1_quota(
+    root: Path, directory: Path, issues: IssueLog
+) -> tuple[float | None, str | None, bool]:
+    """One directory's cpu.cfs_quota_us over its cpu.cfs_period_us: (CPUs, source, failed)."""
+    quota_path, period_path = directory / "cpu.cfs_quota_us", directory / "cpu.cfs_period_us"
+    quota, failed = _read(root, quota_path, issues)
+    if quota is None:
+        return None, None, failed
+    period, failed = _read(root, period_path, issues)
+    source = _where(root, quota_path)
+    try:
+        if period is None:
+            if parse_cfs_quota(quota, "1") is None:
+                return None, None, False  # -1: no quota, whatever the period
+            if not failed:
+                # The kernel creates both files together (kernel/sched/core.c, cpu_legacy_files).
+                issues.add(
+                    PROBE,
+                    f"missing next to {source}, which sets a quota: the quota is unknown",
+                    path=_where(root, period_path),
+                )
+            return None, None, True
+        return parse_cfs_quota(quota, period), source, False
+    except PeriodError as err:
+        issues.add(PROBE, f"unreadable CPU period: {err}", path=_where(root, period_path))
+    except ValueError as err:
+        issues.add(PROBE, f"unreadable CPU quota: {err}", path=source)
+    return None, None, True
+
+
+def _v2_quota(
+    root: Path, directory: Path, issues: IssueLog
+) -> tuple[float | None, str | None, bool]:
+    """One directory's cpu.max: (CPUs, source, failed)."""
+    path = directory / "cpu.max"
+    text, failed = _read(root, path, issues)
+    if text is None:
+        return None, None, failed
+    try:
+        return parse_cpu_max(text), _where(root, path), False
+    except ValueError as err:
+        issues.add(PROBE, f"unreadable CPU quota: {err}", path=_where(root, path))
+        return None, None, True
 
 
 def _min_memory(
@@ -401,12 +531,25 @@ def _cpuset(
 
 def find_controllers(root: Path, issues: IssueLog) -> dict[str, ControllerDirs] | None:
     """Where this process's cpu, cpuset and memory cgroups are; None when membership is unknown."""
+    found = _find(root, issues)
+    return None if found is None else found[0]
+
+
+def _find(root: Path, issues: IssueLog) -> tuple[dict[str, ControllerDirs], set[str]] | None:
+    """`find_controllers`, and the controllers listed whose directory was not found."""
     text = read_text(root, root / PROC_CGROUP, issues)
     if text is None:
         issues.add(
             PROBE,
             "cgroup membership unknown: file missing; no cgroup limits applied",
             path=PROC_CGROUP,
+        )
+        return None
+    if not text.strip():
+        # The kernel prints a line per mounted v1 hierarchy and, since Linux 4.5, always the
+        # "0::" line (cgroups(7)): an empty file is a capture cut short, not "no cgroups".
+        issues.add(
+            PROBE, "empty: cgroup membership unknown; no cgroup limits applied", path=PROC_CGROUP
         )
         return None
     memberships = parse_proc_cgroup(text, issues)
@@ -420,25 +563,33 @@ def find_controllers(root: Path, issues: IssueLog) -> dict[str, ControllerDirs] 
         )
     else:
         mounts = parse_mountinfo(mountinfo, issues)
-    dirs = locate(root, memberships, mounts, issues)
-    if not dirs and memberships:
+    unknown: set[str] = set()
+    dirs = locate(root, memberships, mounts, issues, unknown)
+    if not dirs and memberships and not unknown:
         issues.add(
             PROBE,
             "no cpu, cpuset or memory cgroup directory found; no limits applied",
             path="sys/fs/cgroup",
         )
-    return dirs
+    return dirs, unknown
 
 
 def read_cgroup_limits(root: Path, issues: IssueLog) -> CgroupLimits:
     """This process's cgroup limits under `root`; what is missing becomes an issue."""
-    dirs = find_controllers(root, issues)
-    if not dirs:
+    found = _find(root, issues)
+    if found is None:
         return CgroupLimits()
+    dirs, unknown = found
+    quota_unknown = "cpu" in unknown
+    if not dirs:
+        return CgroupLimits(cpu_quota_unknown=quota_unknown)
     main = dirs.get("cpu") or dirs.get("cpuset") or next(iter(dirs.values()))
     none: tuple[None, None] = (None, None)
     cpuset, cpuset_source = _cpuset(root, dirs["cpuset"], issues) if "cpuset" in dirs else none
-    quota, quota_source = _min_quota(root, dirs["cpu"], issues) if "cpu" in dirs else none
+    quota, quota_source = none
+    if "cpu" in dirs:
+        quota, quota_source, failed = _min_quota(root, dirs["cpu"], issues)
+        quota_unknown = failed and quota is None
     memory, memory_source = _min_memory(root, dirs["memory"], issues) if "memory" in dirs else none
     return CgroupLimits(
         version=main.version,
@@ -447,6 +598,7 @@ def read_cgroup_limits(root: Path, issues: IssueLog) -> CgroupLimits:
         cpuset_source=cpuset_source,
         cpu_quota=quota,
         cpu_quota_source=quota_source,
+        cpu_quota_unknown=quota_unknown,
         memory_limit_bytes=memory,
         memory_limit_source=memory_source,
     )

@@ -38,7 +38,7 @@ from hwtune.probes.issues import IssueLog
 from hwtune.probes.lscpu import LscpuFacts, lscpu_topology, parse_lscpu
 from hwtune.probes.lscpu_identity import MACHINES, lscpu_arch, lscpu_identity
 from hwtune.probes.microarch import CpuIdentity, arm_implementer_code, arm_vendor_name, identify
-from hwtune.probes.root import MAX_LARGE
+from hwtune.probes.root import MAX_LARGE, is_file
 from hwtune.probes.sysfs_cpu import SysfsCpuFacts, read_sysfs_cpu, sysfs_topology
 from hwtune.probes.sysfs_nodes import read_node_cpus
 
@@ -83,7 +83,7 @@ def probe_cpu(root: Path, issues: IssueLog) -> CpuInfo:
     for problem in sysfs.problems if sysfs else ():
         issues.add(PROBE, problem.reason, path=problem.path)
     if cpuinfo is None and lscpu is None and not (sysfs and sysfs.places):
-        issues.add(PROBE, "no CPU source: no proc/cpuinfo, sys/devices/system/cpu or lscpu.txt")
+        issues.add(PROBE, f"no CPU source: {_why_no_source(root, sysfs)}")
         return CpuInfo(arch=arch)
     info = _identity(arch, cpuinfo, lscpu)
     topo = _topology(root, arch, cpuinfo, lscpu, sysfs, issues)
@@ -126,6 +126,18 @@ def probe_cpu(root: Path, issues: IssueLog) -> CpuInfo:
         caches=_caches(sysfs, lscpu),
         hypervisor=_hypervisor(root, info, lscpu),
     )
+
+
+def _why_no_source(root: Path, sysfs: SysfsCpuFacts | None) -> str:
+    """What each CPU source was: absent, or there and unusable (its own issue said why: a file
+    refused for its size must not be reported as missing)."""
+    said = [
+        f"{name} {'unreadable' if is_file(root, name) else 'absent'}"
+        for name in ("proc/cpuinfo", "lscpu.txt")
+    ]
+    cpus = "sys/devices/system/cpu"
+    said.insert(1, f"{cpus} {'without cpuN/topology' if sysfs is not None else 'absent'}")
+    return ", ".join(said)
 
 
 def _read_cpuinfo(root: Path, issues: IssueLog) -> CpuinfoFacts | None:
@@ -321,7 +333,8 @@ def _core_kinds(
         ranking = {c: float(v) for c, v in (sysfs.capacity or sysfs.max_khz).items()}
     if not ranking and lscpu:
         ranking = dict(lscpu.max_mhz)
-    groups = _by_gaps({c: v for c, v in ranking.items() if c in topo.online})
+    online = set(topo.online)  # not the tuple: `in` on it made 40,000 lscpu rows quadratic
+    groups = _by_gaps({c: v for c, v in ranking.items() if c in online})
     if len(groups) > 1:
         for index, cpus in enumerate(groups):
             kind: CoreKind = "performance" if index < len(groups) - 1 else "efficiency"

@@ -21,9 +21,17 @@ def excerpt(text: str, limit: int = EXCERPT) -> str:
     return repr(text[:limit]) + ("..." if len(text) > limit else "")
 
 
+def printable(text: str) -> str:
+    """`text` with every character str.isprintable() refuses (ESC, CR, BS, newlines, bidi
+    overrides) written as its escape ("\\x1b"): a string from the machine or a capture shown
+    on a terminal can then neither move the cursor, recolour nor rewrite what was printed."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _one_line(reason: str) -> str:
-    if not reason.isprintable():
-        reason = "".join(c if c.isprintable() else repr(c)[1:-1] for c in reason)
+    reason = printable(reason)
     return reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3] + "..."
 
 

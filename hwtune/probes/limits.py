@@ -85,7 +85,8 @@ def effective_cpus(
         issues.add("limits", "no online, affinity or cpuset CPU list known; assuming 1 CPU")
         return (), 1, "no CPU list known (assumed 1)"
     usable_set = set.intersection(*known)
-    if not usable_set:
+    disjoint = not usable_set
+    if disjoint:
         issues.add("limits", "online ∩ affinity ∩ cpuset is empty; using the first non-empty list")
         usable_set = next(s for s in known if s)
     usable = tuple(sorted(usable_set))
@@ -101,7 +102,21 @@ def effective_cpus(
     unknown = [name for name, cpus in (("online", online), ("affinity", affinity)) if not cpus]
     if cgroup.version is None:
         unknown.append("cgroup")
-    if narrowed:
+    if disjoint:
+        # The lists narrowed nothing: they contradict each other, and the fallback says so
+        # rather than "N of N online CPUs usable: cpuset 7".
+        lists = [
+            name
+            for name, cpus in (
+                ("online", online),
+                ("affinity", affinity),
+                ("cpuset", cgroup.cpuset_cpus),
+            )
+            if cpus
+        ]
+        which = f" ({' and '.join(narrowed)})" if narrowed else ""
+        base = f"{len(usable)} CPUs: {' ∩ '.join(lists)} is empty{which}; the {lists[0]} list used"
+    elif narrowed:
         of = f" of {len(all_online)} online" if all_online else ""
         base = f"{len(usable)}{of} CPUs usable: {' and '.join(narrowed)}"
     elif unknown:
@@ -112,11 +127,19 @@ def effective_cpus(
         base += f" ({' and '.join(unknown)} unknown)"
     quota = cgroup.cpu_quota
     if quota is None:
-        quota_note = "" if cgroup.version is None else "; no cgroup CPU quota"
+        quota_note = (
+            ""  # "(cgroup unknown)" said it
+            if cgroup.version is None
+            else "; cgroup CPU quota unknown"
+            if cgroup.cpu_quota_unknown
+            else "; no cgroup CPU quota"
+        )
         return usable, len(usable), base + quota_note
     quota_cpus = max(1, math.floor(quota))
     where = cgroup.cpu_quota_source or "cgroup"
-    if quota_cpus < len(usable):
+    # Compared unfloored: 0.5 CPUs on 1 usable CPU still binds (the thread gets half of each
+    # period), though the count stays 1.
+    if quota < len(usable):
         return (
             usable,
             quota_cpus,

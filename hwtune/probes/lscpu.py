@@ -15,7 +15,7 @@ Parsing is pure (`parse_lscpu`); problems carry their line numbers.
 
 from __future__ import annotations
 
-import json
+import math
 import re
 
 from hwtune.models.cpulist import MAX_CPU, CpuListError, parse_cpulist
@@ -23,6 +23,7 @@ from hwtune.models.digits import is_ascii_digits
 from hwtune.probes.clusters import merge_clusters
 from hwtune.probes.cpuinfo import PROBE, ParseProblem, ProblemList, Topology
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.json_text import JsonRefused, loads_bounded
 from hwtune.probes.lscpu_counts import rows_cache_spans, s390_sockets, typed_topology
 from hwtune.probes.lscpu_forms import (
     MAX_DIGITS,
@@ -42,6 +43,10 @@ _KEY = re.compile(r"^(\s*)([^:]+?):(\s*)(.*)$")
 # matches Arabic-Indic and other Unicode digits, which lscpu never prints
 # (hwtune/models/digits.py).
 _NUMA_KEY = re.compile(r"^NUMA node(\d{1,9}) CPU\(s\)$", re.ASCII)
+# `lscpu -J` nests a field's children one list and one object deeper per level of the tree
+# layout (util-linux >= 2.37 prints three levels: "Caches (sum of all):" > "L1d:"); 32 is far
+# beyond it and far below the ~1000 where json's scanner runs out of stack.
+MAX_JSON_NESTING = 32
 
 
 def parse_lscpu(text: str) -> LscpuFacts:
@@ -54,6 +59,7 @@ def parse_lscpu(text: str) -> LscpuFacts:
     summary = _Summary(lines)
     sections: list[tuple[list[str], list[tuple[int, list[str]]]]] = []
     mode = ""  # "p" inside a `-p` section, "e" inside an `-e` table, "" in the summary
+    rows = _RowBudget(problems)
     for index, raw in enumerate(lines):
         line = raw.rstrip("\r")
         stripped = line.strip()
@@ -81,11 +87,12 @@ def parse_lscpu(text: str) -> LscpuFacts:
                 problems.append(
                     ParseProblem(index + 1, f"not an 'lscpu -e' row: {stripped[:60]!r}")
                 )
-            else:
+            elif rows.take(index + 1):
                 sections[-1][1].append((index + 1, cells))
             continue
         if mode == "p" and sections and is_ascii_digits(stripped[0]):
-            sections[-1][1].append((index + 1, stripped.split(",")))
+            if rows.take(index + 1):
+                sections[-1][1].append((index + 1, stripped.split(",")))
             continue
         if mode == "p" and not _KEY.match(line):
             problems.append(ParseProblem(index + 1, f"not an 'lscpu -p' row: {stripped[:60]!r}"))
@@ -93,6 +100,24 @@ def parse_lscpu(text: str) -> LscpuFacts:
         mode = ""
         summary.add(index, line, problems)
     return _facts(summary.fields, summary.key_lines, sections, problems, summary.types)
+
+
+class _RowBudget:
+    """Counts `-p`/`-e` rows over every section: past MAX_CPU of them (the CPU-list bound, far
+    beyond the 8192 CPUs of x86-64's MAXSMP) the rest are dropped with one problem, so a 32 MiB
+    file of rows costs a bounded parse."""
+
+    def __init__(self, problems: list[ParseProblem]) -> None:
+        self.count = 0
+        self.problems = problems
+
+    def take(self, line: int) -> bool:
+        self.count += 1
+        if self.count == MAX_CPU + 1:
+            self.problems.append(
+                ParseProblem(line, f"more than {MAX_CPU} CPU rows: the rest are ignored")
+            )
+        return self.count <= MAX_CPU
 
 
 class _Summary:
@@ -169,13 +194,14 @@ def _rows(
         if cpu is None:
             problems.append(ParseProblem(number, f"CPU column is not a number: {cells[0][:20]!r}"))
             continue
+        if cpu >= MAX_CPU:
+            problems.append(
+                ParseProblem(number, f"CPU {cpu} is beyond {MAX_CPU - 1}: row ignored")
+            )
+            continue
         mhz = None
         if 0 <= maxmhz < len(cells) and cells[maxmhz].strip() not in ("", "-"):
-            try:
-                mhz = float(cells[maxmhz])
-            except ValueError:
-                bad = cells[maxmhz][:20]
-                problems.append(ParseProblem(number, f"MAXMHZ is not a number: {bad!r}"))
+            mhz = _mhz(cells[maxmhz], number, problems)
         state = cells[online].strip().upper() if 0 <= online < len(cells) else ""
         rows.append(
             LscpuRow(
@@ -190,6 +216,23 @@ def _rows(
             )
         )
     return rows
+
+
+def _mhz(cell: str, line: int, problems: list[ParseProblem]) -> float | None:
+    """A MAXMHZ cell ("4800.0000"); None, with a problem, unless a positive finite number.
+    float() also takes "inf", "nan" and "1e400" (= inf): they would reach `detect --json` as
+    Infinity/NaN, which is not JSON, and a NaN ranks below every clock in the core-type split."""
+    try:
+        mhz = float(cell)
+    except ValueError:
+        problems.append(ParseProblem(line, f"MAXMHZ is not a number: {cell[:20]!r}"))
+        return None
+    if not math.isfinite(mhz) or mhz <= 0:
+        problems.append(
+            ParseProblem(line, f"MAXMHZ {cell.strip()[:20]!r} is not a positive clock: unknown")
+        )
+        return None
+    return mhz
 
 
 def _cache_id(cells: list[str], column: int, which: int) -> int | None:
@@ -236,9 +279,9 @@ def _facts(
 
 def _parse_json(text: str) -> LscpuFacts:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        return _facts({}, {}, [], [ParseProblem(err.lineno, f"invalid JSON: {err.msg}")])
+        data = loads_bounded(text, MAX_JSON_NESTING)
+    except JsonRefused as err:
+        return _facts({}, {}, [], [ParseProblem(err.line or 1, err.reason)])
     fields: dict[str, str] = {}
     types: list[dict[str, str]] = []  # one per "Model name", as in the text form
 
@@ -289,9 +332,10 @@ def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog, *, soc: bool = False) ->
     topo = Topology(logical or len(online), online or tuple(range(logical or 0)))
     if lscpu.types:
         return typed_topology(lscpu, topo, issues)
-    if rows and {r.cpu for r in rows} >= set(topo.online):
+    online_set = set(topo.online)  # `in` on the tuple made 40,000 rows take seconds
+    if rows and {r.cpu for r in rows} >= online_set:
         topo.basis = "lscpu rows (-p/-e): sockets from the Socket column"
-        topo.count({r.cpu: (r.socket, r.core_key()) for r in rows if r.cpu in topo.online})
+        topo.count({r.cpu: (r.socket, r.core_key()) for r in rows if r.cpu in online_set})
         if soc:  # an older lscpu on a pre-6.3 SoC kernel prints each cluster as a socket
             places, note = merge_clusters(topo.places, rows_cache_spans(lscpu), lscpu.max_mhz)
             if note:

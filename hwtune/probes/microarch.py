@@ -10,8 +10,9 @@ pure and I/O-free apart from loading that table. It follows archspec's approach,
    Lake share model 0x55 and differ only by avx512_vnni / avx512_bf16).
 3. When the model is unknown, or a hypervisor hides a required flag, the most specific entry of
    the same vendor (or a generic one) whose required flags are all present is taken instead,
-   ending at an x86-64-vN level. Entries with no flags of their own (Emerald Rapids, Raptor
-   Lake…) are never chosen this way: flags cannot tell them from their parent.
+   ending at an x86-64-vN level; an Arm core told by implementer and part gets a generic
+   Armv8/v9 level only, never another core. Entries with no flags of their own (Emerald
+   Rapids, Raptor Lake…) are never chosen this way: flags cannot tell them from their parent.
 4. Nothing fits: no name, and the reason, which the caller records as an issue.
 """
 
@@ -338,8 +339,13 @@ def _by_flags(table: _Table, cpu: CpuIdentity, named: bool = False) -> Microarch
     if cpu.arch == "aarch64" and cpu.arm_parts:
         vendor = f"{cpu.arm_parts[0][0]:#04x}"
     # An Arm core the ids named keeps its name for -mtune; another core's -mcpu would tune for
-    # the wrong design, so only the generic Armv8/v9 levels stand in for it.
-    generic_only = named and cpu.arch == "aarch64"
+    # the wrong design, so only the generic Armv8/v9 levels stand in for it. The same holds for
+    # a part the table lacks: its flags may fit a listed core of the same implementer (a
+    # Cortex-A53's fp asimd crc32 fit cortex-a72, a Cortex-A55's fit neoverse-n1), but
+    # -mcpu=cortex-a72 schedules for an out-of-order core the in-order A53 is not. Only Apple,
+    # told by its brand string and not by MIDR ids, keeps its vendor's lineage (a later chip
+    # with SME is apple-m4).
+    generic_only = cpu.arch == "aarch64" and (named or bool(cpu.arm_parts))
     fits = [
         e
         for e in table.by_key.values()

@@ -149,8 +149,20 @@ def parse_xml_tree(data: bytes) -> _Node:
     parser.CharacterDataHandler = text
     try:
         parser.Parse(data, True)
+    except XmlRefused:
+        raise
     except expat.ExpatError as err:
         raise XmlRefused(f"malformed XML: {expat.errors.messages[err.code]}", err.lineno) from None
+    except (LookupError, ValueError) as err:
+        # An encoding expat lacks is looked up among Python's codecs (pyexpat's unknown-encoding
+        # handler), which raises rather than reporting an ExpatError: LookupError for a name
+        # that is no codec or no text codec (encoding="bogus", "hex", "rot13"), ValueError for
+        # multi-byte ones ("shift_jis", "utf-32", "utf-7"), UnicodeError ("idna"). nvidia-smi
+        # writes UTF-8 with no encoding declaration.
+        raise XmlRefused(
+            f"the XML declaration names an encoding expat cannot read: {str(err)[:80]}",
+            parser.CurrentLineNumber,
+        ) from None
     return root
 
 
@@ -284,6 +296,7 @@ def parse_topo(text: str, path: str, issues: IssueLog) -> TopoMatrix:
     """Parse `nvidia-smi topo -m`: per GPU row its links, CPU affinity and NUMA node."""
     columns: list[str] | None = None
     rows: list[TopoRow] = []
+    seen: dict[int, int] = {}  # GPU index -> the line of its row
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = _ANSI_RE.sub("", raw)
         tokens = line.split()
@@ -298,7 +311,19 @@ def parse_topo(text: str, path: str, issues: IssueLog) -> TopoMatrix:
         m = _GPU_RE.match(tokens[0])
         if not m:
             continue  # a NIC row (NIC0, mlx5_0): GPUs' links to NICs are not modelled
-        row = _parse_row(int(m.group(1)), columns, tokens[1:], path, lineno, issues)
+        index = int(m.group(1))
+        if index in seen:
+            # nvidia-smi prints each GPU once; a second row (two captures pasted together)
+            # would silently replace the first one's links in merge_topo.
+            issues.add(
+                "nvidia-smi",
+                f"GPU{index} has a second row: kept the first (line {seen[index]})",
+                path=path,
+                line=lineno,
+            )
+            continue
+        seen[index] = lineno
+        row = _parse_row(index, columns, tokens[1:], path, lineno, issues)
         if row is not None:
             rows.append(row)
         if len(rows) > MAX_GPUS:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import CpuInfo, Gpu, Hardware, Limits, Memory, TensorFlowInfo
+from hwtune.probes.issues import printable
 
 LABEL_WIDTH = 12
 
@@ -44,6 +45,9 @@ ARM_ISA = (
 # Absent extensions worth saying out loud, because they decide TF's fast paths.
 X86_NOTABLE_ABSENT = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("amx_tile", "AMX"))
 ARM_NOTABLE_ABSENT = (("sve", "SVE"), ("bf16", "BF16"))
+# 32-bit Arm hwcaps (arch/arm/kernel/setup.c, hwcap_str): TensorFlow publishes no build for it,
+# so no absence is worth saying, and x86 names would be meaningless there.
+ARM32_ISA = (("neon", "NEON"), ("vfpv4", "VFPv4"))
 
 
 def _line(label: str, text: str) -> str:
@@ -79,6 +83,12 @@ def isa_summary(cpu: CpuInfo) -> str:
     if cpu.arch == "aarch64":
         present = [name for flag, name in ARM_ISA if flag in flags]
         absent = [name for flag, name in ARM_NOTABLE_ABSENT if flag not in flags]
+    elif cpu.arch == "armv7l":
+        present = [name for flag, name in ARM32_ISA if flag in flags]
+        absent = []
+    elif cpu.arch not in ("x86_64", "unknown"):
+        # hwtune tracks no extensions for POWER, s390x or RISC-V; x86 names would be wrong.
+        return f"{len(flags)} flags; none tracked for {cpu.arch}"
     else:
         present = [name for flag, name in X86_ISA if flag in flags]
         for group, table in (("AVX-512", X86_AVX512), ("AMX", X86_AMX)):
@@ -264,4 +274,6 @@ def render_summary(hw: Hardware) -> str:
             if issue.path:
                 where = f" [{issue.path}{f':{issue.line}' if issue.line else ''}]"
             lines.append(_more(f"{issue.probe}: {issue.reason}{where}"))
-    return "\n".join(lines) + "\n"
+    # Model names, GPU names, cgroup paths and hypervisor names are the machine's (or a
+    # capture's) words: escaped here, one place for every line, as issue reasons already are.
+    return "\n".join(printable(line) for line in lines) + "\n"

@@ -59,6 +59,9 @@ ITEX_BASIS = (
 )
 # Wheel platform tags of builds from PyPI's release pipelines (PEP 600 / PEP 656).
 PYPI_PLATFORMS = ("manylinux", "musllinux")
+# What `save_tf_snapshot` writes nests about five levels (payload, install, its libraries, one
+# library, its DT_NEEDED list); json's scanner would fail near 1000 (probes/json_text.py).
+MAX_SNAPSHOT_NESTING = 32
 WHEEL_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
@@ -172,18 +175,20 @@ def read_snapshot(path: Path, issues: IssueLog) -> TfInstall | None:
     """The facts `save_tf_snapshot` wrote; None (no issue) when the file is absent."""
     from hwtune.errors import ModelError
     from hwtune.models.convert import load
+    from hwtune.probes.json_text import JsonRefused, loads_bounded
     from hwtune.probes.root import MAX_SMALL, read_bytes
 
     try:
         # inside the snapshot root, a regular file, capped (probes.root)
-        data = json.loads(read_bytes(path.parent, path.name, MAX_SMALL).decode("utf-8"))
+        text = read_bytes(path.parent, path.name, MAX_SMALL).decode("utf-8")
+        data = loads_bounded(text, MAX_SNAPSHOT_NESTING)
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as err:
         issues.add(PROBE, f"cannot read the TensorFlow snapshot: {err}", path.name)
         return None
-    except json.JSONDecodeError as err:
-        issues.add(PROBE, f"invalid JSON: {err.msg}", path.name, err.lineno)
+    except JsonRefused as err:
+        issues.add(PROBE, err.reason, path.name, err.line)
         return None
     if (
         not isinstance(data, dict)
