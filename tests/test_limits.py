@@ -403,21 +403,26 @@ def test_an_overlong_cgroup_path_is_an_issue_not_a_lost_probe(tmp_path: Path, pa
     assert not any("unexpectedly" in i.reason for i in issues)
 
 
-def test_an_unreadable_quota_file_is_an_issue_not_no_quota(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Denied as an LSM or a dying disk would deny it (EACCES, EIO): root reads any mode."""
+def _deny_reads(monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+    """The cgroup probe's reads of a path ending in `suffix` fail with EACCES."""
     import hwtune.probes.cgroup as cgroup
 
-    v2_tree(tmp_path)
     real = cgroup.root_read_text
 
     def deny(root: Path, path: str | Path, limit: int = cgroup.MAX_SMALL) -> str:
-        if str(path).endswith("kubepods/pod1/cpu.max"):
+        if str(path).endswith(suffix):
             raise PermissionError(13, "Permission denied", str(path))
         return real(root, path, limit)
 
     monkeypatch.setattr(cgroup, "root_read_text", deny)
+
+
+def test_an_unreadable_quota_file_is_an_issue_not_no_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Denied as an LSM or a dying disk would deny it (EACCES, EIO): root reads any mode."""
+    v2_tree(tmp_path)
+    _deny_reads(monkeypatch, "kubepods/pod1/cpu.max")
     _, issues = limits(tmp_path)
     assert any(
         i.path == "sys/fs/cgroup/kubepods/pod1/cpu.max" and "Permission denied" in i.reason
@@ -579,17 +584,8 @@ def test_a_mount_from_outside_the_cgroup_namespace_is_not_taken_for_the_cgroup(
 def test_an_unreadable_quota_makes_the_quota_unknown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hwtune.probes.cgroup as cgroup
-
     v1_tree(tmp_path, quota="150000")
-    real = cgroup.root_read_text
-
-    def deny(root: Path, path: str | Path, limit: int = cgroup.MAX_SMALL) -> str:
-        if str(path).endswith("cpu.cfs_quota_us"):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real(root, path, limit)
-
-    monkeypatch.setattr(cgroup, "root_read_text", deny)
+    _deny_reads(monkeypatch, "cpu.cfs_quota_us")
     hw, _ = limits(tmp_path)
     assert hw.effective_cpus_reason.endswith("; cgroup CPU quota unknown")
 
