@@ -98,8 +98,10 @@ def _selected_command(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     env = env or Environment()
-    parser = build_parser(only=_selected_command(argv))
     try:
+        # Importing the subcommand (TensorFlow-free, but pydantic and friends) takes tens of
+        # milliseconds: Ctrl-C then is an interrupted start, not a traceback.
+        parser = build_parser(only=_selected_command(argv))
         # argparse writes usage and errors to sys.std*: send them to this Environment's.
         with contextlib.redirect_stdout(env.stdout), contextlib.redirect_stderr(env.stderr):
             args, extra = parser.parse_known_args(argv)
@@ -108,6 +110,10 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
                 owner.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exit_:  # argparse exits 2 on bad usage, 0 on --help
         return int(exit_.code or 0)
+    except KeyboardInterrupt:
+        if "--debug" in argv:
+            raise
+        return ExitStatus.INTERRUPTED
     if getattr(args, "_command", None) is None:
         parser.print_help(env.stdout)
         return ExitStatus.USAGE

@@ -319,3 +319,22 @@ def test_json_never_holds_nan_or_infinity(tmp_path: Path) -> None:
     bad = CpuInfo(core_types=(CoreType("performance", (0,), 1, max_mhz=float("nan")),))
     with pytest.raises(HwtuneError, match=r"cpu\.core_types\[0\]\.max_mhz is not a finite"):
         dumps_json(Hardware(cpu=bad), "detect --json")
+
+
+def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback() -> None:
+    """A real SIGINT that lands while `main` imports the subcommand's module."""
+    script = (
+        "import importlib, os, signal, sys\n"
+        "import hwtune.cli as cli\n"
+        "real = importlib.import_module\n"
+        "def interrupted(name, *args):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return real(name, *args)\n"
+        "cli.importlib.import_module = interrupted\n"
+        "sys.exit(cli.main(['detect', '--json']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == ExitStatus.INTERRUPTED, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""

@@ -137,6 +137,11 @@ def test_as_root_a_destination_another_user_controls_is_refused(tmp_path: Path) 
     with pytest.raises(HwtuneError, match="theirs"):
         take_snapshot(theirs, gpus=False, tensorflow=False)
     assert list(theirs.iterdir()) == []
+    # The CLI says why with the refusal's own hint, not "cannot write ... no room".
+    result = run_cli(["snapshot", str(theirs), "--no-gpu", "--no-tensorflow"])
+    assert result.exit_status == ExitStatus.ERROR
+    assert "refusing to write under" in result.stderr and "chown root" in result.stderr
+    assert "room" not in result.stderr and "incomplete" not in result.stderr
 
 
 def test_cli_snapshot(tmp_path: Path) -> None:

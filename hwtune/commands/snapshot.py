@@ -34,6 +34,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     dest = Path(args.dir)
     try:
         manifest = take_snapshot(dest, gpus=not args.no_gpu, tensorflow=not args.no_tensorflow)
+    except HwtuneError:  # a refusal that already says what to do (ApplyError is an OSError)
+        raise
     except OSError as err:  # a write failed part-way (full disk, read-only): no traceback
         where = f" ({err.filename})" if err.filename else ""
         raise HwtuneError(
