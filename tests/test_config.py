@@ -190,3 +190,32 @@ def test_relative_xdg_is_ignored_and_other_modules_agree(tmp_path: Path) -> None
     except ImportError:
         pytest.skip("no daemon module")
     assert [Path(p) for p in watched(environ)] == list(config_paths(environ))
+
+
+def test_a_config_path_that_is_no_regular_file_is_an_error(tmp_path: Path) -> None:
+    """Absent is fine; a directory or a dangling link named config.toml is a mistake to report,
+    with the run's exit status (`hwtune plan` exits 1), not a config silently skipped."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "config"
+    (home / "hwtune" / "config.toml").mkdir(parents=True)
+    config = home / "hwtune" / "config.toml"
+    with pytest.raises(ConfigError, match=r"config.toml: a directory, not a regular file"):
+        load_overrides({}, config_paths=[config])
+    config.rmdir()
+    config.symlink_to(tmp_path / "dotfiles" / "hwtune.toml")
+    with pytest.raises(ConfigError, match=r"a symbolic link to .*hwtune.toml.*does not exist"):
+        load_overrides({}, config_paths=[config])
+    assert load_overrides({}, config_paths=[tmp_path / "absent.toml"]) == load_overrides(
+        {}, config_paths=[]
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "hwtune", "plan", "--json"],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 1 and "does not exist" in done.stderr, done.stderr

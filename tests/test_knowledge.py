@@ -98,3 +98,60 @@ def test_cpu_tables_validate_and_cite_public_sources() -> None:
             # Sources a user can open: never the project's private notes.
             for private in ("tf-build.md", "anchors.md", "[S"):
                 assert private not in raw["source"], f"{name}: {raw['key']}: {private}"
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_a_knowledge_dir_that_is_no_directory_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    named = tmp_path / "knowledge"
+    if kind == "file":
+        named.write_text("")
+    monkeypatch.setenv("HWTUNE_KNOWLEDGE_DIR", str(named))
+    with pytest.raises(KnowledgeError, match=r"HWTUNE_KNOWLEDGE_DIR=.*knowledge: "):
+        load_table("microarchitectures", Fruit)
+
+
+def test_a_table_that_is_no_regular_file_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory or a dangling link named like a table is refused, not silently skipped."""
+    shipped = tmp_path / "shipped"
+    write_table(shipped, [])
+    monkeypatch.setattr("hwtune.knowledge.DATA_DIR", shipped)
+    user = tmp_path / "user"
+    (user / "fruit.json").mkdir(parents=True)
+    with pytest.raises(KnowledgeError, match=r"fruit.json: cannot read: a directory"):
+        load_table("fruit", Fruit, extra_dirs=(user,))
+    (user / "fruit.json").rmdir()
+    (user / "fruit.json").symlink_to(tmp_path / "gone.json")
+    with pytest.raises(KnowledgeError, match=r"a symbolic link to .*gone.json.*does not exist"):
+        load_table("fruit", Fruit, extra_dirs=(user,))
+
+
+@pytest.mark.parametrize(
+    ("host", "table", "issue"),
+    [
+        ("utillinux-x86_64-epyc_7451", "microarchitectures", "microarchitecture unknown: "),
+        ("archspec-amazon-graviton2", "arm_parts", "Arm core name unknown: "),
+    ],
+)
+def test_a_bad_user_table_costs_detect_only_what_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str, table: str, issue: str
+) -> None:
+    """The CPU's counts and flags survive; the issue names the user's file."""
+    from hwtune.probes import detect
+
+    root = Path(__file__).parent / "data" / "hosts" / host
+    if not root.is_dir():
+        pytest.skip(f"tests/data/hosts/{host} is not in this checkout")
+    good = detect(root, gpus=False, tensorflow=False)
+    (tmp_path / f"{table}.json").write_text('{"entries": [{"key": 1}]}')
+    monkeypatch.setenv("HWTUNE_KNOWLEDGE_DIR", str(tmp_path))
+    clear_cache()
+    bad = detect(root, gpus=False, tensorflow=False)
+    said = [i.reason for i in bad.issues if i.reason.startswith(issue)]
+    assert said and str(tmp_path / f"{table}.json") in said[0], bad.issues
+    assert not any("failed unexpectedly" in i.reason for i in bad.issues), bad.issues
+    assert bad.cpu.flags == good.cpu.flags and bad.cpu.logical_cpus == good.cpu.logical_cpus
+    assert bad.cpu.vendor == good.cpu.vendor

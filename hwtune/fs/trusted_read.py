@@ -96,6 +96,9 @@ def read_bounded(
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise RefusedFile(name, "a symbolic link; not followed") from None
+        if err.errno == errno.ENOENT and os.path.islink(name):
+            why = f"a symbolic link to {os.readlink(name)!r}, which does not exist"
+            raise RefusedFile(name, why, missing=True) from None
         raise RefusedFile(
             name,
             f"cannot read: {err.strerror or err}",

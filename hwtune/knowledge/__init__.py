@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -35,9 +36,20 @@ E = TypeVar("E", bound=Entry)
 
 
 def user_dirs(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
-    """Where user-added knowledge is looked for, lowest precedence first."""
+    """Where user-added knowledge is looked for, lowest precedence first.
+
+    The XDG directory may be absent (most users add nothing); $HWTUNE_KNOWLEDGE_DIR is named
+    on purpose, so one that is no directory is a KnowledgeError: a typo there would otherwise
+    plan with the shipped tables while the user believes theirs are read."""
     from hwtune.paths import knowledge_dirs
 
+    named = (os.environ if environ is None else environ).get("HWTUNE_KNOWLEDGE_DIR")
+    if named and not os.path.isdir(named):
+        what = "does not exist" if not os.path.lexists(named) else "is not a directory"
+        raise KnowledgeError(
+            f"HWTUNE_KNOWLEDGE_DIR={named}: {what}",
+            hint="name the directory that holds your <table>.json files, or unset it",
+        )
     return tuple(Path(d) for d in knowledge_dirs(environ))
 
 
@@ -85,8 +97,8 @@ def load_table(
 def _load_table(table: str, entry_cls: type[E], extra_dirs: tuple[Path, ...]) -> tuple[E, ...]:
     merged: dict[str, E] = {}
     for path in (DATA_DIR / f"{table}.json", *(d / f"{table}.json" for d in extra_dirs)):
-        if path.parent != DATA_DIR and not path.is_file():
-            continue
+        if path.parent != DATA_DIR and not os.path.lexists(path):
+            continue  # a user directory need not replace every table
         for i, raw in enumerate(_read_entries(path)):
             where = f"{path}: entries[{i}]"
             try:

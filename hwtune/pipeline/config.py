@@ -155,7 +155,10 @@ def load_overrides(
     result = Overrides()
     paths = default_config_paths(environ) if config_paths is None else tuple(config_paths)
     for path in paths:
-        if Path(path).is_file():
+        # Absent is fine (most machines have no config); anything else there must be a
+        # readable regular file: a directory or dangling link named config.toml is a mistake
+        # the user should hear about, not a config silently skipped.
+        if os.path.lexists(path):
             result = result.merged(read_config_file(Path(path)))
     result = result.merged(overrides_from_environ(environ))
     result = result.merged(parse_sets(argv_sets))

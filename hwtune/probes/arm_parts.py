@@ -33,11 +33,13 @@ def parse_key(key: str) -> tuple[int, int]:
     raise KnowledgeError(f"arm_parts: entry {key!r}: not 'IMPLEMENTER:PART' in hex (0x41:0xd49)")
 
 
-@functools.cache
-def _by_ids() -> dict[tuple[int, int], str]:
-    return {parse_key(entry.key): entry.name for entry in load_table("arm_parts", ArmPart)}
+@functools.lru_cache(maxsize=4)
+def _by_ids(entries: tuple[ArmPart, ...]) -> dict[tuple[int, int], str]:
+    # Keyed by the loaded table (itself cached by `load_table`), so the daemon's reload and a
+    # changed $HWTUNE_KNOWLEDGE_DIR are seen, as microarch._compile does.
+    return {parse_key(entry.key): entry.name for entry in entries}
 
 
 def arm_part_name(implementer: int, part: int) -> str | None:
     """ "Neoverse-N2" for (0x41, 0xd49); None for a part the table does not know."""
-    return _by_ids().get((implementer, part))
+    return _by_ids(load_table("arm_parts", ArmPart)).get((implementer, part))

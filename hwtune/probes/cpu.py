@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+from hwtune.errors import KnowledgeError
 from hwtune.models.hardware import Arch, Cache, CoreKind, CoreType, CpuInfo, LogicalCpu
 from hwtune.probes.arm_parts import arm_part_name
 from hwtune.probes.cpuinfo import (
@@ -85,7 +86,7 @@ def probe_cpu(root: Path, issues: IssueLog) -> CpuInfo:
     if cpuinfo is None and lscpu is None and not (sysfs and sysfs.places):
         issues.add(PROBE, f"no CPU source: {_why_no_source(root, sysfs)}")
         return CpuInfo(arch=arch)
-    info = _identity(arch, cpuinfo, lscpu)
+    info = _identity(arch, cpuinfo, lscpu, issues)
     topo = _topology(root, arch, cpuinfo, lscpu, sysfs, issues)
     info = _with_microarch(info, cpuinfo, lscpu, issues)
     if cpuinfo is None and lscpu is not None and "Flags" not in lscpu.fields:
@@ -169,7 +170,9 @@ def _lscpu_arch(lscpu: LscpuFacts) -> Arch:
     return lscpu_arch(lscpu.fields, lscpu.flags)
 
 
-def _identity(arch: Arch, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None) -> CpuInfo:
+def _identity(
+    arch: Arch, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None, issues: IssueLog
+) -> CpuInfo:
     info = CpuInfo(arch=arch)
     if cpuinfo is not None:
         vendor = cpuinfo.vendor
@@ -189,7 +192,11 @@ def _identity(arch: Arch, cpuinfo: CpuinfoFacts | None, lscpu: LscpuFacts | None
         if cpuinfo.implementer and cpuinfo.part:
             # Arm cpuinfo names no model (old kernels: "AArch64 Processor rev 4"); lscpu names
             # the core from implementer and part, and so does the table (util-linux lscpu-arm.c).
-            name = arm_part_name(int(cpuinfo.implementer, 16), int(cpuinfo.part, 16))
+            try:
+                name = arm_part_name(int(cpuinfo.implementer, 16), int(cpuinfo.part, 16))
+            except KnowledgeError as err:  # a bad user table costs the name, not the CPU
+                issues.add(PROBE, f"Arm core name unknown: {err.message}")
+                name = None
             info = replace(info, model_name=name or info.model_name)
     if lscpu is None:
         return info
@@ -271,20 +278,25 @@ def _with_microarch(
         cpu_name = cpuinfo.machine if cpuinfo else None
         if cpu_name is None and lscpu is not None:
             cpu_name = lscpu_identity(lscpu.fields, lscpu.flags, info.arch).machine
-    found = identify(
-        CpuIdentity(
-            arch=info.arch,
-            vendor=vendor,
-            family=info.family,
-            model=info.model,
-            stepping=info.stepping,
-            arm_parts=parts,
-            pvr=cpuinfo.pvr if cpuinfo else _lscpu_pvr(lscpu, info.arch),
-            cpu_name=cpu_name,
-            riscv_id=cpuinfo.riscv_id if cpuinfo else None,
-            flags=frozenset(info.flags),
-        )
+    identity = CpuIdentity(
+        arch=info.arch,
+        vendor=vendor,
+        family=info.family,
+        model=info.model,
+        stepping=info.stepping,
+        arm_parts=parts,
+        pvr=cpuinfo.pvr if cpuinfo else _lscpu_pvr(lscpu, info.arch),
+        cpu_name=cpu_name,
+        riscv_id=cpuinfo.riscv_id if cpuinfo else None,
+        flags=frozenset(info.flags),
     )
+    try:
+        found = identify(identity)
+    except KnowledgeError as err:
+        # A user's microarchitectures.json that does not validate: the plan refuses it with
+        # the same message; detect still reports everything the table is not needed for.
+        issues.add(PROBE, f"microarchitecture unknown: {err.message}")
+        return info
     if found.problem:
         issues.add(PROBE, f"microarchitecture unknown: {found.problem}")
     return replace(
