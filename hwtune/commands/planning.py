@@ -63,7 +63,7 @@ def add_plan_arguments(
         "--hardware",
         type=nonempty_path,
         metavar="FILE",
-        help="plan from a hardware model saved by `hwtune detect --json`",
+        help="plan from a hardware model saved by `hwtune detect --json` (- reads stdin)",
     )
     group.add_argument(
         "--mode", choices=("throughput", "latency"), help="the goal (default throughput)"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,17 +134,65 @@ def _read_hardware(path: Path) -> Hardware:
     return dataclasses.replace(hardware, root=f"--hardware {path}")
 
 
-def _hardware_json(path: Path) -> Any:
-    """The parsed JSON of a regular file of at most MAX_HARDWARE_BYTES: never blocking on a
-    FIFO, never reading a device, never recursing or converting numbers without bound."""
-    from hwtune.fs.trusted_read import RefusedFile, read_bounded
-    from hwtune.models.nesting import json_nesting_problem
+def _hardware_bytes(path: Path) -> bytes:
+    """At most MAX_HARDWARE_BYTES + 1 bytes of a regular file, a pipe, or stdin ("-").
 
+    Pipes are what `--hardware <(ssh host hwtune detect --json)` and `hwtune detect --json |
+    hwtune plan --hardware -` give; reading one waits for its writer, as `cat` does, which is
+    what the user asked for. A device (/dev/zero, a terminal), a directory or a socket is
+    refused without being read."""
+    import stat
+
+    from hwtune.fs.trusted_read import RefusedFile, read_bounded, read_capped
+
+    name = os.fspath(path)
+    stdin = name == "-"
     try:
-        raw = read_bounded(path, MAX_HARDWARE_BYTES, check_owner=False, follow=True)
-        text = raw.decode("utf-8")
+        if not stdin and not _is_fifo(name):  # read_bounded says why anything else is refused
+            return read_bounded(name, MAX_HARDWARE_BYTES, check_owner=False, follow=True)
+        fd = 0 if stdin else os.open(name, os.O_RDONLY | os.O_CLOEXEC)
     except RefusedFile as err:
         raise HwtuneError(f"--hardware {err.message}", hint=_DETECT_HINT) from None
+    except OSError as err:
+        raise HwtuneError(f"--hardware {name}: cannot read: {err.strerror or err}") from None
+    where = "stdin" if stdin else name
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+            raise HwtuneError(
+                f"--hardware {where}: not a file or a pipe; not read",
+                hint="pipe `hwtune detect --json` into `--hardware -`, or name its saved file",
+            )
+        return read_capped(fd, MAX_HARDWARE_BYTES)
+    except OSError as err:
+        raise HwtuneError(f"--hardware {where}: cannot read: {err.strerror or err}") from None
+    finally:
+        if not stdin:
+            os.close(fd)
+
+
+def _is_fifo(name: str) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISFIFO(os.stat(name).st_mode)
+    except OSError:
+        return False
+
+
+def _hardware_json(path: Path) -> Any:
+    """The parsed JSON of a file or pipe of at most MAX_HARDWARE_BYTES: never reading a
+    device, never recursing or converting numbers without bound."""
+    from hwtune.models.nesting import json_nesting_problem
+
+    raw = _hardware_bytes(path)
+    if len(raw) > MAX_HARDWARE_BYTES:
+        raise HwtuneError(
+            f"--hardware {path}: larger than {MAX_HARDWARE_BYTES} bytes; not read",
+            hint=_DETECT_HINT,
+        )
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise HwtuneError(f"--hardware {path}: not UTF-8 text (byte {err.start})") from None
     problem = json_nesting_problem(text, MAX_HARDWARE_NESTING)
