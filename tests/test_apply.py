@@ -190,6 +190,41 @@ INTERRUPT_MIDWAY = textwrap.dedent(
 )
 
 
+SECOND_CTRL_C_IN_A_THREADED_PROGRAM = textwrap.dedent(
+    """
+    import os, signal, sys, threading, time
+    sys.path.insert(0, {repo!r})
+    import hwtune.apply.outputs as outputs
+    from hwtune.cli import main
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()  # takes the signal
+    real_write, real_restore = outputs.write_atomic, outputs.journal.restore
+    def write_then_interrupt(path, data, **kw):
+        real_write(path, data, **kw)
+        os.kill(os.getpid(), signal.SIGINT)
+    def restore_interrupted(*args, **kw):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C again, while rolling back
+        time.sleep(0.2)  # the other thread's C handler runs; Python's would now, in main
+        return real_restore(*args, **kw)
+    outputs.write_atomic = write_then_interrupt
+    outputs.journal.restore = restore_interrupted
+    sys.exit(main(["apply", "--output", {out!r}, "--set", "MODE=b"]))
+    """
+)
+
+
+def test_a_second_ctrl_c_waits_for_the_roll_back_in_a_threaded_program(tmp_path: Path) -> None:
+    """With another thread running, masking the main thread's signals alone let the second
+    SIGINT interrupt the roll-back; the previous set must still be back, and said so."""
+    assert run_cli(["apply", "--output", str(tmp_path), "--set", "MODE=a"]).exit_status == 0
+    before = snapshot(tmp_path)
+    script = SECOND_CTRL_C_IN_A_THREADED_PROGRAM.format(repo=str(REPO), out=str(tmp_path))
+    child = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 130, child.stderr
+    assert "interrupted; the 1 file(s) already replaced were restored" in child.stderr
+    assert snapshot(tmp_path) == before
+    assert len(journal.entry_ids(tmp_path)) == 1
+
+
 def test_ctrl_c_midway_puts_the_previous_set_back_at_once(tmp_path: Path) -> None:
     """A real SIGINT between two renames: the files already replaced go back before hwtune
     exits 130, and it says so; nothing waits for the next apply to be rolled back."""

@@ -14,9 +14,11 @@ import contextlib
 import difflib
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hwtune.apply import journal
 from hwtune.errors import ApplyError
@@ -170,14 +172,32 @@ def _read_only_mount(directory: Path) -> bool:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP wait (pthread_sigmask(3)) while the block runs; a signal
-    that came meanwhile is delivered when it ends."""
+    """SIGINT, SIGTERM and SIGHUP wait while the block runs, the roll-back after a Ctrl-C.
+
+    Masking this thread (pthread_sigmask(3)) is not enough in a program with other threads:
+    the kernel hands a process-directed signal to any thread that does not block it, and
+    Python then runs the handler in the main thread anyway (signal module docs, "Signals and
+    threads"). So in the main thread the handlers are also swapped for a recorder. A SIGINT
+    that came meanwhile is dropped (the caller raises KeyboardInterrupt next); SIGTERM and
+    SIGHUP are raised again once the old handlers are back."""
     held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    came: list[int] = []
+    swapped: dict[int, Any] = {}  # signal.getsignal's handlers
+    if threading.current_thread() is threading.main_thread():
+        for number in held:
+            handler = signal.getsignal(number)
+            if handler is not None:  # None: installed outside Python, cannot be put back
+                swapped[number] = signal.signal(number, lambda n, _frame: came.append(n))
     before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # what was pending is recorded now
+        for held_number, handler in swapped.items():
+            signal.signal(held_number, handler)
+        for came_number in dict.fromkeys(came):
+            if came_number != signal.SIGINT:
+                signal.raise_signal(came_number)
 
 
 def _roll_back(output_dir: Path, entry: journal.JournalEntry) -> str:
