@@ -186,9 +186,13 @@ def test_a_users_intra_op_count_does_not_raise_inter_op_beyond_the_cores(
     hw = make_hardware()
     big = plan(hw, knowledge=knowledge, overrides=Overrides(intra_op=16)).threads
     assert (big.intra_op.value, big.inter_op.value) == (16, 2)
-    assert "capped at the rule's 2" in big.inter_op.reason
+    assert "capped at 2, the intra-op count the rules give this slice" in big.inter_op.reason
     small = plan(hw, knowledge=knowledge, overrides=Overrides(intra_op=1)).threads
     assert (small.intra_op.value, small.inter_op.value) == (1, 1)
+    # Under a 1-CPU quota the rule's count is the budget, and the reason must not call it cores.
+    quota = plan(make_hardware(quota=1.0), knowledge=knowledge, overrides=Overrides(intra_op=4))
+    assert (quota.threads.intra_op.value, quota.threads.inter_op.value) == (4, 1)
+    assert "capped at 1, the intra-op count the rules give" in quota.threads.inter_op.reason
 
 
 def test_instances_follow_numa_nodes_and_never_share_a_core(knowledge: Knowledge) -> None:

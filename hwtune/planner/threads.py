@@ -95,9 +95,9 @@ def intra_op(hw: Hardware, intent: Intent, mine: Slice) -> Setting:
 def inter_op(
     hw: Hardware, intent: Intent, mine: Slice, intra: int, *, ceiling: int | None = None
 ) -> Setting:
-    """`intra`: the intra-op threads planned (a user's count included); `ceiling`: the rule's
-    own intra-op count (the slice's physical cores), which a user's larger count does not
-    raise the inter-op pool beyond."""
+    """`intra`: the intra-op threads planned (a user's or a measured count included);
+    `ceiling`: the rule's own intra-op count (the slice's physical cores, or its CPU budget
+    when that is smaller), which a larger given count does not raise the inter-op pool beyond."""
     if intent.mode == "latency":
         return Setting(
             1,
@@ -113,8 +113,8 @@ def inter_op(
         )
         value = min(intra, ceiling) if ceiling else intra
         capped = (
-            f", capped at the rule's {value} (the slice's physical cores): a larger intra-op "
-            "count does not add concurrent ops"
+            f", capped at {value}, the intra-op count the rules give this slice (its physical "
+            "cores or CPU budget): a larger intra-op count does not add concurrent ops"
             if value < intra
             else ""
         )
