@@ -109,9 +109,10 @@ def test_a_busy_private_tf_data_pool_is_input_bound() -> None:
     assert analyse(data).bottleneck == "compute"
 
 
-def _with_sleeper(data: SampleSet, ran: bool) -> SampleSet:
-    """`data` plus one thread in hrtimer_nanosleep in every sample, as Keras's fit starts one
-    (53 µs of CPU since it started, on a 2-vCPU EPYC VM, TF 2.21); `ran`: it wakes and works."""
+def _with_sleeper(data: SampleSet, ran: bool, wchan: str = "hrtimer_nanosleep") -> SampleSet:
+    """`data` plus one thread in hrtimer_nanosleep (or `wchan`) in every sample, as Keras's fit
+    starts one (53 µs of CPU since it started, on a 2-vCPU EPYC VM, TF 2.21); `ran`: it wakes
+    and works."""
     samples = tuple(
         replace(
             s,
@@ -124,7 +125,7 @@ def _with_sleeper(data: SampleSet, ran: bool) -> SampleSet:
                     0,
                     53_529 + (i * 10**7 if ran else 0),
                     0,
-                    "hrtimer_nanosleep",
+                    wchan,
                 ),
             ),
         )
@@ -138,6 +139,81 @@ def test_a_thread_parked_in_one_long_sleep_is_not_waiting_for_input() -> None:
     assert analyse(_with_sleeper(idle, ran=False)).bottleneck == "unknown"
     # The same sleeper waking to work between its sleeps is an input stage the compute waits on.
     assert analyse(_with_sleeper(idle, ran=True)).bottleneck == "input"
+
+
+@pytest.mark.parametrize("wchan", ["sk_wait_data", "pipe_read", "unix_stream_read_generic"])
+def test_a_reader_blocked_on_a_socket_or_pipe_waits_for_input_without_running(
+    wchan: str,
+) -> None:
+    """Only a timer sleep needs CPU in the window to count: a thread blocked reading a socket or
+    pipe for the whole window (a remote source that sends nothing) is the input stall itself.
+    Before, it was dropped like Keras's parked nanosleep thread, and the job was "unknown"."""
+    idle = _synthetic({"python": 0.05, "tf_Compute": 0.05})
+    blocked = _with_sleeper(idle, ran=False, wchan=wchan)
+    m = measure(blocked)
+    assert m is not None and m.input_waiters == 1.0
+    assert analyse(blocked).bottleneck == "input"
+    parked = measure(_with_sleeper(idle, ran=False))
+    assert parked is not None and parked.input_waiters == 0.0
+
+
+# A process whose threads block, for as long as it lives, reading a Unix socket, a TCP socket
+# and a pipe that nobody writes to, and one in a long time.sleep; "ready" once they are started.
+BLOCKED_READERS = """
+import os, socket, sys, threading, time
+unix, unix_peer = socket.socketpair()  # every end kept open: a closed one reads as EOF
+server = socket.create_server(("127.0.0.1", 0))
+tcp = socket.create_connection(server.getsockname())
+tcp_peer, _ = server.accept()
+pipe, pipe_writer = os.pipe()
+for read in (lambda: unix.recv(1), lambda: tcp.recv(1), lambda: os.read(pipe, 1)):
+    threading.Thread(target=read, daemon=True).start()
+threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_real_threads_blocked_on_sockets_and_a_pipe_wait_for_input() -> None:
+    """The same on a real process, sampled from /proc as the doctor does: the three readers
+    use no CPU in the window and count, the thread in a long sleep does not."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from hwtune.doctor.samples import Budget
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", BLOCKED_READERS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + 30
+        while True:  # until every thread but the main one sleeps where it will stay
+            threads = read_threads(child.pid) or ()
+            asleep = [t for t in threads if t.tid != child.pid and t.state == "S"]
+            if len(asleep) == 4 and not any("futex" in t.wchan for t in asleep):  # not the GIL
+                break
+            assert time.monotonic() < deadline, threads
+            time.sleep(0.05)
+        if not any("nanosleep" in t.wchan for t in asleep):
+            pytest.skip(f"this kernel does not name wait channels ({asleep[0].wchan!r})")
+        samples = []
+        for _ in range(5):
+            samples.append(Sample(time.monotonic(), read_threads(child.pid) or ()))
+            time.sleep(0.1)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
+    clock_ticks = os.sysconf("SC_CLK_TCK")
+    data = SampleSet(child.pid, "python", clock_ticks, Budget(1, "test"), tuple(samples))
+    m = measure(data)
+    assert m is not None and m.input_waiters == 3.0, [t.wchan for t in samples[-1].threads]
 
 
 def test_an_idle_job_is_unknown_and_says_so() -> None:

@@ -9,8 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.apply.marker import MARKER, hwtune_owned, marker_value, parse, replace_own
+from hwtune.apply.launch import env_for_instance
+from hwtune.apply.marker import (
+    LAUNCH_VARIABLES,
+    MARKER,
+    hwtune_owned,
+    marker_value,
+    parse,
+    replace_own,
+)
 from hwtune.apply.render import ENV_FILES, env_map, render_env
+from hwtune.models.hardware import Gpu, Hardware
 from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON, make_profile
 
@@ -173,3 +182,58 @@ def test_env_files_for_other_processes_hold_the_plan_alone(tmp_path: Path) -> No
     ).stdout
     planned = env_map(profile_for(PlanRequest(environ=env)).profile)
     assert f"TF_NUM_INTRAOP_THREADS={planned['TF_NUM_INTRAOP_THREADS']}" in out.splitlines()
+
+
+@needs_two_cpus
+def test_env_in_an_instance_of_exec_keeps_the_instance_and_unsets_stale_plan_variables(
+    tmp_path: Path,
+) -> None:
+    """`eval "$(hwtune env)"` inside a copy of `hwtune exec --instances 2`. Before: exec's
+    HWTUNE_INSTANCE(S) are listed in the marker and no plan sets them, so the eval unset them
+    and the copy no longer knew which one it was. A variable an earlier eval's plan set (here
+    OMP_NUM_THREADS, through --set) is still unset when the next plan drops it."""
+    script = (
+        f'set -e; eval "$({HWTUNE} env)"; '
+        f'eval "$({HWTUNE} env --set OMP_NUM_THREADS=3)"; test "$OMP_NUM_THREADS" = 3; '
+        f'eval "$({HWTUNE} env)"; '
+        'echo "$HWTUNE_INSTANCE/$HWTUNE_INSTANCES ${OMP_NUM_THREADS-unset}"'
+    )
+    result = subprocess.run(
+        [*HWTUNE.split(), "exec", "--instances", "2", "--", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        env=_environ(tmp_path),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["[0] 0/2 unset", "[1] 1/2 unset"]
+
+
+def test_env_unsets_a_stale_gpu_list_only_outside_an_instance_of_exec(tmp_path: Path) -> None:
+    """Exec's GPU variables are the instance's own: `hwtune env` in it leaves them, though its
+    plan (no GPUs here) does not set them. Outside an instance only an earlier plan can have
+    set them (`env --instances 2 --instance 1` on a GPU node), and they are stale."""
+    gpus = {"CUDA_VISIBLE_DEVICES": "GPU-aaa", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    instance = {"HWTUNE_INSTANCE": "0", "HWTUNE_INSTANCES": "1", **gpus}
+    show = f'{PYTHON} -c "{SHOW.replace("TF_NUM_", "CUDA_")}"'
+    for exported, kept in ((instance, gpus), (gpus, {})):
+        env = {**_environ(tmp_path), **exported, MARKER: marker_value(exported)}
+        result = _bash(f'eval "$({HWTUNE} env)"; {show}', env)
+        assert result.returncode == 0, result.stderr
+        after = json.loads(result.stdout)
+        assert {k: v for k, v in after.items() if k.startswith("CUDA_")} == kept
+        assert {k: after.get(k) for k in ("HWTUNE_INSTANCE", "HWTUNE_INSTANCES")} == {
+            k: exported.get(k) for k in ("HWTUNE_INSTANCE", "HWTUNE_INSTANCES")
+        }
+
+
+def test_what_exec_adds_to_the_plan_is_a_launch_variable() -> None:
+    """`hwtune env` spares LAUNCH_VARIABLES in an instance: every variable exec sets beyond
+    the plan must be one, GPUs by UUID, by index, and none for a CPU-only instance."""
+    profile = make_profile(instances=((0,), (1,), (2,)), gpus=((0,), (1,), ()))
+    hw = Hardware(gpus=(Gpu(0, "A100", uuid="GPU-aaa"), Gpu(1, "A100", uuid="GPU-bbb")))
+    planned = set(env_map(profile))
+    for index in range(3):
+        for known in (hw, None):
+            added = set(env_for_instance(profile, index, hardware=known)) - planned
+            assert "HWTUNE_INSTANCE" in added and added <= LAUNCH_VARIABLES, (index, added)

@@ -112,6 +112,8 @@ def env_for_instance(
     from hwtune.apply.render import env_map
 
     env = env_map(profile)
+    # What is set here beyond the plan must be in hwtune.apply.marker.LAUNCH_VARIABLES, so
+    # that `hwtune env` evaluated in the instance does not unset it.
     env["HWTUNE_INSTANCE"] = str(index)
     env["HWTUNE_INSTANCES"] = str(max(len(profile.instances), profile.intent.instances))
     mine = instance_slice(profile, index)
@@ -153,9 +155,9 @@ def merge_environment(
     hwtune.apply.marker) are not the user's: they are replaced. HWTUNE_INSTANCE(S) are
     hwtune's own protocol with its children and always set.
     """
-    from hwtune.apply.marker import replace_own
+    from hwtune.apply.marker import INSTANCE_VARIABLES, replace_own
 
-    always = [name for name in planned if name.startswith("HWTUNE_INSTANCE")]
+    always = [name for name in INSTANCE_VARIABLES if name in planned]
     env, kept = replace_own(base, planned, always=always)
     notes = [
         f"keeping {name}={user!r} from the environment (profile: {value!r})"

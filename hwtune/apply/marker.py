@@ -27,6 +27,13 @@ from collections.abc import Iterable, Mapping
 MARKER = "HWTUNE_PROFILE"
 _VERSION = "1"
 
+# What `hwtune exec` sets in each instance on top of the plan (hwtune.apply.launch,
+# env_for_instance): the instance's identity (always set, whatever the caller had) and the
+# GPUs it owns. Named here, not in the launcher, because `hwtune env` reads it on its cached
+# path, which must stay clear of the launcher's imports (the planner and models, some 45 ms).
+INSTANCE_VARIABLES = ("HWTUNE_INSTANCE", "HWTUNE_INSTANCES")
+LAUNCH_VARIABLES = frozenset((*INSTANCE_VARIABLES, "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"))
+
 
 def _crc(value: str) -> str:
     return f"{zlib.crc32(value.encode('utf-8', 'surrogateescape')):08x}"
@@ -59,6 +66,21 @@ def hwtune_owned(environ: Mapping[str, str]) -> set[str]:
     return {
         name for name, crc in recorded.items() if name in environ and _crc(environ[name]) == crc
     }
+
+
+def stale(environ: Mapping[str, str], planned: Iterable[str]) -> set[str]:
+    """What hwtune set earlier in `environ` that a plan setting `planned` should remove.
+
+    Inside an instance of `hwtune exec` (HWTUNE_INSTANCE is set) that leaves out the variables
+    exec set for the instance (LAUNCH_VARIABLES): they are the launch's, not a plan's. A plan
+    made in there need not set them (in a pinned instance it is one instance on the CPUs exec
+    bound it to), and dropping them would make the instance forget which one it is and see
+    every GPU. Elsewhere only a plan set them, and one the new plan lacks is stale as any other.
+    """
+    dropped = hwtune_owned(environ) - set(planned) - {MARKER}
+    if "HWTUNE_INSTANCE" in environ:
+        dropped -= LAUNCH_VARIABLES
+    return dropped
 
 
 def replace_own(

@@ -7,8 +7,10 @@ so the command costs a fingerprint, not a detection.
 
 In the sh format, which is evaluated into the caller's shell, a variable the user set to another
 value is kept (left out, with a note) and one an earlier `eval "$(hwtune env)"` set that this
-plan no longer sets is unset (`hwtune.apply.marker`), as `hwtune exec` and `configure()` do. The
-other formats are files for other processes (a unit, a container): they hold the plan alone.
+plan no longer sets is unset (`hwtune.apply.marker`), as `hwtune exec` and `configure()` do;
+inside a copy `hwtune exec` started, the variables exec set for that copy (its index, its GPUs)
+are never unset (`hwtune.apply.marker.stale`). The other formats are files for other processes
+(a unit, a container): they hold the plan alone.
 Exit status: 0; 1 when a value cannot be written in the chosen format (dotenv); 2 bad usage.
 """
 
@@ -70,15 +72,16 @@ def _respect_the_shell(
     entries: list[EnvEntry], environ: Mapping[str, str]
 ) -> tuple[list[EnvEntry], list[str], list[str]]:
     """The entries to export into this shell, notes on the user's values kept, and the names
-    to unset: what hwtune exported earlier that this plan no longer sets."""
-    from hwtune.apply.marker import MARKER, hwtune_owned, replace_own
+    to unset: what hwtune exported earlier that this plan no longer sets, less what `hwtune
+    exec` set for the instance this shell runs in (`hwtune.apply.marker.stale`)."""
+    from hwtune.apply.marker import INSTANCE_VARIABLES, replace_own, stale
 
     planned = {e.name: e.value for e in entries}
-    always = [name for name in planned if name.startswith("HWTUNE_INSTANCE")]
+    always = [name for name in INSTANCE_VARIABLES if name in planned]
     _, kept = replace_own(environ, planned, always=always)
     notes = [
         f"keeping {name}={user!r} from the environment (profile: {value!r})"
         for name, (user, value) in kept.items()
     ]
-    unset = sorted(hwtune_owned(environ) - planned.keys() - {MARKER})
+    unset = sorted(stale(environ, planned))
     return [e for e in entries if e.name not in kept], notes, unset

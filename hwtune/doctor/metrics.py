@@ -30,8 +30,11 @@ GROUP_NAMES = {
 # Kernel wait channels of a thread sleeping or waiting for I/O, not on a lock (futex) or in
 # an event loop: time.sleep (hrtimer_nanosleep/do_nanosleep), disk (io_schedule, folio and
 # page waits), sockets and pipes.
+# Of those, the timer sleeps: a thread in one waits for the clock, not for data, so it counts
+# only if it also ran in the window (see measure()).
+TIMER_WAITS = ("nanosleep",)
 INPUT_WAITS = (
-    "nanosleep",
+    *TIMER_WAITS,
     "io_schedule",
     "folio_wait",
     "wait_on_page",
@@ -99,6 +102,16 @@ def _ran(start: ThreadSample, end: ThreadSample) -> bool:
     return end.cpu_ticks > start.cpu_ticks
 
 
+def _waits_for_input(thread: ThreadSample, ran: set[int]) -> bool:
+    """Whether a thread, in one sample, waits for input: in a disk wait (D), or asleep in one
+    of INPUT_WAITS, a timer sleep only if the thread is in `ran` (it ran in the window)."""
+    if thread.state == "D":
+        return True
+    if thread.state != "S" or not any(w in thread.wchan for w in INPUT_WAITS):
+        return False
+    return thread.tid in ran or not any(w in thread.wchan for w in TIMER_WAITS)
+
+
 def _r(value: float) -> float:
     return round(value, 3)
 
@@ -136,21 +149,15 @@ def measure(data: SampleSet) -> Metrics | None:
     for thread in samples[-1].threads:
         counts[group_of(thread, data.pid, data.comm)] += 1
     runnable = sum(sum(t.state == "R" for t in s.threads) for s in samples) / len(samples)
-    # A sleeper counts as waiting for input only if it ran in the window: a thread parked in
-    # one long sleep (Keras's fit starts one, in hrtimer_nanosleep in every sample with 53 µs
-    # of CPU since it started, TF 2.21) waits for nothing the job needs. Disk waits (D) count.
+    # A thread in a timer sleep counts as waiting for input only if it ran in the window: one
+    # parked in a single long sleep (Keras's fit starts one, in hrtimer_nanosleep in every
+    # sample with 53 µs of CPU since it started, TF 2.21) waits for nothing the job needs.
+    # A socket, pipe or disk wait counts whether or not the thread ran: a reader blocked on a
+    # slow source for the whole window is the input stall itself. Disk waits (D) count.
     ran = {tid for tid, end in last.items() if _ran(first[tid], end)}
     ran |= {t.tid for s in samples for t in s.threads if t.state != "S"}
     waiters = sum(
-        sum(
-            t.tid != data.pid
-            and (
-                t.state == "D"
-                or (t.state == "S" and t.tid in ran and any(w in t.wchan for w in INPUT_WAITS))
-            )
-            for t in s.threads
-        )
-        for s in samples
+        sum(t.tid != data.pid and _waits_for_input(t, ran) for t in s.threads) for s in samples
     ) / len(samples)
     throttled_share = throttled_s = None
     periods = 0
