@@ -176,8 +176,6 @@ def test_a_later_count_without_an_index_starts_the_index_over() -> None:
     assert (index.instances, index.instance) == (4, 1)
     other = early.merged(Overrides(mode="latency"))
     assert (other.instances, other.instance) == (4, 3)
-    same = early.merged(Overrides(instances=4, origins={"instances": "--instances"}))
-    assert (same.instances, same.instance) == (4, 3) and same.origins["instance"] == "x"
 
 
 def test_relative_xdg_is_ignored_and_other_modules_agree(tmp_path: Path) -> None:

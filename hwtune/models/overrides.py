@@ -46,9 +46,7 @@ class Overrides:
         sets the count without an index, an index from an earlier source is dropped (index 0),
         as a launcher's rank is when a flag gives the count. So `hwtune env --instances 1` in a
         child of `hwtune exec --instances 2` plans instance 0 of 1, not the HWTUNE_INSTANCE=1
-        its parent exported (which does not exist in a count of 1). A count that restates
-        the earlier one (`--instances 2` in a child of `exec --instances 2`) keeps the index:
-        the layout is the same, and the child is still the instance its parent started."""
+        its parent exported (which does not exist in a count of 1)."""
         changes: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             if f.name in ("env", "origins"):
@@ -57,7 +55,7 @@ class Overrides:
             if value is not None:
                 changes[f.name] = value
         origins = {**self.origins, **later.origins}
-        if later.instances not in (None, self.instances) and later.instance is None:
+        if later.instances is not None and later.instance is None:
             changes["instance"] = None
             origins.pop("instance", None)
         return dataclasses.replace(
