@@ -212,31 +212,30 @@ SECOND_CTRL_C_IN_A_THREADED_PROGRAM = textwrap.dedent(
 )
 
 
-def test_a_second_ctrl_c_waits_for_the_roll_back_in_a_threaded_program(tmp_path: Path) -> None:
-    """With another thread running, masking the main thread's signals alone let the second
-    SIGINT interrupt the roll-back; the previous set must still be back, and said so."""
+def _interrupted_apply_is_rolled_back(tmp_path: Path, script: str) -> None:
+    """Apply set a, then run `script` (an apply of set b that Ctrl-C interrupts) in a child:
+    it exits 130 saying the files were restored, and set a is back with only its entry."""
     assert run_cli(["apply", "--output", str(tmp_path), "--set", "MODE=a"]).exit_status == 0
     before = snapshot(tmp_path)
-    script = SECOND_CTRL_C_IN_A_THREADED_PROGRAM.format(repo=str(REPO), out=str(tmp_path))
-    child = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, timeout=120)
-    assert child.returncode == 130, child.stderr
-    assert "interrupted; the 1 file(s) already replaced were restored" in child.stderr
-    assert snapshot(tmp_path) == before
-    assert len(journal.entry_ids(tmp_path)) == 1
-
-
-def test_ctrl_c_midway_puts_the_previous_set_back_at_once(tmp_path: Path) -> None:
-    """A real SIGINT between two renames: the files already replaced go back before hwtune
-    exits 130, and it says so; nothing waits for the next apply to be rolled back."""
-    assert run_cli(["apply", "--output", str(tmp_path), "--set", "MODE=a"]).exit_status == 0
-    before = snapshot(tmp_path)
-    script = INTERRUPT_MIDWAY.format(repo=str(REPO), out=str(tmp_path))
-    child = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, timeout=120)
+    code = script.format(repo=str(REPO), out=str(tmp_path))
+    child = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
     assert child.returncode == 130, child.stderr
     assert "interrupted; the 1 file(s) already replaced were restored" in child.stderr
     assert snapshot(tmp_path) == before
     assert len(journal.entry_ids(tmp_path)) == 1  # only the first apply's entry
     assert not [p for p in tmp_path.iterdir() if TMP_MARK in p.name]
+
+
+def test_a_second_ctrl_c_waits_for_the_roll_back_in_a_threaded_program(tmp_path: Path) -> None:
+    """With another thread running, masking the main thread's signals alone let the second
+    SIGINT interrupt the roll-back; the previous set must still be back, and said so."""
+    _interrupted_apply_is_rolled_back(tmp_path, SECOND_CTRL_C_IN_A_THREADED_PROGRAM)
+
+
+def test_ctrl_c_midway_puts_the_previous_set_back_at_once(tmp_path: Path) -> None:
+    """A real SIGINT between two renames: the files already replaced go back before hwtune
+    exits 130, and it says so; nothing waits for the next apply to be rolled back."""
+    _interrupted_apply_is_rolled_back(tmp_path, INTERRUPT_MIDWAY)
 
 
 def _mount_tmpfs(path: Path, size: str) -> None:

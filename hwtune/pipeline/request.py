@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,8 +142,6 @@ def _hardware_bytes(path: Path) -> bytes:
     hwtune plan --hardware -` give; reading one waits for its writer, as `cat` does, which is
     what the user asked for. A device (/dev/zero, a terminal), a directory or a socket is
     refused without being read."""
-    import stat
-
     from hwtune.fs.trusted_read import RefusedFile, read_bounded, read_capped
 
     name = os.fspath(path)
@@ -172,8 +171,6 @@ def _hardware_bytes(path: Path) -> bytes:
 
 
 def _is_fifo(name: str) -> bool:
-    import stat
-
     try:
         return stat.S_ISFIFO(os.stat(name).st_mode)
     except OSError:

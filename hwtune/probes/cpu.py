@@ -293,8 +293,8 @@ def _with_microarch(
     try:
         found = identify(identity)
     except KnowledgeError as err:
-        # A user's microarchitectures.json that does not validate: the plan refuses it with
-        # the same message; detect still reports everything the table is not needed for.
+        # A user's microarchitectures.json that does not validate costs the name alone: the
+        # issue names the file, and detect still reports what the table is not needed for.
         issues.add(PROBE, f"microarchitecture unknown: {err.message}")
         return info
     if found.problem:
