@@ -156,6 +156,40 @@ def test_planning_failure_warns_and_strict_raises(
         hwtune.configure(tensorflow=False, strict=True)
 
 
+STRICT_AFTER_IMPORT = textwrap.dedent(
+    """
+    import json, os, sys, types
+    sys.modules["tensorflow"] = types.ModuleType("tensorflow")  # "imported" before configure()
+    before = dict(os.environ)
+    import hwtune
+    try:
+        hwtune.configure(strict=True)
+        raised = None
+    except hwtune.HwtuneError as err:
+        raised = str(err)
+    changed = {k for k in {*before, *os.environ} if before.get(k) != os.environ.get(k)}
+    hooks = [type(f).__name__ for f in sys.meta_path if "Hook" in type(f).__name__]
+    print(json.dumps({"raised": raised, "changed": sorted(changed), "hooks": hooks}))
+    """
+)
+
+
+def test_strict_configure_that_raises_leaves_the_environment_as_it_was(
+    clean_env: dict[str, str],
+) -> None:
+    """TensorFlow imported first: strict raises for the variables it would read too late.
+    Before, the raise left the plan's variables set, a stale one of an earlier `hwtune env`
+    unset, HWTUNE_PROFILE rewritten and the import hook installed."""
+    env = {**clean_env, "HW_STALE": "x", "HWTUNE_PROFILE": marker_value({"HW_STALE": "x"})}
+    done = subprocess.run(
+        [PYTHON, "-c", STRICT_AFTER_IMPORT], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["raised"] and "after TensorFlow was imported" in result["raised"]
+    assert result["changed"] == [] and result["hooks"] == []
+
+
 def test_a_value_no_environment_can_hold_is_a_problem_not_an_exception(
     clean_env: dict[str, str],
 ) -> None:
