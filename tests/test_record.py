@@ -51,6 +51,7 @@ def test_configure_leaves_a_record_and_removes_it_at_exit(tmp_path: Path) -> Non
         XDG_CACHE_HOME=str(tmp_path / "cache"),
         XDG_CONFIG_HOME=str(tmp_path / "config"),
     )
+    (tmp_path / "run").mkdir()  # the login made it; hwtune makes only its own level
     probe = (
         "import hwtune, json, os; r = hwtune.configure(tensorflow=False); "
         "from hwtune.apply.record import record_path; p = record_path(os.environ, os.getpid()); "
