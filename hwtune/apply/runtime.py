@@ -122,15 +122,21 @@ class ConfigureReport(ReportView):
             )
 
     def _mark_own(self, earlier: set[str]) -> None:
-        """Drop hwtune's earlier values this plan no longer sets; rewrite HWTUNE_PROFILE."""
-        from hwtune.apply.marker import MARKER, marker_value
+        """Drop hwtune's earlier values this plan no longer sets; rewrite HWTUNE_PROFILE.
+
+        The rule is `hwtune env`'s (hwtune.apply.marker.stale): in an instance `hwtune exec`
+        started, exec's own variables (HWTUNE_INSTANCE(S), its GPUs) are no plan's to drop,
+        and the new marker still names them (marker.launch_kept)."""
+        from hwtune.apply.marker import MARKER, launch_kept, marker_value, stale
 
         planned = {str(e[0]) for e in self.payload.get("env", [])}
-        for name in sorted(earlier - planned - {MARKER}):
+        launch = launch_kept(os.environ, planned)  # read before the marker is rewritten
+        for name in sorted(stale(os.environ, planned, owned=earlier)):
             self._previous_env.setdefault(name, os.environ.pop(name, None))
             _OWNED.pop(name, None)
         own = set(self.env_set) | (set(self.env_already) & earlier)
-        self._marker = (os.environ.get(MARKER), marker_value({n: os.environ[n] for n in own}))
+        written = {**launch, **{n: os.environ[n] for n in own}}
+        self._marker = (os.environ.get(MARKER), marker_value(written))
         os.environ[MARKER] = self._marker[1]
 
     def _record(self) -> None:
