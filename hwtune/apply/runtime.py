@@ -76,6 +76,7 @@ class ConfigureReport(ReportView):
         self._marker: tuple[str | None, str] | None = None  # HWTUNE_PROFILE (before, set)
         self._owned_before: dict[str, str] = {}  # _OWNED as this report found it
         self._recorded = False  # whether _record wrote this process's record
+        self._pid = os.getpid()  # the process that called configure(); see _record
 
     # -- applying ---------------------------------------------------------------------------
     def _apply_environment(self) -> None:
@@ -144,6 +145,12 @@ class ConfigureReport(ReportView):
         setenv never shows in /proc/PID/environ (hwtune.apply.record)."""
         from hwtune.apply import record
 
+        if os.getpid() != self._pid:
+            # A child forked after configure() (a multiprocessing pool worker) inherits the
+            # import hook and would record itself when it imports TensorFlow; but such a child
+            # leaves through os._exit, past the atexit that removes the record, so each worker
+            # left its configure-<pid>.json behind. The record is the configuring process's.
+            return
         names = [str(e[0]) for e in self.payload.get("env", [])]
         self._recorded = True
         record.write(
