@@ -15,7 +15,13 @@ ask this module, so they cannot disagree about a file (a relative XDG_CONFIG_HOM
 | apply/daemon output           | /etc/hwtune as root, else $XDG_CONFIG_HOME/hwtune            |
 | configure() profile cache     | $XDG_CACHE_HOME/hwtune                                       |
 | tune results                  | $HWTUNE_TUNED_DIR, else $XDG_STATE_HOME/hwtune/tuned         |
-| configure() records (verify)  | $XDG_RUNTIME_DIR/hwtune, else $TMPDIR/hwtune-<uid>           |
+| configure() records (verify)  | $XDG_RUNTIME_DIR/hwtune, else <temporary dir>/hwtune-<uid>   |
+
+$HOME is used when it is absolute; an empty or relative one (a unit with `Environment=HOME=`,
+`env HOME= …`) falls back to the user's home in the password database, as the XDG defaults are
+"$HOME/.cache" and so on and a relative base is as meaningless for $HOME as for XDG_*. Without
+either, asking for a default under the home is a ConfigError naming what to set; before, the
+files went to `/.cache/hwtune`, `/.config/hwtune` at the root of the file system.
 
 Only `os` is imported: configure()'s warm path (hwtune.apply.cache, .fingerprint) uses this
 module and must stay cheap, so paths are strings; `*_path` helpers wrap them in pathlib.Path.
@@ -45,12 +51,38 @@ def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
 
 
 def home(environ: Mapping[str, str] | None = None) -> str:
-    """$HOME when set and absolute, else the password database's home (os.path.expanduser)."""
+    """$HOME when set and absolute, else the password database's home of this user.
+
+    Not os.path.expanduser("~"): it returns an empty or relative $HOME of os.environ as it is
+    ("" becomes "/"), and reads os.environ, not the environment asked about.
+    """
     value = _env(environ).get("HOME", "")
     if value and os.path.isabs(value):
         return value
-    found = os.path.expanduser("~")
-    return found if os.path.isabs(found) else "/"
+    found = _password_home()
+    if found is None:
+        from hwtune.errors import ConfigError
+
+        shown = "unset" if "HOME" not in _env(environ) else f"{value!r}, not an absolute path"
+        raise ConfigError(
+            f"no home directory for hwtune's files: HOME is {shown}, and the password "
+            f"database has no absolute home for uid {os.getuid()}",
+            hint="set HOME to an absolute path, or XDG_CONFIG_HOME, XDG_CACHE_HOME and "
+            "XDG_STATE_HOME to absolute paths",
+        )
+    return found
+
+
+def _password_home() -> str | None:
+    """pw_dir of this uid (getpwuid(3)); None when the database has no usable entry (a uid a
+    container runs as without an /etc/passwd line)."""
+    import pwd  # built into the interpreter: no file is loaded
+
+    try:
+        found = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return None
+    return found if found and os.path.isabs(found) else None
 
 
 def xdg_home(variable: str, environ: Mapping[str, str] | None = None) -> str:
@@ -101,16 +133,39 @@ def runtime_dir(environ: Mapping[str, str] | None = None, *, uid: int | None = N
     """Where configure() records what it set, for `hwtune verify` (hwtune.apply.record).
 
     $XDG_RUNTIME_DIR is per user, mode 0700 and cleared at logout (basedir-spec); without it
-    (cron, containers, `su`) a per-user directory under $TMPDIR (else /tmp) named by the uid,
-    which hwtune.apply.record creates 0700 and checks is the user's own before trusting it.
+    (cron, containers, `su`), or when it is relative or no directory, a per-user directory
+    named by the uid in the temporary directory (`temporary_dir`), which hwtune.apply.record
+    creates 0700 and checks is the user's own before trusting it. Only that last level is
+    hwtune's to create: a missing $XDG_RUNTIME_DIR or $TMPDIR is the user's mistake, not a
+    directory hwtune should make.
     """
     env = _env(environ)
     value = env.get("XDG_RUNTIME_DIR", "")
-    if value and os.path.isabs(value):
+    if value and os.path.isabs(value) and os.path.isdir(value):
         return os.path.join(value, "hwtune")
-    tmp = env.get("TMPDIR", "")
-    base = tmp if tmp and os.path.isabs(tmp) else "/tmp"
-    return os.path.join(base, f"hwtune-{os.getuid() if uid is None else uid}")
+    return os.path.join(temporary_dir(env), f"hwtune-{os.getuid() if uid is None else uid}")
+
+
+# tempfile.gettempdir()'s search (Python docs, tempfile "gettempdir"): $TMPDIR, $TEMP, $TMP,
+# then these. Not tempfile itself: it reads os.environ, caches its answer for the process and
+# costs configure()'s start-up an import of random and shutil.
+_TEMPORARY_DIRS = ("/tmp", "/var/tmp", "/usr/tmp")
+
+
+def temporary_dir(environ: Mapping[str, str] | None = None) -> str:
+    """The first of $TMPDIR, $TEMP, $TMP, /tmp, /var/tmp, /usr/tmp that is an absolute path to
+    a directory this user may write in; /tmp when none is (writing there then fails)."""
+    env = _env(environ)
+    named = [env.get(name, "") for name in ("TMPDIR", "TEMP", "TMP")]
+    for candidate in (*named, *_TEMPORARY_DIRS):
+        if (
+            candidate
+            and os.path.isabs(candidate)
+            and os.path.isdir(candidate)
+            and os.access(candidate, os.W_OK | os.X_OK)
+        ):
+            return candidate
+    return "/tmp"
 
 
 def default_output_dir(

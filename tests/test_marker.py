@@ -237,3 +237,49 @@ def test_what_exec_adds_to_the_plan_is_a_launch_variable() -> None:
         for known in (hw, None):
             added = set(env_for_instance(profile, index, hardware=known)) - planned
             assert "HWTUNE_INSTANCE" in added and added <= LAUNCH_VARIABLES, (index, added)
+
+
+CONFIGURE_AND_SHOW = (
+    "import hwtune, json, os; hwtune.configure(tensorflow=False); "
+    "print(json.dumps(dict(os.environ)))"
+)
+
+
+def test_configure_in_an_instance_of_exec_keeps_its_launch_variables(tmp_path: Path) -> None:
+    """configure() takes `hwtune env`'s rule (marker.stale). Before, it dropped every variable
+    of the marker its plan did not set, so in a copy of `hwtune exec` it unset HWTUNE_INSTANCE(S)
+    and the GPU list exec gave the copy. A stale plan variable (OMP_NUM_THREADS, from an
+    earlier plan) is still removed, and outside an instance a stale GPU list is too."""
+    gpus = {"CUDA_VISIBLE_DEVICES": "GPU-aaa", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    instance = {"HWTUNE_INSTANCE": "0", "HWTUNE_INSTANCES": "1", **gpus}
+    for exported, kept in ((instance, instance), (gpus, {})):
+        written = {**exported, "OMP_NUM_THREADS": "3"}
+        env = {**_environ(tmp_path), **written, MARKER: marker_value(written)}
+        result = _bash(f'{PYTHON} -c "{CONFIGURE_AND_SHOW}"', env)
+        assert result.returncode == 0, result.stderr
+        after = json.loads(result.stdout)
+        assert {k: after.get(k) for k in exported} == {k: kept.get(k) for k in exported}
+        assert "OMP_NUM_THREADS" not in after
+        assert hwtune_owned(after) >= set(kept)  # the new marker still names exec's variables
+
+
+@needs_two_cpus
+def test_an_instance_of_exec_stays_marked_through_evals_and_configure(tmp_path: Path) -> None:
+    """Before, the marker `eval "$(hwtune env)"` wrote named the plan's variables only: after
+    one eval, exec's HWTUNE_INSTANCE(S) read as the user's. Two evals and a configure() later,
+    each copy still knows its index and the marker still names it as exec's."""
+    show = f'{PYTHON} -c "{CONFIGURE_AND_SHOW}"'
+    script = f'eval "$({HWTUNE} env)"; eval "$({HWTUNE} env)"; {show}'
+    result = subprocess.run(
+        [*HWTUNE.split(), "exec", "--instances", "2", "--", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        env=_environ(tmp_path),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    for line in result.stdout.splitlines():
+        index, _, text = line.partition("] ")
+        after = json.loads(text)
+        assert (after["HWTUNE_INSTANCE"], after["HWTUNE_INSTANCES"]) == (index.strip("["), "2")
+        assert hwtune_owned(after) >= {"HWTUNE_INSTANCE", "HWTUNE_INSTANCES"}

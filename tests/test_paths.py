@@ -11,6 +11,7 @@ import pytest
 
 from hwtune import paths
 from tests.apply_profiles import PYTHON
+from tests.conftest import REPO
 
 
 def test_relative_xdg_values_are_ignored_everywhere() -> None:
@@ -30,13 +31,13 @@ def test_relative_xdg_values_are_ignored_everywhere() -> None:
     assert str(paths.default_output_dir(environ, euid=1000)) == "/home/u/.config/hwtune"
 
 
-def test_absolute_xdg_values_are_used() -> None:
+def test_absolute_xdg_values_are_used(tmp_path: Path) -> None:
     environ = {
         "HOME": "/home/u",
         "XDG_CONFIG_HOME": "/c",
         "XDG_CACHE_HOME": "/k",
         "XDG_STATE_HOME": "/s",
-        "XDG_RUNTIME_DIR": "/run/user/7",
+        "XDG_RUNTIME_DIR": str(tmp_path),  # used only when it exists (it is never created)
         "HWTUNE_KNOWLEDGE_DIR": "/kn",
     }
     assert paths.config_files(environ) == ("/etc/hwtune/config.toml", "/c/hwtune/config.toml")
@@ -44,7 +45,7 @@ def test_absolute_xdg_values_are_used() -> None:
     assert paths.tuned_dir(environ) == "/s/hwtune/tuned"
     assert paths.tuned_dir({**environ, "HWTUNE_TUNED_DIR": "/t"}) == "/t"
     assert paths.knowledge_dirs(environ) == ("/c/hwtune/knowledge", "/kn")
-    assert paths.runtime_dir(environ) == "/run/user/7/hwtune"
+    assert paths.runtime_dir(environ) == f"{tmp_path}/hwtune"
     assert str(paths.default_output_dir(environ, euid=0)) == "/etc/hwtune"
 
 
@@ -96,3 +97,79 @@ def test_a_config_edit_reaches_the_cached_profile_with_a_relative_xdg_config_hom
     assert inter_op() == "1"
     config.write_text("[threads]\ninter_op = 3\n")
     assert inter_op() == "3"
+
+
+def _paths_in_child(tmp_path: Path, **environ: str) -> subprocess.CompletedProcess[str]:
+    """hwtune.paths in a child with only `environ` (no XDG_*, HOME as given)."""
+    probe = (
+        "import json; from hwtune import paths; "
+        "print(json.dumps([paths.cache_dir(), paths.config_files()[1], paths.tuned_dir()]))"
+    )
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO), **environ}
+    return subprocess.run(
+        [PYTHON, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+    )
+
+
+@pytest.mark.parametrize("home", ["", "relative/home"])
+def test_an_empty_or_relative_home_falls_back_to_the_password_database(
+    home: str, tmp_path: Path
+) -> None:
+    """Before: os.path.expanduser("~") returned the empty $HOME as "/" (and a relative one as
+    it was, then "/"), so the cache went to /.cache/hwtune at the root of the file system."""
+    import pwd
+
+    own = pwd.getpwuid(os.getuid()).pw_dir
+    done = _paths_in_child(tmp_path, HOME=home)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [
+        f"{own}/.cache/hwtune",
+        f"{own}/.config/hwtune/config.toml",
+        f"{own}/.local/state/hwtune/tuned",
+    ]
+
+
+def test_no_home_anywhere_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A uid with no /etc/passwd line (a container's `--user 12345`) and no usable HOME: a
+    ConfigError that says what to set, not files under /. (The password database is the one
+    part replaced here: a test cannot run the interpreter as a uid without an entry.)"""
+    import pwd
+
+    from hwtune.errors import ConfigError
+
+    def no_entry(uid: int) -> pwd.struct_passwd:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    for environ in ({}, {"HOME": ""}, {"HOME": "rel"}):
+        with pytest.raises(ConfigError, match="no home directory") as caught:
+            paths.cache_dir(environ)
+        assert "XDG_CACHE_HOME" in str(caught.value)
+    # An absolute XDG variable needs no home.
+    assert paths.cache_dir({"XDG_CACHE_HOME": "/k"}) == "/k/hwtune"
+
+
+def test_a_missing_tmpdir_is_not_created(tmp_path: Path) -> None:
+    """configure() without XDG_RUNTIME_DIR records under the temporary directory. Before, a
+    $TMPDIR that did not exist was created, every level 0700; now the search goes on as
+    tempfile.gettempdir()'s does ($TEMP here), and a missing $XDG_RUNTIME_DIR is skipped too."""
+    missing, temp = tmp_path / "no-such-tmp", tmp_path / "temp"
+    temp.mkdir()
+    probe = (
+        "import hwtune, os; hwtune.configure(tensorflow=False); "
+        f"print(sorted(os.listdir({str(temp)!r} + f'/hwtune-{{os.getuid()}}')))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "TF_", "XDG_"))}
+    env.update(
+        TMPDIR=str(missing),
+        TEMP=str(temp),
+        XDG_RUNTIME_DIR=str(tmp_path / "no-such-run"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+    )
+    done = subprocess.run(
+        [PYTHON, "-c", probe], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith("['configure-") and done.stdout.count("configure-") == 1
+    assert not missing.exists() and not (tmp_path / "no-such-run").exists()

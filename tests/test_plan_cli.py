@@ -347,3 +347,27 @@ def test_what_detect_writes_is_read_back(root: str | None, tmp_path: Path) -> No
     (tmp_path / "hw.json").write_text(detected.stdout)
     result = run_cli(["plan", "--hardware", str(tmp_path / "hw.json")], environ)
     assert result.exit_status == 0, result.stderr
+
+
+def test_a_setting_measured_for_other_instances_claims_no_speed_up(tmp_path: Path) -> None:
+    """A result measured as two copies (1.83×), planned as one: its XLA pick still applies,
+    but with the ratio in its reason the plan claimed a speed-up nobody measured for one copy
+    running it without the rest of that combination. Planned as two, the claim holds."""
+    store = pytest.importorskip("hwtune.pipeline.measured")
+    hw = save(make_hardware(cores_per_socket=8, smt=2), tmp_path)
+    environ = clean_environ(tmp_path, HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
+    first = json.loads(run_cli(["plan", "--hardware", hw, "--json"], environ).stdout)
+    record = {
+        "fingerprint": first["fingerprint"],
+        "workload": "train",
+        "mode": "throughput",
+        "ratio": 1.83,
+        "settings": {"threads.intra_op": 1, "jit.level": "off", "instances": 2},
+    }
+    store.save_result(record, environ)
+    base = ["plan", "--hardware", hw, "--json", "--workload", "train"]
+    one = json.loads(run_cli(base, environ).stdout)["jit"]["level"]
+    assert one["source"] == "measured" and "1.83×" not in one["reason"]
+    assert "measured for 2 instances; applied to 1" in one["reason"]
+    two = json.loads(run_cli([*base, "--instances", "2"], environ).stdout)["jit"]["level"]
+    assert two["source"] == "measured" and "1.83× over the rule's choice" in two["reason"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hwtune.apply import record
 from tests.apply_profiles import PYTHON
+from tests.conftest import REPO
 
 
 def test_written_private_and_read_back(tmp_path: Path) -> None:
@@ -51,6 +52,7 @@ def test_configure_leaves_a_record_and_removes_it_at_exit(tmp_path: Path) -> Non
         XDG_CACHE_HOME=str(tmp_path / "cache"),
         XDG_CONFIG_HOME=str(tmp_path / "config"),
     )
+    (tmp_path / "run").mkdir()  # the login made it; hwtune makes only its own level
     probe = (
         "import hwtune, json, os; r = hwtune.configure(tensorflow=False); "
         "from hwtune.apply.record import record_path; p = record_path(os.environ, os.getpid()); "
@@ -62,3 +64,52 @@ def test_configure_leaves_a_record_and_removes_it_at_exit(tmp_path: Path) -> Non
     env_set, recorded = json.loads(out.stdout)
     assert env_set and {k: recorded[k] for k in env_set} == env_set
     assert list((tmp_path / "run" / "hwtune").iterdir()) == []  # removed when it exited
+
+
+POOL_WORKER_IMPORTS_TENSORFLOW = """
+import multiprocessing, os, sys
+import hwtune
+
+def work(_):
+    import tensorflow  # the stand-in package: configure()'s post-import hook fires here
+    return os.getpid()
+
+if __name__ == "__main__":
+    hwtune.configure()  # TensorFlow not imported yet: a hook waits for it
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        workers = set(pool.map(work, range(4)))
+    assert os.getpid() not in workers
+    print(sorted(os.listdir(sys.argv[1])))
+"""
+
+
+def test_forked_pool_workers_leave_no_record(tmp_path: Path) -> None:
+    """A pool worker forked after configure() inherits its import hook; importing TensorFlow
+    there wrote configure-<worker pid>.json, and the worker leaves through os._exit, past the
+    atexit that removes it, so every worker left a file behind. Only the process that called
+    configure() records (and removes its record at exit)."""
+    package = tmp_path / "site" / "tensorflow"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    run = tmp_path / "run"
+    run.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "TF_"))}
+    env.update(
+        XDG_RUNTIME_DIR=str(run),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(REPO)]),
+        PYTHONWARNINGS="ignore",
+    )
+    script = tmp_path / "pool.py"
+    script.write_text(POOL_WORKER_IMPORTS_TENSORFLOW)
+    done = subprocess.run(
+        [PYTHON, str(script), str(run / "hwtune")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("configure-") == 1  # the parent's own, while it runs
+    assert list((run / "hwtune").iterdir()) == []  # and none once it exited

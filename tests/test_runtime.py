@@ -156,6 +156,40 @@ def test_planning_failure_warns_and_strict_raises(
         hwtune.configure(tensorflow=False, strict=True)
 
 
+STRICT_AFTER_IMPORT = textwrap.dedent(
+    """
+    import json, os, sys, types
+    sys.modules["tensorflow"] = types.ModuleType("tensorflow")  # "imported" before configure()
+    before = dict(os.environ)
+    import hwtune
+    try:
+        hwtune.configure(strict=True)
+        raised = None
+    except hwtune.HwtuneError as err:
+        raised = str(err)
+    changed = {k for k in {*before, *os.environ} if before.get(k) != os.environ.get(k)}
+    hooks = [type(f).__name__ for f in sys.meta_path if "Hook" in type(f).__name__]
+    print(json.dumps({"raised": raised, "changed": sorted(changed), "hooks": hooks}))
+    """
+)
+
+
+def test_strict_configure_that_raises_leaves_the_environment_as_it_was(
+    clean_env: dict[str, str],
+) -> None:
+    """TensorFlow imported first: strict raises for the variables it would read too late.
+    Before, the raise left the plan's variables set, a stale one of an earlier `hwtune env`
+    unset, HWTUNE_PROFILE rewritten and the import hook installed."""
+    env = {**clean_env, "HW_STALE": "x", "HWTUNE_PROFILE": marker_value({"HW_STALE": "x"})}
+    done = subprocess.run(
+        [PYTHON, "-c", STRICT_AFTER_IMPORT], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["raised"] and "after TensorFlow was imported" in result["raised"]
+    assert result["changed"] == [] and result["hooks"] == []
+
+
 def test_a_value_no_environment_can_hold_is_a_problem_not_an_exception(
     clean_env: dict[str, str],
 ) -> None:
@@ -380,11 +414,10 @@ def test_fingerprint_follows_affinity_and_hwtune_variables(clean_env: dict[str, 
 def test_cache_files_are_tolerant(clean_env: dict[str, str], tmp_path: Path) -> None:
     from hwtune.apply.cache import cache_key, load, store
 
-    assert (
-        cache_key({"mode": "latency", "instances": 2}, (1, 2))
-        == "mode=latency_instances=2_rank=1of2"
+    assert cache_key({"mode": "latency", "instances": 2}, (1, 2)).startswith(
+        "mode=latency_instances=2_rank=1of2-"
     )
-    assert cache_key({"mode": "a/b"}, None) == "mode=a-b"
+    assert cache_key({}, None) == "default"
     path = tmp_path / "c.json"
     path.write_text("{not json")
     assert load(str(path), {"x": 1}) is None
@@ -411,6 +444,65 @@ def test_cache_files_are_tolerant(clean_env: dict[str, str], tmp_path: Path) -> 
         store(str(path), {"x": [1]}, broken)
         assert load(str(path), {"x": [1]}) is None, broken
     store("/proc/forbidden/c.json", {}, {})  # an unwritable cache only costs speed
+
+
+def test_workload_names_a_file_name_folds_together_keep_their_own_cache(
+    clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`a:b`, `a/b`, `a b` and `a-b` all made the cache file `configure-workload=a-b.json`: the
+    profile with `a:b`'s measured settings was then handed to `configure(workload="a-b")`."""
+    from hwtune.apply.cache import cache_key
+    from hwtune.pipeline.measured import save_result
+
+    environ = {**clean_env, "HWTUNE_TUNED_DIR": str(tmp_path / "tuned")}
+    profile = profile_for(PlanRequest(environ)).profile
+    ruled = profile.env.get("TF_ENABLE_ONEDNN_OPTS")
+    tuned = "1" if ruled is not None and ruled.value == "0" else "0"
+    record = {"fingerprint": profile.fingerprint, "ratio": 1.5, "mode": profile.intent.mode}
+    save_result(
+        {**record, "workload": "a:b", "settings": {"env.TF_ENABLE_ONEDNN_OPTS": tuned}}, environ
+    )
+
+    def onednn(workload: str) -> list[object]:
+        probe = (
+            f"import hwtune, json; r = hwtune.configure(tensorflow=False, workload={workload!r})"
+            "; print(json.dumps([r.cached, r.env.get('TF_ENABLE_ONEDNN_OPTS')]))"
+        )
+        out = subprocess.run(
+            [PYTHON, "-c", probe], capture_output=True, text=True, timeout=120, env=environ
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+    assert onednn("a:b") == [False, tuned]
+    assert onednn("a-b") == [False, ruled.value if ruled else None]
+    assert onednn("a:b") == [True, tuned]
+    names = ("a:b", "a/b", "a b", "a-b")
+    assert len({cache_key({"workload": name}, None) for name in names}) == len(names)
+
+
+def test_a_cache_file_of_the_old_format_is_not_read(clean_env: dict[str, str]) -> None:
+    """A schema-2 file has no request in it: it may hold the profile of a request whose name
+    folded to the same file, so it is planned afresh, never used."""
+    from hwtune.apply.cache import cache_key, cache_path, lookup
+    from hwtune.apply.fingerprint import fingerprint
+
+    path = Path(cache_path(clean_env, cache_key({"workload": "a-b"}, None)))
+    path.parent.mkdir(parents=True)
+    payload = {
+        "intent": {},
+        "env": [["HW_PLANTED", "1", "another workload's", "measured"]],
+        "threads": {},
+        "cpus": [],
+        "gpus": [],
+        "notes": [],
+        "tf_data": {},
+    }
+    old = {"schema": 2, "fingerprint": fingerprint(clean_env), "payload": payload}
+    path.write_text(json.dumps(old))
+    fresh, cached, _ = lookup({"workload": "a-b"}, clean_env)
+    assert not cached and "HW_PLANTED" not in {entry[0] for entry in fresh["env"]}
+    assert lookup({"workload": "a-b"}, clean_env)[1] is True
 
 
 def test_post_import_hook_runs_after_the_module_and_goes_away(

@@ -1,18 +1,23 @@
 """The profile cache that keeps `configure()` and `hwtune env` off the probes.
 
-One JSON file per intent under `$XDG_CACHE_HOME/hwtune/` holds what a process needs at start
+One JSON file per request under `$XDG_CACHE_HOME/hwtune/` holds what a process needs at start
 (the environment with reasons, thread counts, JIT level, precision policy, this instance's
-CPUs) together with the fingerprint it was planned under (`hwtune.apply.fingerprint`). A lookup
-recomputes the fingerprint and uses the file only when it is equal; otherwise it detects and
-plans again and rewrites the file atomically (ranks starting together may race; each writes a
-complete file and the last rename wins).
+CPUs) together with the fingerprint it was planned under (`hwtune.apply.fingerprint`) and the
+request itself. A lookup recomputes the fingerprint and uses the file only when it and the
+request are equal; otherwise it detects and plans again and rewrites the file atomically (ranks
+starting together may race; each writes a complete file and the last rename wins).
+
+The file name is a readable slug of the request plus the CRC-32 of its exact form: the slug
+alone folded `workload="a:b"`, `"a/b"`, `"a b"` and `"a-b"` into one file, so one workload's
+measured settings reached another. The request stored in the file settles what the CRC cannot
+(a collision is a miss, never another request's profile).
 
 The file is input, not trust (issue 15): it is read with `hwtune.fs.trusted_read` (a regular
 file, never a link, FIFO or device, at most MAX_CACHE_BYTES), and one owned by another user or
 writable by others is ignored with a warning and rebuilt: hwtune runs as root, and the cache
 says which variables a job starts with.
 
-The warm path imports only the standard library's json, os and sys plus hwtune.paths (where
+The warm path imports only the standard library's json, os, sys and zlib plus hwtune.paths (where
 the file lives: XDG resolution is done there, once), hwtune.apply.fingerprint,
 hwtune.fs.trusted_read and hwtune.pipeline.ranks: no pydantic, psutil, dataclasses, probes or
 planner.
@@ -23,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +36,9 @@ from hwtune import paths
 from hwtune.apply.fingerprint import fingerprint
 from hwtune.fs.trusted_read import RefusedFile, read_bounded
 
-CACHE_SCHEMA = 2  # 2: the payload carries tf_data, data_format and distribution
+# 2: the payload carries tf_data, data_format and distribution; 3: the file holds the request
+# (a file of 2 was keyed by a lossy slug and may hold another request's profile).
+CACHE_SCHEMA = 3
 # A cache file is a few KB (a dozen variables with their reasons, notes, CPU lists); one of a
 # MiB is not one of ours, and the bound keeps a huge planted file (or /dev/zero, refused anyway
 # as a device) from costing memory at every job start.
@@ -42,28 +50,52 @@ def cache_dir(environ: Mapping[str, str]) -> str:
     return paths.cache_dir(environ)
 
 
+# The slug is for people listing the directory; the CRC makes the name. Bounded so that a long
+# workload name keeps the file name under NAME_MAX (255 bytes on Linux file systems).
+_MAX_SLUG = 80
+
+
+def request_identity(explicit: Mapping[str, Any], rank: tuple[int, int] | None) -> str:
+    """The request as asked, exactly, in one canonical JSON text (resolution happens when
+    planning): two requests share it only when they are the same request."""
+    asked = sorted((k, v) for k, v in explicit.items() if v is not None)
+    return json.dumps({"asked": asked, "rank": rank}, sort_keys=True, ensure_ascii=False)
+
+
 def cache_key(explicit: Mapping[str, Any], rank: tuple[int, int] | None) -> str:
-    """A file-name-safe key of the request as asked (resolution happens when planning)."""
+    """A file-name-safe key of the request: "default" for none, else a readable slug and the
+    CRC-32 of `request_identity`, so that requests the slug folds together still differ."""
     parts = [f"{k}={v}" for k, v in explicit.items() if v is not None]
     if rank is not None:
         parts.append(f"rank={rank[0]}of{rank[1]}")
-    text = "_".join(parts) or "default"
-    return "".join(c if c.isalnum() or c in "=_-." else "-" for c in text)
+    if not parts:
+        return "default"
+    slug = "".join(
+        c if c.isascii() and (c.isalnum() or c in "=_-.") else "-" for c in "_".join(parts)
+    )
+    identity = request_identity(explicit, rank).encode("utf-8", "surrogateescape")
+    return f"{slug[:_MAX_SLUG]}-{zlib.crc32(identity):08x}"
 
 
 def cache_path(environ: Mapping[str, str], key: str) -> str:
     return os.path.join(cache_dir(environ), f"configure-{key}.json")
 
 
-def load(path: str, current: dict[str, object]) -> dict[str, Any] | None:
-    """The cached payload when it was planned under the `current` fingerprint, else None."""
-    return check(path, current)[0]
+def load(
+    path: str, current: dict[str, object], request: str | None = None
+) -> dict[str, Any] | None:
+    """The cached payload when it was planned for `request` (`request_identity`) under the
+    `current` fingerprint, else None."""
+    return check(path, current, request)[0]
 
 
-def check(path: str, current: dict[str, object]) -> tuple[dict[str, Any] | None, str | None]:
+def check(
+    path: str, current: dict[str, object], request: str | None = None
+) -> tuple[dict[str, Any] | None, str | None]:
     """(the cached payload or None, why the file was refused or None). A missing, stale or
-    damaged file is only a miss; one refused by `read_bounded` (a link, a FIFO, a device, too
-    large, another user's or writable by others) is a miss with a reason to warn about."""
+    damaged file, or one planned for another request, is only a miss; one refused by
+    `read_bounded` (a link, a FIFO, a device, too large, another user's or writable by others)
+    is a miss with a reason to warn about."""
     try:
         raw = read_bounded(path, MAX_CACHE_BYTES, check_owner=True)
     except RefusedFile as err:
@@ -73,6 +105,8 @@ def check(path: str, current: dict[str, object]) -> tuple[dict[str, Any] | None,
     except (ValueError, RecursionError):  # not JSON, or nested beyond the interpreter's stack
         return None, None
     if not isinstance(data, dict) or data.get("schema") != CACHE_SCHEMA:
+        return None, None
+    if data.get("request") != request:
         return None, None
     # Compare in JSON form: the file holds lists where fresh data may hold other sequences.
     if data.get("fingerprint") != json.loads(json.dumps(current)):
@@ -106,15 +140,18 @@ def _well_formed(payload: object) -> bool:
     )
 
 
-def store(path: str, current: dict[str, object], payload: dict[str, Any]) -> None:
-    """Write the cache file; a failure (read-only home, full disk) only costs speed."""
+def store(
+    path: str, current: dict[str, object], payload: dict[str, Any], request: str | None = None
+) -> None:
+    """Write the cache file for `request` (`request_identity`); a failure (read-only home,
+    full disk) only costs speed."""
     from pathlib import Path
 
     from hwtune.errors import ApplyError
     from hwtune.fs.atomic import write_atomic
     from hwtune.fs.trust import make_dirs
 
-    data = {"schema": CACHE_SCHEMA, "fingerprint": current, "payload": payload}
+    data = {"schema": CACHE_SCHEMA, "request": request, "fingerprint": current, "payload": payload}
     try:
         # 0700 whatever the umask (XDG Base Directory spec: "create it with permission 0700")
         make_dirs(Path(path).parent, 0o700)
@@ -158,20 +195,21 @@ def lookup(
     `explicit` holds the `PlanRequest` fields asked for (mode, instances… workload, measured)."""
     from hwtune.pipeline.ranks import local_rank
 
-    rank = local_rank(environ)
-    key = cache_key(explicit, (rank.rank, rank.size) if rank else None)
-    path = cache_path(environ, key)
+    found = local_rank(environ)
+    rank = (found.rank, found.size) if found else None
+    path = cache_path(environ, cache_key(explicit, rank))
+    identity = request_identity(explicit, rank)
     current = fingerprint(environ)
     refused = None
     if use_cache:
-        cached, refused = check(path, current)
+        cached, refused = check(path, current, identity)
         if cached is not None:
             return cached, True, path
     from hwtune.pipeline.request import PlanRequest, profile_for
 
     request = PlanRequest(environ, **{k: v for k, v in explicit.items() if v is not None})
     payload = payload_from_planned(profile_for(request))
-    store(path, current, payload)
+    store(path, current, payload, identity)
     if refused:
         note = f"the configure cache was ignored and rebuilt: {refused}"
         print(f"hwtune: warning: {note}", file=sys.stderr)

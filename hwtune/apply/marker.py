@@ -68,8 +68,13 @@ def hwtune_owned(environ: Mapping[str, str]) -> set[str]:
     }
 
 
-def stale(environ: Mapping[str, str], planned: Iterable[str]) -> set[str]:
+def stale(
+    environ: Mapping[str, str], planned: Iterable[str], *, owned: Iterable[str] | None = None
+) -> set[str]:
     """What hwtune set earlier in `environ` that a plan setting `planned` should remove.
+
+    `owned`: hwtune's earlier variables, when more is known than the marker says (configure()
+    also remembers what it set in this process); by default `hwtune_owned(environ)`.
 
     Inside an instance of `hwtune exec` (HWTUNE_INSTANCE is set) that leaves out the variables
     exec set for the instance (LAUNCH_VARIABLES): they are the launch's, not a plan's. A plan
@@ -77,10 +82,26 @@ def stale(environ: Mapping[str, str], planned: Iterable[str]) -> set[str]:
     bound it to), and dropping them would make the instance forget which one it is and see
     every GPU. Elsewhere only a plan set them, and one the new plan lacks is stale as any other.
     """
-    dropped = hwtune_owned(environ) - set(planned) - {MARKER}
+    earlier = hwtune_owned(environ) if owned is None else set(owned)
+    dropped = earlier - set(planned) - {MARKER}
     if "HWTUNE_INSTANCE" in environ:
         dropped -= LAUNCH_VARIABLES
     return dropped
+
+
+def launch_kept(environ: Mapping[str, str], planned: Iterable[str]) -> dict[str, str]:
+    """The launch variables of this `hwtune exec` instance that a plan setting `planned` keeps
+    (name -> value): the ones `stale` spares that still hold exec's values.
+
+    A marker rewritten after such a plan (`eval "$(hwtune env)"`, configure()) lists them
+    again. Were it to list the plan's variables alone, exec's would read as the user's from
+    then on: a later `hwtune exec` or `hwtune env` would keep a GPU list exec gave the
+    instance, as if the user had chosen it, instead of replacing it.
+    """
+    if "HWTUNE_INSTANCE" not in environ:
+        return {}
+    names = (hwtune_owned(environ) & LAUNCH_VARIABLES) - set(planned)
+    return {name: environ[name] for name in sorted(names)}
 
 
 def replace_own(

@@ -3,12 +3,14 @@
 `/proc/PID/environ` holds the environment a process was started with; a `setenv` inside it
 (which is what `hwtune.configure()` does) never shows there (proc(5)). So configure() writes
 what it did to `configure-<pid>.json` in hwtune's runtime directory (`hwtune.paths.runtime_dir`:
-`$XDG_RUNTIME_DIR/hwtune`, else `$TMPDIR/hwtune-<uid>`), and verify reads it back.
+`$XDG_RUNTIME_DIR/hwtune`, else `hwtune-<uid>` in the temporary directory, found as
+tempfile.gettempdir() finds it), and verify reads it back.
 
 - Written atomically: a temporary file opened O_EXCL|O_NOFOLLOW with mode 0600, then
   rename(2) over the record, so a reader sees a whole record or none.
-- The directory is created 0700; a fallback directory in a shared /tmp is used only when it is
-  a real directory (not a symbolic link) owned by this user and writable by nobody else.
+- The directory is created 0700, and only it: a missing $XDG_RUNTIME_DIR or $TMPDIR is never
+  created. A fallback directory in a shared /tmp is used only when it is a real directory (not
+  a symbolic link) owned by this user and writable by nobody else.
 - A record names its pid and the process's start time (field 22 of /proc/PID/stat), so a
   recycled pid never inherits another process's record; it is removed when the process exits.
 - The reader trusts a record only when it is owned by the process's user or by the reader,
@@ -58,8 +60,12 @@ def record_path(environ: Mapping[str, str], pid: int, *, uid: int | None = None)
 
 
 def _private_dir(directory: str) -> bool:
+    # Only hwtune's own level is made: its parent ($XDG_RUNTIME_DIR, the temporary directory)
+    # is the system's or the user's, and one that is missing stays missing.
+    if not os.path.isdir(os.path.dirname(directory)):
+        return False
     try:
-        make_dirs(Path(directory), 0o700)  # every level 0o700, whatever the umask
+        make_dirs(Path(directory), 0o700)  # 0o700 whatever the umask
         info = os.lstat(directory)
     except OSError:
         return False

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from hwtune.errors import ApplyError
@@ -242,9 +242,12 @@ def render_env_entries(
     *,
     header: Sequence[str] = (),
     unset: Sequence[str] = (),
+    marked: Mapping[str, str] | None = None,
 ) -> str:
     """Render variables in one format; `header` lines become comments (not in JSON); `unset`
-    names are removed first (sh only: the other formats start from an empty environment)."""
+    names are removed first (sh only: the other formats start from an empty environment).
+    `marked`: variables the environment already holds that hwtune set, not exported again but
+    named in HWTUNE_PROFILE with the entries (hwtune.apply.marker.launch_kept)."""
     if fmt not in ENV_FORMATS:
         raise ApplyError(f"unknown environment format {fmt!r}", hint=f"one of {ENV_FORMATS}")
     for entry in entries:
@@ -258,7 +261,7 @@ def render_env_entries(
     if fmt == "sh":
         for name in unset:
             lines += [f"# {name}: set by hwtune before, not in this plan", f"unset {name}"]
-    for entry in [*entries, _marker_entry(entries)]:
+    for entry in [*entries, _marker_entry(entries, marked or {})]:
         if entry.reason:
             lines.append(f"# {entry.name}: {_comment(entry.reason)} [{entry.source}]")
         if fmt == "sh":
@@ -270,12 +273,14 @@ def render_env_entries(
     return "\n".join(lines) + "\n"
 
 
-def _marker_entry(entries: Sequence[EnvEntry]) -> EnvEntry:
-    """HWTUNE_PROFILE: which of these values hwtune wrote (hwtune.apply.marker), so a later
-    `hwtune exec`, `env` or `configure()` replaces them instead of keeping them as the user's."""
+def _marker_entry(entries: Sequence[EnvEntry], marked: Mapping[str, str]) -> EnvEntry:
+    """HWTUNE_PROFILE: which of these values (and of `marked`) hwtune wrote
+    (hwtune.apply.marker), so a later `hwtune exec`, `env` or `configure()` replaces them
+    instead of keeping them as the user's."""
     from hwtune.apply.marker import MARKER, marker_value
 
-    own = {e.name: e.value for e in entries if e.name != MARKER}
+    own = {**marked, **{e.name: e.value for e in entries if e.name != MARKER}}
+    own.pop(MARKER, None)
     return EnvEntry(MARKER, marker_value(own), "the variables above that hwtune wrote", "hwtune")
 
 

@@ -20,8 +20,9 @@ What it does, in order:
    it; `report.apply_tensorflow()` applies explicitly.
 4. If TensorFlow is already imported and its runtime initialised, what can still change is
    applied, and a `RuntimeWarning` names every setting that could not take effect and why
-   (`strict=True` raises `ConfigError` instead). It never raises otherwise: a planning failure
-   is a warning and an empty report, so a training job never dies for hwtune's sake.
+   (`strict=True` undoes what it did and raises `ConfigError` instead). It never raises
+   otherwise: a planning failure is a warning and an empty report, so a training job never
+   dies for hwtune's sake.
 
 The report is also a context manager: leaving the `with` block restores the environment,
 removes a pending hook, and restores the threading/JIT/policy values that can still change.
@@ -73,11 +74,15 @@ class ConfigureReport(ReportView):
         self._tf_pending = False
         self._warned = 0
         self._marker: tuple[str | None, str] | None = None  # HWTUNE_PROFILE (before, set)
+        self._owned_before: dict[str, str] = {}  # _OWNED as this report found it
+        self._recorded = False  # whether _record wrote this process's record
+        self._pid = os.getpid()  # the process that called configure(); see _record
 
     # -- applying ---------------------------------------------------------------------------
     def _apply_environment(self) -> None:
         from hwtune.apply.marker import hwtune_owned
 
+        self._owned_before = dict(_OWNED)
         tf_loaded = "tensorflow" in sys.modules
         late: list[str] = []
         refused: list[str] = []
@@ -118,15 +123,21 @@ class ConfigureReport(ReportView):
             )
 
     def _mark_own(self, earlier: set[str]) -> None:
-        """Drop hwtune's earlier values this plan no longer sets; rewrite HWTUNE_PROFILE."""
-        from hwtune.apply.marker import MARKER, marker_value
+        """Drop hwtune's earlier values this plan no longer sets; rewrite HWTUNE_PROFILE.
+
+        The rule is `hwtune env`'s (hwtune.apply.marker.stale): in an instance `hwtune exec`
+        started, exec's own variables (HWTUNE_INSTANCE(S), its GPUs) are no plan's to drop,
+        and the new marker still names them (marker.launch_kept)."""
+        from hwtune.apply.marker import MARKER, launch_kept, marker_value, stale
 
         planned = {str(e[0]) for e in self.payload.get("env", [])}
-        for name in sorted(earlier - planned - {MARKER}):
+        launch = launch_kept(os.environ, planned)  # read before the marker is rewritten
+        for name in sorted(stale(os.environ, planned, owned=earlier)):
             self._previous_env.setdefault(name, os.environ.pop(name, None))
             _OWNED.pop(name, None)
         own = set(self.env_set) | (set(self.env_already) & earlier)
-        self._marker = (os.environ.get(MARKER), marker_value({n: os.environ[n] for n in own}))
+        written = {**launch, **{n: os.environ[n] for n in own}}
+        self._marker = (os.environ.get(MARKER), marker_value(written))
         os.environ[MARKER] = self._marker[1]
 
     def _record(self) -> None:
@@ -134,7 +145,14 @@ class ConfigureReport(ReportView):
         setenv never shows in /proc/PID/environ (hwtune.apply.record)."""
         from hwtune.apply import record
 
+        if os.getpid() != self._pid:
+            # A child forked after configure() (a multiprocessing pool worker) inherits the
+            # import hook and would record itself when it imports TensorFlow; but such a child
+            # leaves through os._exit, past the atexit that removes the record, so each worker
+            # left its configure-<pid>.json behind. The record is the configuring process's.
+            return
         names = [str(e[0]) for e in self.payload.get("env", [])]
+        self._recorded = True
         record.write(
             {
                 "env": {name: os.environ.get(name) for name in names},
@@ -277,12 +295,31 @@ class ConfigureReport(ReportView):
         self._warned = len(self.problems)
 
     def _finish(self, stacklevel: int) -> None:
+        self._raise_if_strict()
+        self._warn_new_problems(stacklevel + 1)
+
+    def _raise_if_strict(self) -> None:
         if self.strict and self.problems:
             raise ConfigError(
                 "hwtune.configure (strict): " + "; ".join(self.problems),
                 hint="call hwtune.configure() before importing tensorflow",
             )
-        self._warn_new_problems(stacklevel + 1)
+
+    def _apply_or_undo(self, tensorflow: bool) -> None:
+        """Apply the profile; when that raises (strict=True and a problem), undo it first.
+
+        A program that catches the ConfigError goes on in the environment it had: without the
+        undo it ran with part of a profile hwtune itself called unfit, and a `with` block
+        never entered cannot restore it.
+        """
+        try:
+            self._apply_environment()
+            if tensorflow:
+                self._schedule_tensorflow()
+            self._raise_if_strict()
+        except BaseException:
+            self.restore()
+            raise
 
     # -- undoing ----------------------------------------------------------------------------
     def restore(self) -> None:
@@ -298,9 +335,12 @@ class ConfigureReport(ReportView):
             _SET_LATE.discard(name)
             if previous is None:
                 os.environ.pop(name, None)
-                _OWNED.pop(name, None)
             else:
                 os.environ[name] = previous
+            if previous is not None and self._owned_before.get(name) == previous:
+                _OWNED[name] = previous  # an earlier configure()'s value, hwtune's again
+            else:
+                _OWNED.pop(name, None)
         self._previous_env.clear()
         if self._marker is not None and os.environ.get("HWTUNE_PROFILE") == self._marker[1]:
             if self._marker[0] is None:
@@ -308,7 +348,7 @@ class ConfigureReport(ReportView):
             else:
                 os.environ["HWTUNE_PROFILE"] = self._marker[0]
         self._marker = None
-        if self.payload.get("env"):
+        if self._recorded:
             self._record()
 
     def __enter__(self) -> ConfigureReport:
@@ -369,8 +409,13 @@ def configure(
         trial = ConfigureReport(
             trial_payload(os.environ), cached=False, cache_path="", strict=strict
         )
-        if tensorflow and (trial.jit is not None or trial.precision is not None):
-            trial._schedule_tensorflow()
+        try:
+            if tensorflow and (trial.jit is not None or trial.precision is not None):
+                trial._schedule_tensorflow()
+            trial._raise_if_strict()
+        except BaseException:
+            trial.restore()
+            raise
         trial._finish(stacklevel=3)
         return trial
     explicit = {
@@ -401,11 +446,9 @@ def configure(
         )
         return ConfigureReport({}, cached=False, cache_path="", strict=strict)
     report = ConfigureReport(payload, cached=cached, cache_path=path, strict=strict)
-    report._apply_environment()
-    if tensorflow:
-        report._schedule_tensorflow()
-        if os.environ.get("HWTUNE_DOCTOR_STEPS"):  # = hwtune.apply.steps.STEPS_ENV
-            _watch_steps(os.environ["HWTUNE_DOCTOR_STEPS"])
+    report._apply_or_undo(tensorflow)  # strict=True raises here, with nothing left changed
+    if tensorflow and os.environ.get("HWTUNE_DOCTOR_STEPS"):  # = hwtune.apply.steps.STEPS_ENV
+        _watch_steps(os.environ["HWTUNE_DOCTOR_STEPS"])
     report._record()
     report._finish(stacklevel=3)
     return report

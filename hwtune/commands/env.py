@@ -9,7 +9,8 @@ In the sh format, which is evaluated into the caller's shell, a variable the use
 value is kept (left out, with a note) and one an earlier `eval "$(hwtune env)"` set that this
 plan no longer sets is unset (`hwtune.apply.marker`), as `hwtune exec` and `configure()` do;
 inside a copy `hwtune exec` started, the variables exec set for that copy (its index, its GPUs)
-are never unset (`hwtune.apply.marker.stale`). The other formats are files for other processes
+are never unset (`hwtune.apply.marker.stale`) and the new HWTUNE_PROFILE still names them
+(`hwtune.apply.marker.launch_kept`). The other formats are files for other processes
 (a unit, a container): they hold the plan alone.
 Exit status: 0; 1 when a value cannot be written in the chosen format (dotenv); 2 bad usage.
 """
@@ -58,11 +59,21 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         planned = profile_for(request)
         entries, notes = env_entries(planned.profile), list(planned.notes)
     unset: list[str] = []
+    marked: dict[str, str] = {}
     if args.format == "sh":
+        from hwtune.apply.marker import launch_kept
+
+        # Computed from the plan before the user's values are left out: a launch variable the
+        # plan sets is the plan's (replaced), not one exec left in place.
+        marked = launch_kept(env.environ, [e.name for e in entries])
         entries, kept, unset = _respect_the_shell(entries, env.environ)
         notes += kept
     text = render_env_entries(
-        entries, args.format, header=[*env_header(args.format), *notes], unset=unset
+        entries,
+        args.format,
+        header=[*env_header(args.format), *notes],
+        unset=unset,
+        marked=marked,
     )
     env.stdout.write(text)
     return ExitStatus.SUCCESS
