@@ -151,6 +151,13 @@ class Daemon:
         if signum in (signal.SIGTERM, signal.SIGINT) and self._interruptible:
             raise _Stop()
 
+    def _stop_if_asked(self) -> None:
+        """Called between tries for the output lock: another `hwtune apply` may hold it for up
+        to its 30 s lock timeout, and systemd kills a service that has not stopped within
+        TimeoutStopSec= (5 s in systemd/hwtune.service) of SIGTERM. Nothing is written yet."""
+        if signal.SIGTERM in self._signals or signal.SIGINT in self._signals:
+            raise _Stop()
+
     # ------------------------------------------------------------------ one cycle
     def _inputs(self) -> None:
         try:
@@ -234,7 +241,7 @@ class Daemon:
                 hardware, profile = self._compute(accept_issues)
             finally:
                 self._inputs()  # whatever happened, watch what the plan depends on now
-            apply_all(self.options.output, profile, hardware)
+            apply_all(self.options.output, profile, hardware, while_waiting=self._stop_if_asked)
         except HwtuneError as err:
             self._fail(trigger, err.message)
             return False

@@ -1,0 +1,75 @@
+"""The real daemon stops promptly and keeps talking to systemd whatever is in its way: another
+`hwtune apply` holding the output lock, a `$NOTIFY_SOCKET` nobody reads, an over-long status.
+
+systemd sends SIGTERM and SIGKILLs the service TimeoutStopSec= later (5 s in
+systemd/hwtune.service), so a stop must take well under that.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.daemon_harness import DaemonProcess, Host, build_host, wait_for
+
+# Under systemd/hwtune.service's TimeoutStopSec=5s, with room for a loaded CI machine.
+STOP_S = 4.0
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Host:
+    return build_host(tmp_path / "root")
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, host: Host) -> Iterator[DaemonProcess]:
+    process = DaemonProcess(tmp_path, host.root, tmp_path / "out")
+    yield process
+    process.close()
+
+
+def _holds_open(pid: int, path: Path) -> bool:
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            if os.readlink(fds / name) == str(path):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_sigterm_while_another_apply_holds_the_lock_stops_at_once(
+    daemon: DaemonProcess,
+) -> None:
+    """The lock as `hwtune apply` takes it (fs.atomic.locked: flock on OUTPUT/.lock), held here
+    for longer than the daemon's 30 s lock timeout would take."""
+    daemon.output.mkdir()
+    lock_path = daemon.output / ".lock"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        daemon.start()
+        # The daemon opens the lock file only to wait for it, after detect and plan.
+        wait_for(lambda: _holds_open(daemon.pid, lock_path), "the daemon to wait for the lock")
+        time.sleep(0.2)  # a few tries into the wait
+        started = time.monotonic()
+        daemon.signal(signal.SIGTERM)
+        assert daemon.proc is not None and daemon.proc.wait(STOP_S) == 0
+        assert time.monotonic() - started < STOP_S
+    finally:
+        os.close(fd)
+    daemon.drain()
+    assert daemon.count("STOPPING") == 1
+    assert "Traceback" not in daemon.log()
+    assert not (daemon.output / "hwtune.env").exists()  # nothing written without the lock
