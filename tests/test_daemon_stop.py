@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,3 +74,21 @@ def test_sigterm_while_another_apply_holds_the_lock_stops_at_once(
     assert daemon.count("STOPPING") == 1
     assert "Traceback" not in daemon.log()
     assert not (daemon.output / "hwtune.env").exists()  # nothing written without the lock
+
+
+def test_a_notify_socket_nobody_reads_neither_hangs_nor_blocks_sigterm(
+    daemon: DaemonProcess,
+) -> None:
+    """$NOTIFY_SOCKET bound but never read, with a small receive buffer: the queue fills after
+    a few messages (a watchdog ping every millisecond makes them), and a blocking send would
+    then hang the daemon, SIGTERM included. The first dropped message is logged, once."""
+    daemon.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    daemon.extra_env["WATCHDOG_USEC"] = "2000"
+    daemon.start()
+    wait_for(lambda: (daemon.output / "hwtune.env").exists(), "the first apply")
+    time.sleep(1.0)  # a thousand pings: the queue is full long before
+    daemon.signal(signal.SIGTERM)
+    assert daemon.proc is not None and daemon.proc.wait(STOP_S) == 0
+    log = daemon.log()
+    assert log.count("sd_notify to") == 1, log
+    assert "Traceback" not in log

@@ -133,6 +133,7 @@ class Daemon:
         self._interruptible = False
         self._watcher: Watcher | None = None
         self._nfd_written_at = 0.0
+        self._notify_failing = False
 
     # ------------------------------------------------------------------ output
     def log(self, text: str, priority: int = 6) -> None:
@@ -143,7 +144,20 @@ class Daemon:
 
     def _status(self, text: str) -> None:
         self.status = text
-        self.notifier.send(STATUS=text)
+        self._notify(STATUS=text)
+
+    def _notify(self, **fields: str | int) -> None:
+        """sd_notify, logging the first failure of a run of them and the recovery, not every
+        dropped message (a watchdog ping every few seconds into a full queue)."""
+        if not self.notifier.enabled:  # unset, or a kind of socket logged once at start
+            return
+        if self.notifier.send(**fields):
+            if self._notify_failing:
+                self.log(f"sd_notify delivered again ({self.notifier.dropped} dropped so far)", 5)
+                self._notify_failing = False
+        elif self.notifier.error and not self._notify_failing:
+            self.log(self.notifier.error, 4)
+            self._notify_failing = True
 
     # ------------------------------------------------------------------ signals
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
@@ -357,7 +371,7 @@ class Daemon:
     def _stop(self, pending: list[int]) -> int:
         """0 after SIGTERM (how systemd and kill stop a service: a clean stop), 130 after
         SIGINT (Ctrl-C in a terminal, 128+2 as shells report it and as README's table says)."""
-        self.notifier.send(STOPPING=1, STATUS="stopping")
+        self._notify(STOPPING=1, STATUS="stopping")
         self.log(f"stopping ({own_usage()})", 6)
         if signal.SIGTERM in pending:
             return 0
@@ -369,7 +383,7 @@ class Daemon:
             self.log(self.notifier.error, 4)
         self._status("starting: detecting hardware")
         self.cycle(["start"])
-        self.notifier.send(READY=1, STATUS=self.status)  # once: applied, or the error
+        self._notify(READY=1, STATUS=self.status)  # once: applied, or the error
         ping = watchdog_interval(self.environ)
         now = time.monotonic()
         next_poll = now + interval
@@ -384,7 +398,7 @@ class Daemon:
                     next_poll = time.monotonic() + interval
             now = time.monotonic()
             if now >= next_ping and ping:
-                self.notifier.send(WATCHDOG=1)
+                self._notify(WATCHDOG=1)
                 next_ping = now + ping
             if now >= next_poll:
                 self.poll()
@@ -418,14 +432,14 @@ class Daemon:
 
     def reload(self) -> None:
         """SIGHUP: tell systemd, re-read config and hardware, accept them as the baseline."""
-        self.notifier.send(RELOADING=1, MONOTONIC_USEC=monotonic_usec(), STATUS="reloading")
+        self._notify(RELOADING=1, MONOTONIC_USEC=monotonic_usec(), STATUS="reloading")
         self.log("reloading (SIGHUP)")
         self.config_files = config_paths(self.environ)
         from hwtune.planner.knowledge import reload_knowledge
 
         reload_knowledge()  # user knowledge directories are re-read too, every table
         self.cycle(["reload"], accept_issues=True)
-        self.notifier.send(READY=1, STATUS=self.status)
+        self._notify(READY=1, STATUS=self.status)
 
 
 def _drain(fd: int) -> None:

@@ -6,6 +6,13 @@ about 15 lines of C in the man page). A name starting with '@' is an abstract so
 becomes a NUL byte. No libsystemd and no third-party package are needed, and nothing happens
 when `$NOTIFY_SOCKET` is unset (not started by systemd, or `Type=` is not notify).
 
+The socket is non-blocking: PID 1 reads it, but a harness, a container runtime or a stalled
+manager may not, and a blocking `sendto` into a full queue would then hang the daemon for good,
+SIGTERM included (the handler runs but the send is retried, PEP 475). A message that finds the
+queue full is dropped (EAGAIN) and counted, as systemd's own sd_notify reports a failed send
+to its caller and carries on (it sends with `MSG_NOSIGNAL` on a `SOCK_DGRAM|SOCK_CLOEXEC`
+socket: src/libsystemd/sd-daemon/sd-daemon.c).
+
 `RELOADING=1` must carry `MONOTONIC_USEC=` (the CLOCK_MONOTONIC time of the reload request)
 for `Type=notify-reload`, which systemd 253 added (systemd.service(5), "Type=notify-reload";
 sd_notify(3), "MONOTONIC_USEC=").
@@ -58,12 +65,14 @@ def watchdog_interval(environ: Mapping[str, str], pid: int | None = None) -> flo
 class Notifier:
     """One datagram socket kept open for the process's life (no descriptor churn per message).
 
-    `send` never raises: a notification that cannot be delivered (socket gone, systemd
-    restarting) must not take the daemon down; the last error is kept in `error`.
+    `send` never raises and never blocks: a notification that cannot be delivered (socket
+    gone, systemd restarting, nobody reading) must not take the daemon down or hang it; the
+    last error is kept in `error` and the undelivered messages are counted in `dropped`.
     """
 
     address: str | None
     error: str | None = None
+    dropped: int = 0
     _sock: socket.socket | None = None
 
     @classmethod
@@ -87,11 +96,20 @@ class Notifier:
         message = "\n".join(f"{key}={_one_line(str(value))}" for key, value in fields.items())
         try:
             if self._sock is None:
-                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                self._sock = socket.socket(
+                    socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
+                )
             # a lone surrogate (a path with undecodable bytes) is escaped, not raised
-            self._sock.sendto(message.encode("utf-8", "backslashreplace"), self.address)
+            data = message.encode("utf-8", "backslashreplace")
+            self._sock.sendto(data, socket.MSG_NOSIGNAL, self.address)
         except OSError as err:
-            self.error = f"sd_notify to {self.address.lstrip(chr(0))!r} failed: {err}"
+            self.dropped += 1
+            reason = (
+                "nobody is reading the socket (its queue is full); message dropped"
+                if isinstance(err, BlockingIOError)
+                else str(err)
+            )
+            self.error = f"sd_notify to {self.address.lstrip(chr(0))!r} failed: {reason}"
             return False
         self.error = None
         return True
