@@ -61,8 +61,10 @@ def gpu_strategy(output: Path) -> tuple[object, tuple[int, ...]]:
 
 def test_follows_cpu_quota_and_gpu_changes(daemon: DaemonProcess, host: Host) -> None:
     daemon.start()
-    ready = daemon.wait_ready()
-    assert ready["STATUS"].startswith("applied"), ready
+    daemon.wait_ready()
+    after = daemon.messages.index({"READY": "1"}) + 1  # READY=1 goes alone, the status next
+    status = daemon.wait_message(lambda m: "STATUS" in m, after=after)["STATUS"]
+    assert status.startswith("applied"), status
     assert env_value(daemon.output, INTRA) == "24"  # 2 sockets x 12 cores, no quota
 
     host.set_online("0-22")  # CPU 23 taken offline
@@ -135,8 +137,10 @@ def test_start_with_a_bad_config_reports_then_applies(tmp_path: Path, host: Host
         d.config.parent.mkdir(parents=True)
         d.config.write_text("mode = 'fastest'\n")
         d.start()
-        ready = d.wait_ready()  # READY=1 after the first attempt, with the error in STATUS=
-        assert ready["STATUS"].startswith("error:") and "fastest" in ready["STATUS"], ready
+        d.wait_ready()  # READY=1 after the first attempt, then the error in STATUS=
+        after = d.messages.index({"READY": "1"}) + 1
+        status = d.wait_message(lambda m: "STATUS" in m, after=after)["STATUS"]
+        assert status.startswith("error:") and "fastest" in status, status
         assert not (d.output / "hwtune.dotenv").exists()
         replace_file(d.config, "mode = 'latency'\n")
         wait_for(lambda: env_value(d.output, INTRA) is not None, "a first profile")

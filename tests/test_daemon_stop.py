@@ -92,3 +92,24 @@ def test_a_notify_socket_nobody_reads_neither_hangs_nor_blocks_sigterm(
     log = daemon.log()
     assert log.count("sd_notify to") == 1, log
     assert "Traceback" not in log
+
+
+def test_ready_is_delivered_whatever_the_status_says(tmp_path: Path, host: Host) -> None:
+    """A hostile config whose error quotes a 6 KB table name: PID 1 ignores a notification
+    over 4096 bytes whole (sdnotify module doc), so READY=1 goes alone and STATUS= is cut to
+    1 KB at a character boundary."""
+    d = DaemonProcess(tmp_path, host.root, tmp_path / "out")
+    try:
+        d.config.parent.mkdir(parents=True)
+        d.config.write_text('["' + "é" * 3000 + '"]\nx = 1\n')
+        d.start()
+        d.wait_ready()
+        assert {"READY": "1"} in d.messages, f"READY=1 shares a datagram; sizes {d.sizes}"
+        after = d.messages.index({"READY": "1"}) + 1
+        status = d.wait_message(lambda m: "STATUS" in m, after=after)["STATUS"]
+        assert d.stop() == 0
+        assert max(d.sizes) <= 4096, d.sizes
+        assert status.startswith("error:") and status.endswith("éé…"), status
+        assert len(status.encode()) <= 1024
+    finally:
+        d.close()

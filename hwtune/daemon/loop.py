@@ -383,7 +383,7 @@ class Daemon:
             self.log(self.notifier.error, 4)
         self._status("starting: detecting hardware")
         self.cycle(["start"])
-        self._notify(READY=1, STATUS=self.status)  # once: applied, or the error
+        self._ready()  # once: applied, or the error
         ping = watchdog_interval(self.environ)
         now = time.monotonic()
         next_poll = now + interval
@@ -439,7 +439,13 @@ class Daemon:
 
         reload_knowledge()  # user knowledge directories are re-read too, every table
         self.cycle(["reload"], accept_issues=True)
-        self._notify(READY=1, STATUS=self.status)
+        self._ready()
+
+    def _ready(self) -> None:
+        """READY=1 alone, then the status: a datagram PID 1 finds too long is ignored whole
+        (sdnotify module doc), and READY=1 must not go with it."""
+        self._notify(READY=1)
+        self._notify(STATUS=self.status)
 
 
 def _drain(fd: int) -> None:

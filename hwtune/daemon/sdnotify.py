@@ -13,6 +13,12 @@ queue full is dropped (EAGAIN) and counted, as systemd's own sd_notify reports a
 to its caller and carries on (it sends with `MSG_NOSIGNAL` on a `SOCK_DGRAM|SOCK_CLOEXEC`
 socket: src/libsystemd/sd-daemon/sd-daemon.c).
 
+PID 1 reads a notification into a buffer of PIPE_BUF (4096) bytes and ignores one that did not
+fit, READY=1 and all (src/core/manager.c, `manager_dispatch_notify_fd`: "Got overly long
+notification datagram, ignoring"). `STATUS=` may quote a config file (a 6 KB key in an error
+message), so it is cut to `MAX_STATUS_BYTES`, and the daemon sends `READY=1` in a datagram
+of its own, before the status.
+
 `RELOADING=1` must carry `MONOTONIC_USEC=` (the CLOCK_MONOTONIC time of the reload request)
 for `Type=notify-reload`, which systemd 253 added (systemd.service(5), "Type=notify-reload";
 sd_notify(3), "MONOTONIC_USEC=").
@@ -27,6 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hwtune.models.digits import is_ascii_digits
+
+# A status is a line for `systemctl status`; a quarter of PID 1's 4096-byte notification
+# buffer leaves room for the other fields of the datagram.
+MAX_STATUS_BYTES = 1024
+ELLIPSIS = "…"
 
 
 def socket_address(name: str) -> str | None:
@@ -93,7 +104,10 @@ class Notifier:
         """Send `KEY=value` lines, e.g. `send(READY=1, STATUS="ok")`; True when delivered."""
         if self.address is None:
             return False
-        message = "\n".join(f"{key}={_one_line(str(value))}" for key, value in fields.items())
+        message = "\n".join(
+            f"{key}={capped_status(text) if key == 'STATUS' else text}"
+            for key, text in ((key, _one_line(str(value))) for key, value in fields.items())
+        )
         try:
             if self._sock is None:
                 self._sock = socket.socket(
@@ -123,3 +137,14 @@ class Notifier:
 def _one_line(value: str) -> str:
     # A newline would start a new assignment; STATUS= texts are single lines by definition.
     return " ".join(value.splitlines())
+
+
+def capped_status(text: str, limit: int = MAX_STATUS_BYTES) -> str:
+    """`text` in at most `limit` bytes of UTF-8, cut at a character boundary and ended with
+    an ellipsis when it had to be cut."""
+    data = text.encode("utf-8", "backslashreplace")
+    if len(data) <= limit:
+        return text
+    room = limit - len(ELLIPSIS.encode())
+    # "ignore" drops the bytes of a character the cut went through, never a whole one before it
+    return data[:room].decode("utf-8", "ignore") + ELLIPSIS
