@@ -393,3 +393,41 @@ def test_an_nfd_write_failure_is_logged_once_and_retried_alone(
     daemon.poll()
     assert daemon.nfd_error is None and (tmp_path / "nfd" / "hwtune").is_file()
     assert "nfd: recovered" in log.getvalue()
+
+
+def _expiry(feature_file: Path) -> str:
+    text = feature_file.read_text()
+    return next(ln for ln in text.splitlines() if ln.startswith("# +expiry-time="))
+
+
+def test_degraded_daemon_does_not_refresh_the_nfd_expiry(tmp_path: Path, host: Host) -> None:
+    """While apply keeps failing the labels are the last good apply's facts, which the daemon
+    can no longer confirm: the half-life refresh is skipped so that they lapse at the expiry
+    stamped then; the first good apply writes them afresh."""
+    import io
+
+    from hwtune.daemon.loop import Daemon, DaemonOptions
+    from hwtune.daemon.sdnotify import Notifier
+
+    config = tmp_path / "xdg" / "hwtune" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("mode = 'latency'\n")
+    environ = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    options = DaemonOptions(host.root, tmp_path / "out", 0.2, nfd_dir=tmp_path / "nfd")
+    (tmp_path / "nfd").mkdir()
+    feature_file = tmp_path / "nfd" / "hwtune"
+    daemon = Daemon(options, environ, io.StringIO(), notifier=Notifier(None))
+    daemon._inputs()
+    assert daemon.cycle(["start"])
+    stamped = _expiry(feature_file)
+    replace_file(config, "mode = 'fastest'\n")  # no such mode: every apply fails from now
+    daemon.poll()
+    assert daemon.error is not None
+    time.sleep(1.1)  # the stamp has one-second resolution
+    daemon._nfd_written_at -= 3600  # as if the half-life had passed
+    daemon.poll()  # one pass of the main loop: poll, then the half-life refresh
+    daemon._write_nfd()
+    assert _expiry(feature_file) == stamped
+    replace_file(config, "mode = 'latency'\n")
+    daemon.poll()
+    assert daemon.error is None and _expiry(feature_file) > stamped

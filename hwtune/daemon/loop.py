@@ -322,7 +322,10 @@ class Daemon:
         return max(NFD_MIN_TTL_S, NFD_TTL_INTERVALS * self.options.interval)
 
     def _write_nfd(self, *, force: bool = False) -> None:
-        if self.options.nfd_dir is None or self.good is None:
+        # While degraded the facts are those of the last good apply, which the daemon can no
+        # longer confirm: the file is left to lapse at the expiry stamped then, as if the
+        # daemon had stopped (docs/daemon.md), rather than made to look fresh.
+        if self.options.nfd_dir is None or self.good is None or self.error is not None:
             return
         now = time.time()
         if not force and now - self._nfd_written_at < self._nfd_ttl() / 2:
