@@ -431,3 +431,41 @@ def test_degraded_daemon_does_not_refresh_the_nfd_expiry(tmp_path: Path, host: H
     replace_file(config, "mode = 'latency'\n")
     daemon.poll()
     assert daemon.error is None and _expiry(feature_file) > stamped
+
+
+def test_deleted_outputs_are_written_again(tmp_path: Path, host: Host) -> None:
+    """The profile files and the NFD file are the daemon's to keep: someone deleting them
+    (a clean-up script, `rm -r /etc/hwtune/*`) is noticed and they are put back, without a
+    re-plan. A poll interval of 30 s: inotify on their directories says it at once."""
+    features = tmp_path / "features.d"
+    features.mkdir()
+    d = DaemonProcess(
+        tmp_path,
+        host.root,
+        tmp_path / "out",
+        interval=30,
+        extra_args=("--nfd", "--nfd-dir", str(features)),
+    )
+    try:
+        d.start()
+        d.wait_ready()
+        env_file, feature_file = d.output / "hwtune.env", features / "hwtune"
+        before = env_file.read_bytes()
+        assert feature_file.is_file()
+        env_file.unlink()
+        feature_file.unlink()
+        wait_for(env_file.exists, f"{env_file} to be written again; log:\n{d.log()}", 10)
+        wait_for(feature_file.exists, f"{feature_file} to be written again", 10)
+        assert env_file.read_bytes() == before
+        wait_for(lambda: "put back" in d.log(), "the log line")
+        assert "hwtune.env (created)" in d.log()
+        # Degraded (a config that no longer parses): the last good profile is still kept
+        d.config.parent.mkdir(parents=True)
+        replace_file(d.config, "mode = 'fastest'\n")
+        d.wait_message(lambda m: m.get("STATUS", "").startswith("degraded"), timeout=10)
+        env_file.unlink()
+        wait_for(env_file.exists, f"{env_file} to be written again while degraded", 10)
+        assert env_file.read_bytes() == before
+        assert d.stop() == 0
+    finally:
+        d.close()

@@ -30,9 +30,16 @@ from types import FrameType
 from typing import TextIO
 
 from hwtune.daemon import changes
-from hwtune.daemon.inputs import config_paths, plan_inputs, site_directories, tuned_directory
+from hwtune.daemon.inputs import (
+    OUTPUTS,
+    config_paths,
+    output_input,
+    plan_inputs,
+    site_directories,
+    tuned_directory,
+)
 from hwtune.daemon.sdnotify import Notifier, monotonic_usec, watchdog_interval
-from hwtune.daemon.watch import Watcher
+from hwtune.daemon.watch import Input, Watcher
 from hwtune.errors import HwtuneError
 from hwtune.models.hardware import Hardware, ProbeIssue
 from hwtune.models.profile import Profile
@@ -187,12 +194,18 @@ class Daemon:
             if self._watcher is not None:
                 return
             inputs = []
+        inputs.append(self._outputs())
         if self._watcher is None:
             self._watcher = Watcher(inputs, use_inotify=self.options.use_inotify)
             if self._watcher.note:
                 self.log(self._watcher.note, 5)
         else:
             self._watcher.set_inputs(inputs)
+
+    def _outputs(self) -> Input:
+        from hwtune.apply.render import OUTPUT_FILES
+
+        return output_input(self.options.output, OUTPUT_FILES, self.options.nfd_dir)
 
     def _compute(self, accept_issues: bool) -> tuple[Hardware, Profile]:
         """detect → plan; raises HwtuneError for what must keep the last good profile.
@@ -426,12 +439,46 @@ class Daemon:
         """Fingerprint the inputs; re-plan when one moved, or retry while degraded."""
         assert self._watcher is not None
         moved = self._watcher.changed()
+        outputs_moved = OUTPUTS in moved
+        moved = [name for name in moved if name != OUTPUTS]
         if moved or self.error is not None:
-            self.cycle(moved or ["retry"])
+            # A good cycle writes every output again; a failed one (degraded) writes nothing,
+            # and the last good profile it keeps must still be on disk.
+            if not self.cycle(moved or ["retry"]) and outputs_moved:
+                self._restore_outputs()
+        elif outputs_moved:
+            self._restore_outputs()
         elif self.nfd_error is not None:  # the profile is fine: retry only the NFD file
             self._write_nfd(force=True)
             if self.good is not None:
                 self._status(self._ok_status(""))
+
+    def _restore_outputs(self) -> None:
+        """Put back what someone deleted: the profile files (apply_all writes only those that
+        differ from the last good profile, so nothing else is touched) and the NFD file."""
+        from hwtune.apply.nfd import FILE_NAME
+        from hwtune.apply.outputs import apply_all
+
+        if self.good is None:
+            return
+        try:
+            report = apply_all(
+                self.options.output,
+                self.good.profile,
+                self.good.hardware,
+                while_waiting=self._stop_if_asked,
+            )
+        except HwtuneError as err:
+            self._fail([OUTPUTS], err.message)  # retried every interval, as any failure
+            return
+        restored = [f"{path.name} ({report.verb(path)})" for path in report.changed]
+        nfd_dir = self.options.nfd_dir
+        if nfd_dir is not None and not (nfd_dir / FILE_NAME).exists():
+            self._write_nfd(force=True)
+            if (nfd_dir / FILE_NAME).exists():
+                restored.append(f"{nfd_dir / FILE_NAME} (created)")
+        if restored:
+            self.log(f"outputs: put back {', '.join(restored)}", 4)
 
     def reload(self) -> None:
         """SIGHUP: tell systemd, re-read config and hardware, accept them as the baseline."""
