@@ -12,7 +12,7 @@ import json
 import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -466,6 +466,40 @@ def test_deleted_outputs_are_written_again(tmp_path: Path, host: Host) -> None:
         env_file.unlink()
         wait_for(env_file.exists, f"{env_file} to be written again while degraded", 10)
         assert env_file.read_bytes() == before
+        assert d.stop() == 0
+    finally:
+        d.close()
+
+
+def test_a_tune_result_in_a_fingerprint_subdirectory_wakes_the_daemon(
+    tmp_path: Path, host: Host
+) -> None:
+    """`hwtune tune` saves `<tuned>/<fingerprint>/<workload>.json`. inotify does not recurse,
+    so the fingerprint directories are watched too, one made after the start as well; a poll
+    interval of 30 s shows that inotify, not polling, brought the re-plan."""
+    tuned = tmp_path / "tuned"
+    (tuned / "fp-old").mkdir(parents=True)
+    d = DaemonProcess(
+        tmp_path,
+        host.root,
+        tmp_path / "out",
+        interval=30,
+        extra_env={"HWTUNE_TUNED_DIR": str(tuned)},
+    )
+
+    def replans(write: Callable[[], None]) -> None:
+        mark = len(d.messages)
+        write()
+        d.wait_message(lambda m: "STATUS" in m, timeout=10, after=mark)
+
+    try:
+        d.start()
+        d.wait_ready()
+        d.drain()
+        replans(lambda: replace_file(tuned / "fp-old" / "builtin_cnn.json", "{}"))
+        new = tuned / "fp-new"
+        replans(new.mkdir)  # the directory's arrival is seen in tuned/ itself
+        replans(lambda: replace_file(new / "builtin_cnn.json", "{}"))
         assert d.stop() == 0
     finally:
         d.close()
