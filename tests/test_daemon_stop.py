@@ -113,3 +113,28 @@ def test_ready_is_delivered_whatever_the_status_says(tmp_path: Path, host: Host)
         assert len(status.encode()) <= 1024
     finally:
         d.close()
+
+
+def test_journal_prefixes_only_when_stderr_is_the_announced_stream(
+    tmp_path: Path, host: Host
+) -> None:
+    """systemd.exec(5): $JOURNAL_STREAM is inherited by children whose stderr may go
+    elsewhere, so it is trusted only when it names stderr's own device and inode."""
+    logs = {}
+    for name, matching in (("stale", False), ("journal", True)):
+        d = DaemonProcess(tmp_path / name, host.root, tmp_path / name / "out")
+        try:
+            d.log_path.touch()  # start() reopens it in place: the inode is the one stderr gets
+            st = d.log_path.stat()
+            d.extra_env["JOURNAL_STREAM"] = (
+                f"{st.st_dev}:{st.st_ino}" if matching else f"{st.st_dev}:{st.st_ino + 1}"
+            )
+            d.start()
+            d.wait_ready()
+            assert d.stop() == 0
+            logs[name] = d.log()
+        finally:
+            d.close()
+    assert "<6>hwtune daemon: applied" not in logs["stale"], logs["stale"]
+    assert "hwtune daemon: applied" in logs["stale"]
+    assert "<6>hwtune daemon: applied" in logs["journal"], logs["journal"]

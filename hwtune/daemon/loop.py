@@ -18,6 +18,7 @@ applied like any change and named in the log line.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import select
 import signal
@@ -41,6 +42,7 @@ from hwtune.daemon.inputs import (
 from hwtune.daemon.sdnotify import Notifier, monotonic_usec, watchdog_interval
 from hwtune.daemon.watch import Input, Watcher
 from hwtune.errors import HwtuneError
+from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Hardware, ProbeIssue
 from hwtune.models.profile import Profile
 
@@ -71,6 +73,24 @@ def own_usage() -> str:
     except (OSError, psutil.Error):
         return "resource use unknown"
     return f"{rss / (1 << 20):.0f} MiB resident, {times.user + times.system:.2f} s CPU used"
+
+
+def is_journal_stream(announced: str, stream: TextIO) -> bool:
+    """Whether `stream` is the journal connection `$JOURNAL_STREAM` ("DEV:INODE") names.
+
+    systemd.exec(5), "$JOURNAL_STREAM": the variable is inherited by children whose stderr
+    may have been redirected, so a program must compare it with fstat(2) of its own stderr
+    (st_dev and st_ino, in decimal) before trusting it."""
+    dev, sep, ino = announced.partition(":")
+    if not (sep and is_ascii_digits(dev) and is_ascii_digits(ino)):
+        return False
+    if len(dev) > 20 or len(ino) > 20:  # u64s (and int() refuses 4300+ digits)
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False  # not a file (a StringIO in tests), or closed
+    return st.st_dev == int(dev) and st.st_ino == int(ino)
 
 
 class _Stop(BaseException):
@@ -133,9 +153,8 @@ class Daemon:
         self.nfd_error: str | None = None
         self.status = "starting"
         self.cycles = 0
-        # sd-daemon(3) "<N>" priority prefixes only when stderr goes to the journal, which
-        # systemd announces with $JOURNAL_STREAM (systemd.exec(5)).
-        self.journal = bool(environ.get("JOURNAL_STREAM"))
+        # sd-daemon(3) "<N>" priority prefixes only when stderr goes to the journal.
+        self.journal = is_journal_stream(environ.get("JOURNAL_STREAM", ""), log)
         self._signals: list[int] = []
         self._interruptible = False
         self._watcher: Watcher | None = None
