@@ -276,6 +276,18 @@ def test_facts_a_bare_tree_lacks_are_not_labelled(tmp_path: Path, cli) -> None: 
     assert f"{nfd.PREFIX}/effective-cpus" not in labels, labels
 
 
+def test_expiry_is_never_stamped_earlier_than_asked(cli) -> None:  # type: ignore[no-untyped-def]
+    """The stamp has whole seconds: the expiry is rounded up, not truncated below the TTL."""
+    now = datetime(2026, 1, 1, 12, 0, 0, 700_000, tzinfo=timezone.utc)
+    assert nfd.rfc3339(nfd.expiry_after(now, 60)) == "2026-01-01T12:01:01Z"
+    before = datetime.now(timezone.utc)
+    printed = cli(["nfd", "--print", "--ttl", "60"])
+    assert printed.exit_status == 0, printed.stderr
+    stamp = next(ln for ln in printed.stdout.splitlines() if ln.startswith("# +expiry-time="))
+    expiry = datetime.strptime(stamp.split("=", 1)[1], RFC3339).replace(tzinfo=timezone.utc)
+    assert expiry >= before + timedelta(seconds=60)
+
+
 def test_nfd_command_reports_an_unwritable_directory(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
     result = cli(["nfd", "--output", str(tmp_path / "missing")])
     assert result.exit_status == 1

@@ -247,7 +247,12 @@ def render(
 
 
 def expiry_after(now: datetime, seconds: float) -> datetime:
-    return now + timedelta(seconds=seconds)
+    """`seconds` after `now`, rounded up to a whole second: `render` writes seconds, and
+    truncating would stamp an expiry earlier than asked."""
+    moment = now + timedelta(seconds=seconds)
+    if moment.microsecond:
+        moment += timedelta(microseconds=1_000_000 - moment.microsecond)
+    return moment
 
 
 def write_feature_file(

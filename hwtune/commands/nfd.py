@@ -51,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# The shortest expiry: one nfd-worker rescan at its default core.sleepInterval of 60 s (NFD
+# docs, "nfd-worker configuration"); a file that expires sooner can lapse before it is read.
+MIN_TTL_S = 60.0
+MAX_TTL_S = 10 * 365 * 86400.0
+
+
 def _check_output(output: str) -> None:
     """A missing features.d directory, with what to do instead: on a machine without NFD the
     default one does not exist (nfd-worker's local feature source reads it: NFD
@@ -83,8 +89,14 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             f"--root {args.root}: not a directory",
             hint="give / or a directory made by `hwtune snapshot DIR`",
         )
-    if args.ttl is not None and not 0 < args.ttl < 10 * 365 * 86400:  # refuses nan, inf
-        raise HwtuneError(f"--ttl {args.ttl:g}: must be a positive number of seconds")
+    if args.ttl is not None and not MIN_TTL_S <= args.ttl <= MAX_TTL_S:  # refuses nan, inf
+        raise HwtuneError(
+            f"--ttl {args.ttl:g}: must be a number of seconds from {MIN_TTL_S:g} to "
+            f"{MAX_TTL_S:g} (10 years)",
+            hint=f"nfd-worker reads features.d every {MIN_TTL_S:g} s by default "
+            "(core.sleepInterval), so labels that expire sooner may never be published; "
+            "for labels that follow the machine, run `hwtune daemon --nfd`",
+        )
     hardware = detect(root)
     profile = None
     try:
