@@ -503,3 +503,19 @@ def test_a_tune_result_in_a_fingerprint_subdirectory_wakes_the_daemon(
         assert d.stop() == 0
     finally:
         d.close()
+
+
+def test_nfd_dir_alone_asks_for_the_nfd_file(tmp_path: Path, host: Host) -> None:
+    """`--nfd-dir DIR` without `--nfd` was ignored: a unit naming a directory got no labels."""
+    features = tmp_path / "features.d"
+    features.mkdir()
+    d = DaemonProcess(
+        tmp_path, host.root, tmp_path / "out", extra_args=("--nfd-dir", str(features))
+    )
+    try:
+        d.start()
+        d.wait_ready()
+        assert (features / "hwtune").is_file(), d.log()
+        assert d.stop() == 0
+    finally:
+        d.close()

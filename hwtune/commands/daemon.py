@@ -52,8 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--nfd-dir",
         type=nonempty_path,
         metavar="DIR",
-        default=DEFAULT_DIR,
-        help=f"NFD's features.d directory (default {DEFAULT_DIR})",
+        default=None,
+        help=f"NFD's features.d directory (default {DEFAULT_DIR}); implies --nfd",
     )
     parser.add_argument(
         "--poll-only",
@@ -90,8 +90,19 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         root,
         output,
         args.interval,
-        Path(args.nfd_dir) if args.nfd else None,
+        _nfd_dir(args),
         environ=env.environ,
         log=env.stderr,
         use_inotify=not args.poll_only,
     )
+
+
+def _nfd_dir(args: argparse.Namespace) -> Path | None:
+    """Where the NFD file goes, None for no NFD file: `--nfd-dir` alone asks for one too (it
+    was ignored without `--nfd`, which left a unit that named a directory silently without
+    labels)."""
+    from hwtune.apply.nfd import DEFAULT_DIR
+
+    if args.nfd_dir is not None:
+        return Path(args.nfd_dir)
+    return Path(DEFAULT_DIR) if args.nfd else None
