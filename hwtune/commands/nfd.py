@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hwtune.cli import Environment
-from hwtune.commands.numbers import seconds
+from hwtune.commands.numbers import seconds_in
 from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import ApplyError, HwtuneError
 from hwtune.status import ExitStatus
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ttl",
         metavar="SECONDS",
-        type=seconds,
+        type=seconds_in(MIN_TTL_S, MAX_TTL_S),
         default=None,
         help="add `# +expiry-time=` this far ahead, so NFD drops the labels if "
         "nothing rewrites the file (default: no expiry)",
