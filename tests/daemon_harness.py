@@ -157,6 +157,7 @@ class DaemonProcess:
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
     messages: list[dict[str, str]] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)  # of each datagram, in bytes
     proc: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
@@ -212,6 +213,7 @@ class DaemonProcess:
             return False
         fields = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
         self.messages.append(fields)
+        self.sizes.append(len(data))
         return True
 
     def drain(self) -> None:

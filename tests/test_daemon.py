@@ -12,7 +12,7 @@ import json
 import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -61,8 +61,10 @@ def gpu_strategy(output: Path) -> tuple[object, tuple[int, ...]]:
 
 def test_follows_cpu_quota_and_gpu_changes(daemon: DaemonProcess, host: Host) -> None:
     daemon.start()
-    ready = daemon.wait_ready()
-    assert ready["STATUS"].startswith("applied"), ready
+    daemon.wait_ready()
+    after = daemon.messages.index({"READY": "1"}) + 1  # READY=1 goes alone, the status next
+    status = daemon.wait_message(lambda m: "STATUS" in m, after=after)["STATUS"]
+    assert status.startswith("applied"), status
     assert env_value(daemon.output, INTRA) == "24"  # 2 sockets x 12 cores, no quota
 
     host.set_online("0-22")  # CPU 23 taken offline
@@ -135,8 +137,10 @@ def test_start_with_a_bad_config_reports_then_applies(tmp_path: Path, host: Host
         d.config.parent.mkdir(parents=True)
         d.config.write_text("mode = 'fastest'\n")
         d.start()
-        ready = d.wait_ready()  # READY=1 after the first attempt, with the error in STATUS=
-        assert ready["STATUS"].startswith("error:") and "fastest" in ready["STATUS"], ready
+        d.wait_ready()  # READY=1 after the first attempt, then the error in STATUS=
+        after = d.messages.index({"READY": "1"}) + 1
+        status = d.wait_message(lambda m: "STATUS" in m, after=after)["STATUS"]
+        assert status.startswith("error:") and "fastest" in status, status
         assert not (d.output / "hwtune.dotenv").exists()
         replace_file(d.config, "mode = 'latency'\n")
         wait_for(lambda: env_value(d.output, INTRA) is not None, "a first profile")
@@ -389,3 +393,129 @@ def test_an_nfd_write_failure_is_logged_once_and_retried_alone(
     daemon.poll()
     assert daemon.nfd_error is None and (tmp_path / "nfd" / "hwtune").is_file()
     assert "nfd: recovered" in log.getvalue()
+
+
+def _expiry(feature_file: Path) -> str:
+    text = feature_file.read_text()
+    return next(ln for ln in text.splitlines() if ln.startswith("# +expiry-time="))
+
+
+def test_degraded_daemon_does_not_refresh_the_nfd_expiry(tmp_path: Path, host: Host) -> None:
+    """While apply keeps failing the labels are the last good apply's facts, which the daemon
+    can no longer confirm: the half-life refresh is skipped so that they lapse at the expiry
+    stamped then; the first good apply writes them afresh."""
+    import io
+
+    from hwtune.daemon.loop import Daemon, DaemonOptions
+    from hwtune.daemon.sdnotify import Notifier
+
+    config = tmp_path / "xdg" / "hwtune" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("mode = 'latency'\n")
+    environ = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    options = DaemonOptions(host.root, tmp_path / "out", 0.2, nfd_dir=tmp_path / "nfd")
+    (tmp_path / "nfd").mkdir()
+    feature_file = tmp_path / "nfd" / "hwtune"
+    daemon = Daemon(options, environ, io.StringIO(), notifier=Notifier(None))
+    daemon._inputs()
+    assert daemon.cycle(["start"])
+    stamped = _expiry(feature_file)
+    replace_file(config, "mode = 'fastest'\n")  # no such mode: every apply fails from now
+    daemon.poll()
+    assert daemon.error is not None
+    time.sleep(1.1)  # the stamp has one-second resolution
+    daemon._nfd_written_at -= 3600  # as if the half-life had passed
+    daemon.poll()  # one pass of the main loop: poll, then the half-life refresh
+    daemon._write_nfd()
+    assert _expiry(feature_file) == stamped
+    replace_file(config, "mode = 'latency'\n")
+    daemon.poll()
+    assert daemon.error is None and _expiry(feature_file) > stamped
+
+
+def test_deleted_outputs_are_written_again(tmp_path: Path, host: Host) -> None:
+    """The profile files and the NFD file are the daemon's to keep: someone deleting them
+    (a clean-up script, `rm -r /etc/hwtune/*`) is noticed and they are put back, without a
+    re-plan. A poll interval of 30 s: inotify on their directories says it at once."""
+    features = tmp_path / "features.d"
+    features.mkdir()
+    d = DaemonProcess(
+        tmp_path,
+        host.root,
+        tmp_path / "out",
+        interval=30,
+        extra_args=("--nfd", "--nfd-dir", str(features)),
+    )
+    try:
+        d.start()
+        d.wait_ready()
+        env_file, feature_file = d.output / "hwtune.env", features / "hwtune"
+        before = env_file.read_bytes()
+        assert feature_file.is_file()
+        env_file.unlink()
+        feature_file.unlink()
+        wait_for(env_file.exists, f"{env_file} to be written again; log:\n{d.log()}", 10)
+        wait_for(feature_file.exists, f"{feature_file} to be written again", 10)
+        assert env_file.read_bytes() == before
+        wait_for(lambda: "put back" in d.log(), "the log line")
+        assert "hwtune.env (created)" in d.log()
+        # Degraded (a config that no longer parses): the last good profile is still kept
+        d.config.parent.mkdir(parents=True)
+        replace_file(d.config, "mode = 'fastest'\n")
+        d.wait_message(lambda m: m.get("STATUS", "").startswith("degraded"), timeout=10)
+        env_file.unlink()
+        wait_for(env_file.exists, f"{env_file} to be written again while degraded", 10)
+        assert env_file.read_bytes() == before
+        assert d.stop() == 0
+    finally:
+        d.close()
+
+
+def test_a_tune_result_in_a_fingerprint_subdirectory_wakes_the_daemon(
+    tmp_path: Path, host: Host
+) -> None:
+    """`hwtune tune` saves `<tuned>/<fingerprint>/<workload>.json`. inotify does not recurse,
+    so the fingerprint directories are watched too, one made after the start as well; a poll
+    interval of 30 s shows that inotify, not polling, brought the re-plan."""
+    tuned = tmp_path / "tuned"
+    (tuned / "fp-old").mkdir(parents=True)
+    d = DaemonProcess(
+        tmp_path,
+        host.root,
+        tmp_path / "out",
+        interval=30,
+        extra_env={"HWTUNE_TUNED_DIR": str(tuned)},
+    )
+
+    def replans(write: Callable[[], None]) -> None:
+        mark = len(d.messages)
+        write()
+        d.wait_message(lambda m: "STATUS" in m, timeout=10, after=mark)
+
+    try:
+        d.start()
+        d.wait_ready()
+        d.drain()
+        replans(lambda: replace_file(tuned / "fp-old" / "builtin_cnn.json", "{}"))
+        new = tuned / "fp-new"
+        replans(new.mkdir)  # the directory's arrival is seen in tuned/ itself
+        replans(lambda: replace_file(new / "builtin_cnn.json", "{}"))
+        assert d.stop() == 0
+    finally:
+        d.close()
+
+
+def test_nfd_dir_alone_asks_for_the_nfd_file(tmp_path: Path, host: Host) -> None:
+    """`--nfd-dir DIR` without `--nfd` was ignored: a unit naming a directory got no labels."""
+    features = tmp_path / "features.d"
+    features.mkdir()
+    d = DaemonProcess(
+        tmp_path, host.root, tmp_path / "out", extra_args=("--nfd-dir", str(features))
+    )
+    try:
+        d.start()
+        d.wait_ready()
+        assert (features / "hwtune").is_file(), d.log()
+        assert d.stop() == 0
+    finally:
+        d.close()

@@ -271,10 +271,17 @@ def test_summary_is_bounded() -> None:
     ("argv", "status", "message"),
     [
         (["daemon", "--interval", "0"], 1, "--interval 0"),
-        (["daemon", "--interval", "inf"], 2, "--interval: expected a number of seconds"),
+        (
+            ["daemon", "--interval", "inf"],
+            2,
+            "--interval: expected a number of seconds from 0.1 to 86400",
+        ),
         (["daemon", "--root", "/nonexistent/tree"], 1, "not a directory"),
-        (["nfd", "--ttl", "nan", "--print"], 2, "--ttl: expected a number of seconds"),
-        (["nfd", "--ttl", "0", "--print"], 1, "--ttl 0: must be a positive number"),
+        (["nfd", "--ttl", "nan", "--print"], 2, "--ttl: expected a number of seconds from 60 to"),
+        (["nfd", "--ttl", "0", "--print"], 1, "--ttl 0: must be a number of seconds from 60"),
+        # one nfd-worker rescan (60 s by default): a shorter expiry lapsed before it was read
+        (["nfd", "--ttl", "0.4", "--print"], 1, "--ttl 0.4: must be a number of seconds from 60"),
+        (["daemon", "--interval", "0.05"], 1, "--interval 0.05: must be a number of seconds from"),
     ],
 )
 def test_bad_arguments_are_refused(cli, argv: list[str], status: int, message: str) -> None:  # type: ignore[no-untyped-def]

@@ -71,7 +71,7 @@ def zen4_node() -> Hardware:
             flags=flags,
             smt_enabled=True,
         ),
-        limits=Limits(effective_cpus=2),
+        limits=Limits(usable_cpus=(0, 1), effective_cpus=2),
         numa=(NumaNode(0, (0, 1)),),
         tensorflow=TensorFlowInfo(
             version="2.21.0",
@@ -264,6 +264,28 @@ def test_nfd_command_prints_and_writes(tmp_path: Path, cli) -> None:  # type: ig
     text = (tmp_path / "hwtune").read_text()
     assert "+expiry-time" not in text  # one-shot without --ttl: no expiry
     assert parse_feature_file(text, datetime.now(timezone.utc)) == labels
+
+
+def test_facts_a_bare_tree_lacks_are_not_labelled(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """A root with nothing to read: no `arch=unknown`, and no `effective-cpus=1` the limits
+    probe never measured (a node selector on either would match by accident)."""
+    printed = cli(["nfd", "--root", str(tmp_path), "--print"])
+    assert printed.exit_status == 0, printed.stderr
+    labels = parse_feature_file(printed.stdout, datetime.now(timezone.utc))
+    assert f"{nfd.PREFIX}/arch" not in labels, labels
+    assert f"{nfd.PREFIX}/effective-cpus" not in labels, labels
+
+
+def test_expiry_is_never_stamped_earlier_than_asked(cli) -> None:  # type: ignore[no-untyped-def]
+    """The stamp has whole seconds: the expiry is rounded up, not truncated below the TTL."""
+    now = datetime(2026, 1, 1, 12, 0, 0, 700_000, tzinfo=timezone.utc)
+    assert nfd.rfc3339(nfd.expiry_after(now, 60)) == "2026-01-01T12:01:01Z"
+    before = datetime.now(timezone.utc)
+    printed = cli(["nfd", "--print", "--ttl", "60"])
+    assert printed.exit_status == 0, printed.stderr
+    stamp = next(ln for ln in printed.stdout.splitlines() if ln.startswith("# +expiry-time="))
+    expiry = datetime.strptime(stamp.split("=", 1)[1], RFC3339).replace(tzinfo=timezone.utc)
+    assert expiry >= before + timedelta(seconds=60)
 
 
 def test_nfd_command_reports_an_unwritable_directory(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]

@@ -183,7 +183,9 @@ def labels(hw: Hardware, profile: Profile | None = None) -> dict[str, str]:
     `cpu-cpuid.*` labels do.
     """
     cpu = hw.cpu
-    raw: dict[str, object] = {"arch": cpu.arch}
+    raw: dict[str, object] = {}
+    if cpu.arch != "unknown":
+        raw["arch"] = cpu.arch
     if cpu.vendor:
         raw["cpu-vendor"] = cpu.vendor
     if cpu.microarch:
@@ -196,7 +198,10 @@ def labels(hw: Hardware, profile: Profile | None = None) -> dict[str, str]:
             raw[name] = True
     if cpu.smt_enabled is not None:
         raw["smt"] = cpu.smt_enabled
-    raw["effective-cpus"] = hw.limits.effective_cpus
+    # Defaults (Limits.known) or no CPU list at all: the count of 1 is assumed, not measured
+    # (probes.limits.effective_cpus, "no CPU list known (assumed 1)").
+    if hw.limits.known and hw.limits.usable_cpus:
+        raw["effective-cpus"] = hw.limits.effective_cpus
     if hw.numa:
         raw["numa-nodes"] = len(hw.numa)
     if hw.gpus:
@@ -242,7 +247,12 @@ def render(
 
 
 def expiry_after(now: datetime, seconds: float) -> datetime:
-    return now + timedelta(seconds=seconds)
+    """`seconds` after `now`, rounded up to a whole second: `render` writes seconds, and
+    truncating would stamp an expiry earlier than asked."""
+    moment = now + timedelta(seconds=seconds)
+    if moment.microsecond:
+        moment += timedelta(microseconds=1_000_000 - moment.microsecond)
+    return moment
 
 
 def write_feature_file(

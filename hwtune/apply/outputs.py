@@ -98,11 +98,13 @@ def apply_files(
     dry_run: bool = False,
     lock_timeout: float = 30.0,
     on_written: Callable[[Path], None] | None = None,
+    while_waiting: Callable[[], None] | None = None,
 ) -> ApplyReport:
     """Write `files` (name -> bytes; None: remove it if present) into `output_dir`
     atomically, journalled, all or nothing.
 
-    `on_written(path)` is called after each file is replaced or removed (progress reporting).
+    `on_written(path)` is called after each file is replaced or removed (progress reporting);
+    `while_waiting()` between tries while another process holds the lock (`fs.atomic.locked`).
     """
     for name in files:
         if "/" in name or name.startswith("."):
@@ -117,7 +119,7 @@ def apply_files(
         report = _plan_changes(output_dir, files, dry_run=False, recovered=())
         if not report.changed and not journal.pending(output_dir):
             return report
-    with locked(output_dir, lock_timeout):
+    with locked(output_dir, lock_timeout, while_waiting=while_waiting):
         check_journal_directory(output_dir / journal.JOURNAL_DIR)
         remove_stale_temporaries(output_dir)
         recovered = tuple(journal.recover_incomplete(output_dir))
@@ -269,6 +271,7 @@ def apply_all(
     dry_run: bool = False,
     lock_timeout: float = 30.0,
     on_written: Callable[[Path], None] | None = None,
+    while_waiting: Callable[[], None] | None = None,
 ) -> ApplyReport:
     """Render every output of `profile` and write it to `output_dir` (see the module doc).
 
@@ -285,7 +288,12 @@ def apply_all(
     if not dry_run:
         ensure_dir(output_dir)
     return apply_files(
-        output_dir, rendered, dry_run=dry_run, lock_timeout=lock_timeout, on_written=on_written
+        output_dir,
+        rendered,
+        dry_run=dry_run,
+        lock_timeout=lock_timeout,
+        on_written=on_written,
+        while_waiting=while_waiting,
     )
 
 

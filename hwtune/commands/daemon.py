@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from hwtune.cli import Environment
-from hwtune.commands.numbers import seconds
+from hwtune.commands.numbers import seconds_in
 from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import HwtuneError
 
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--interval",
         metavar="SECONDS",
-        type=seconds,
+        type=seconds_in(MIN_INTERVAL_S, MAX_INTERVAL_S),
         default=DEFAULT_INTERVAL_S,
         help="how often to re-read what inotify cannot see (sysfs, cgroups); "
         f"default {DEFAULT_INTERVAL_S:g}",
@@ -52,8 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--nfd-dir",
         type=nonempty_path,
         metavar="DIR",
-        default=DEFAULT_DIR,
-        help=f"NFD's features.d directory (default {DEFAULT_DIR})",
+        default=None,
+        help=f"NFD's features.d directory (default {DEFAULT_DIR}); implies --nfd",
     )
     parser.add_argument(
         "--poll-only",
@@ -66,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # CPU), so ten passes a second stay a small share of one CPU, and inotify already reports file
 # changes at once. Below it the loop only spins: --interval 1e-300 kept a core 98% busy.
 MIN_INTERVAL_S = 0.1
+MAX_INTERVAL_S = 86400.0  # a day: run_daemon's own bound
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
@@ -78,10 +79,10 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             f"--root {args.root}: not a directory",
             hint="give / or a directory made by `hwtune snapshot DIR`",
         )
-    if not MIN_INTERVAL_S <= args.interval < 86400:  # also refuses nan and inf
+    if not MIN_INTERVAL_S <= args.interval < MAX_INTERVAL_S:  # also refuses nan and inf
         raise HwtuneError(
             f"--interval {args.interval:g}: must be a number of seconds from "
-            f"{MIN_INTERVAL_S:g} to 86400",
+            f"{MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g}",
             hint=f"each pass re-reads sysfs, cgroups and the config; more often than every "
             f"{MIN_INTERVAL_S:g} s only burns CPU (--interval 1e-300 kept a core 98% busy)",
         )
@@ -90,8 +91,19 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         root,
         output,
         args.interval,
-        Path(args.nfd_dir) if args.nfd else None,
+        _nfd_dir(args),
         environ=env.environ,
         log=env.stderr,
         use_inotify=not args.poll_only,
     )
+
+
+def _nfd_dir(args: argparse.Namespace) -> Path | None:
+    """Where the NFD file goes, None for no NFD file: `--nfd-dir` alone asks for one too (it
+    was ignored without `--nfd`, which left a unit that named a directory silently without
+    labels)."""
+    from hwtune.apply.nfd import DEFAULT_DIR
+
+    if args.nfd_dir is not None:
+        return Path(args.nfd_dir)
+    return Path(DEFAULT_DIR) if args.nfd else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from collections.abc import Callable
 
 from hwtune.models.digits import parse_ascii_int
 
@@ -25,6 +26,23 @@ def seconds(text: str) -> float:
             f"expected a number of seconds (ASCII digits, finite, not negative), got {text!r}"
         )
     return value
+
+
+def seconds_in(low: float, high: float) -> Callable[[str], float]:
+    """`seconds`, with the range the command accepts named when the text is no number at
+    all (the command checks the range itself, exit 1, naming the option and the range)."""
+
+    def parse(text: str) -> float:
+        try:
+            return seconds(text)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"expected a number of seconds from {low:g} to {high:g} (ASCII digits), "
+                f"got {text!r}"
+            ) from None
+
+    parse.__name__ = "seconds"  # argparse names the type in some messages
+    return parse
 
 
 def integer(text: str) -> int:

@@ -118,3 +118,20 @@ def plan_inputs(
         # <fingerprint>/<workload>.json files (hwtune.pipeline.measured), written by rename.
         Input("measured", (Part("tree", tuned_dir, depth=2),) if tuned_dir else ()),
     ]
+
+
+# The name of the input that is the daemon's own outputs: not a plan input (a change to it
+# re-plans nothing) but what it must put back when someone deletes it.
+OUTPUTS = "outputs"
+
+
+def output_input(output: Path, output_names: Sequence[str], nfd_dir: Path | None) -> Input:
+    """The files the daemon writes, by name only: a deletion moves the signature (and wakes
+    inotify at once), while the daemon's own rewrites, renames over a name that stays, do
+    not. Dotfiles beside them (the lock, the journal, temporaries) are not looked at."""
+    parts = [Part("listing", output, name) for name in output_names]
+    if nfd_dir is not None:
+        from hwtune.apply.nfd import FILE_NAME
+
+        parts.append(Part("listing", nfd_dir, FILE_NAME))
+    return Input(OUTPUTS, tuple(parts))

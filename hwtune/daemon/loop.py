@@ -18,6 +18,7 @@ applied like any change and named in the log line.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import select
 import signal
@@ -30,10 +31,18 @@ from types import FrameType
 from typing import TextIO
 
 from hwtune.daemon import changes
-from hwtune.daemon.inputs import config_paths, plan_inputs, site_directories, tuned_directory
+from hwtune.daemon.inputs import (
+    OUTPUTS,
+    config_paths,
+    output_input,
+    plan_inputs,
+    site_directories,
+    tuned_directory,
+)
 from hwtune.daemon.sdnotify import Notifier, monotonic_usec, watchdog_interval
-from hwtune.daemon.watch import Watcher
+from hwtune.daemon.watch import Input, Watcher
 from hwtune.errors import HwtuneError
+from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Hardware, ProbeIssue
 from hwtune.models.profile import Profile
 
@@ -64,6 +73,24 @@ def own_usage() -> str:
     except (OSError, psutil.Error):
         return "resource use unknown"
     return f"{rss / (1 << 20):.0f} MiB resident, {times.user + times.system:.2f} s CPU used"
+
+
+def is_journal_stream(announced: str, stream: TextIO) -> bool:
+    """Whether `stream` is the journal connection `$JOURNAL_STREAM` ("DEV:INODE") names.
+
+    systemd.exec(5), "$JOURNAL_STREAM": the variable is inherited by children whose stderr
+    may have been redirected, so a program must compare it with fstat(2) of its own stderr
+    (st_dev and st_ino, in decimal) before trusting it."""
+    dev, sep, ino = announced.partition(":")
+    if not (sep and is_ascii_digits(dev) and is_ascii_digits(ino)):
+        return False
+    if len(dev) > 20 or len(ino) > 20:  # u64s (and int() refuses 4300+ digits)
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False  # not a file (a StringIO in tests), or closed
+    return st.st_dev == int(dev) and st.st_ino == int(ino)
 
 
 class _Stop(BaseException):
@@ -126,13 +153,13 @@ class Daemon:
         self.nfd_error: str | None = None
         self.status = "starting"
         self.cycles = 0
-        # sd-daemon(3) "<N>" priority prefixes only when stderr goes to the journal, which
-        # systemd announces with $JOURNAL_STREAM (systemd.exec(5)).
-        self.journal = bool(environ.get("JOURNAL_STREAM"))
+        # sd-daemon(3) "<N>" priority prefixes only when stderr goes to the journal.
+        self.journal = is_journal_stream(environ.get("JOURNAL_STREAM", ""), log)
         self._signals: list[int] = []
         self._interruptible = False
         self._watcher: Watcher | None = None
         self._nfd_written_at = 0.0
+        self._notify_failing = False
 
     # ------------------------------------------------------------------ output
     def log(self, text: str, priority: int = 6) -> None:
@@ -143,12 +170,32 @@ class Daemon:
 
     def _status(self, text: str) -> None:
         self.status = text
-        self.notifier.send(STATUS=text)
+        self._notify(STATUS=text)
+
+    def _notify(self, **fields: str | int) -> None:
+        """sd_notify, logging the first failure of a run of them and the recovery, not every
+        dropped message (a watchdog ping every few seconds into a full queue)."""
+        if not self.notifier.enabled:  # unset, or a kind of socket logged once at start
+            return
+        if self.notifier.send(**fields):
+            if self._notify_failing:
+                self.log(f"sd_notify delivered again ({self.notifier.dropped} dropped so far)", 5)
+                self._notify_failing = False
+        elif self.notifier.error and not self._notify_failing:
+            self.log(self.notifier.error, 4)
+            self._notify_failing = True
 
     # ------------------------------------------------------------------ signals
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signals.append(signum)
         if signum in (signal.SIGTERM, signal.SIGINT) and self._interruptible:
+            raise _Stop()
+
+    def _stop_if_asked(self) -> None:
+        """Called between tries for the output lock: another `hwtune apply` may hold it for up
+        to its 30 s lock timeout, and systemd kills a service that has not stopped within
+        TimeoutStopSec= (5 s in systemd/hwtune.service) of SIGTERM. Nothing is written yet."""
+        if signal.SIGTERM in self._signals or signal.SIGINT in self._signals:
             raise _Stop()
 
     # ------------------------------------------------------------------ one cycle
@@ -166,12 +213,18 @@ class Daemon:
             if self._watcher is not None:
                 return
             inputs = []
+        inputs.append(self._outputs())
         if self._watcher is None:
             self._watcher = Watcher(inputs, use_inotify=self.options.use_inotify)
             if self._watcher.note:
                 self.log(self._watcher.note, 5)
         else:
             self._watcher.set_inputs(inputs)
+
+    def _outputs(self) -> Input:
+        from hwtune.apply.render import OUTPUT_FILES
+
+        return output_input(self.options.output, OUTPUT_FILES, self.options.nfd_dir)
 
     def _compute(self, accept_issues: bool) -> tuple[Hardware, Profile]:
         """detect → plan; raises HwtuneError for what must keep the last good profile.
@@ -234,7 +287,7 @@ class Daemon:
                 hardware, profile = self._compute(accept_issues)
             finally:
                 self._inputs()  # whatever happened, watch what the plan depends on now
-            apply_all(self.options.output, profile, hardware)
+            apply_all(self.options.output, profile, hardware, while_waiting=self._stop_if_asked)
         except HwtuneError as err:
             self._fail(trigger, err.message)
             return False
@@ -301,7 +354,10 @@ class Daemon:
         return max(NFD_MIN_TTL_S, NFD_TTL_INTERVALS * self.options.interval)
 
     def _write_nfd(self, *, force: bool = False) -> None:
-        if self.options.nfd_dir is None or self.good is None:
+        # While degraded the facts are those of the last good apply, which the daemon can no
+        # longer confirm: the file is left to lapse at the expiry stamped then, as if the
+        # daemon had stopped (docs/daemon.md), rather than made to look fresh.
+        if self.options.nfd_dir is None or self.good is None or self.error is not None:
             return
         now = time.time()
         if not force and now - self._nfd_written_at < self._nfd_ttl() / 2:
@@ -350,7 +406,7 @@ class Daemon:
     def _stop(self, pending: list[int]) -> int:
         """0 after SIGTERM (how systemd and kill stop a service: a clean stop), 130 after
         SIGINT (Ctrl-C in a terminal, 128+2 as shells report it and as README's table says)."""
-        self.notifier.send(STOPPING=1, STATUS="stopping")
+        self._notify(STOPPING=1, STATUS="stopping")
         self.log(f"stopping ({own_usage()})", 6)
         if signal.SIGTERM in pending:
             return 0
@@ -362,7 +418,7 @@ class Daemon:
             self.log(self.notifier.error, 4)
         self._status("starting: detecting hardware")
         self.cycle(["start"])
-        self.notifier.send(READY=1, STATUS=self.status)  # once: applied, or the error
+        self._ready()  # once: applied, or the error
         ping = watchdog_interval(self.environ)
         now = time.monotonic()
         next_poll = now + interval
@@ -377,7 +433,7 @@ class Daemon:
                     next_poll = time.monotonic() + interval
             now = time.monotonic()
             if now >= next_ping and ping:
-                self.notifier.send(WATCHDOG=1)
+                self._notify(WATCHDOG=1)
                 next_ping = now + ping
             if now >= next_poll:
                 self.poll()
@@ -402,23 +458,63 @@ class Daemon:
         """Fingerprint the inputs; re-plan when one moved, or retry while degraded."""
         assert self._watcher is not None
         moved = self._watcher.changed()
+        outputs_moved = OUTPUTS in moved
+        moved = [name for name in moved if name != OUTPUTS]
         if moved or self.error is not None:
-            self.cycle(moved or ["retry"])
+            # A good cycle writes every output again; a failed one (degraded) writes nothing,
+            # and the last good profile it keeps must still be on disk.
+            if not self.cycle(moved or ["retry"]) and outputs_moved:
+                self._restore_outputs()
+        elif outputs_moved:
+            self._restore_outputs()
         elif self.nfd_error is not None:  # the profile is fine: retry only the NFD file
             self._write_nfd(force=True)
             if self.good is not None:
                 self._status(self._ok_status(""))
 
+    def _restore_outputs(self) -> None:
+        """Put back what someone deleted: the profile files (apply_all writes only those that
+        differ from the last good profile, so nothing else is touched) and the NFD file."""
+        from hwtune.apply.nfd import FILE_NAME
+        from hwtune.apply.outputs import apply_all
+
+        if self.good is None:
+            return
+        try:
+            report = apply_all(
+                self.options.output,
+                self.good.profile,
+                self.good.hardware,
+                while_waiting=self._stop_if_asked,
+            )
+        except HwtuneError as err:
+            self._fail([OUTPUTS], err.message)  # retried every interval, as any failure
+            return
+        restored = [f"{path.name} ({report.verb(path)})" for path in report.changed]
+        nfd_dir = self.options.nfd_dir
+        if nfd_dir is not None and not (nfd_dir / FILE_NAME).exists():
+            self._write_nfd(force=True)
+            if (nfd_dir / FILE_NAME).exists():
+                restored.append(f"{nfd_dir / FILE_NAME} (created)")
+        if restored:
+            self.log(f"outputs: put back {', '.join(restored)}", 4)
+
     def reload(self) -> None:
         """SIGHUP: tell systemd, re-read config and hardware, accept them as the baseline."""
-        self.notifier.send(RELOADING=1, MONOTONIC_USEC=monotonic_usec(), STATUS="reloading")
+        self._notify(RELOADING=1, MONOTONIC_USEC=monotonic_usec(), STATUS="reloading")
         self.log("reloading (SIGHUP)")
         self.config_files = config_paths(self.environ)
         from hwtune.planner.knowledge import reload_knowledge
 
         reload_knowledge()  # user knowledge directories are re-read too, every table
         self.cycle(["reload"], accept_issues=True)
-        self.notifier.send(READY=1, STATUS=self.status)
+        self._ready()
+
+    def _ready(self) -> None:
+        """READY=1 alone, then the status: a datagram PID 1 finds too long is ignored whole
+        (sdnotify module doc), and READY=1 must not go with it."""
+        self._notify(READY=1)
+        self._notify(STATUS=self.status)
 
 
 def _drain(fd: int) -> None:

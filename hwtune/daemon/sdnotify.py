@@ -6,6 +6,19 @@ about 15 lines of C in the man page). A name starting with '@' is an abstract so
 becomes a NUL byte. No libsystemd and no third-party package are needed, and nothing happens
 when `$NOTIFY_SOCKET` is unset (not started by systemd, or `Type=` is not notify).
 
+The socket is non-blocking: PID 1 reads it, but a harness, a container runtime or a stalled
+manager may not, and a blocking `sendto` into a full queue would then hang the daemon for good,
+SIGTERM included (the handler runs but the send is retried, PEP 475). A message that finds the
+queue full is dropped (EAGAIN) and counted, as systemd's own sd_notify reports a failed send
+to its caller and carries on (it sends with `MSG_NOSIGNAL` on a `SOCK_DGRAM|SOCK_CLOEXEC`
+socket: src/libsystemd/sd-daemon/sd-daemon.c).
+
+PID 1 reads a notification into a buffer of PIPE_BUF (4096) bytes and ignores one that did not
+fit, READY=1 and all (src/core/manager.c, `manager_dispatch_notify_fd`: "Got overly long
+notification datagram, ignoring"). `STATUS=` may quote a config file (a 6 KB key in an error
+message), so it is cut to `MAX_STATUS_BYTES`, and the daemon sends `READY=1` in a datagram
+of its own, before the status.
+
 `RELOADING=1` must carry `MONOTONIC_USEC=` (the CLOCK_MONOTONIC time of the reload request)
 for `Type=notify-reload`, which systemd 253 added (systemd.service(5), "Type=notify-reload";
 sd_notify(3), "MONOTONIC_USEC=").
@@ -20,6 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hwtune.models.digits import is_ascii_digits
+
+# A status is a line for `systemctl status`; a quarter of PID 1's 4096-byte notification
+# buffer leaves room for the other fields of the datagram.
+MAX_STATUS_BYTES = 1024
+ELLIPSIS = "…"
 
 
 def socket_address(name: str) -> str | None:
@@ -58,12 +76,14 @@ def watchdog_interval(environ: Mapping[str, str], pid: int | None = None) -> flo
 class Notifier:
     """One datagram socket kept open for the process's life (no descriptor churn per message).
 
-    `send` never raises: a notification that cannot be delivered (socket gone, systemd
-    restarting) must not take the daemon down; the last error is kept in `error`.
+    `send` never raises and never blocks: a notification that cannot be delivered (socket
+    gone, systemd restarting, nobody reading) must not take the daemon down or hang it; the
+    last error is kept in `error` and the undelivered messages are counted in `dropped`.
     """
 
     address: str | None
     error: str | None = None
+    dropped: int = 0
     _sock: socket.socket | None = None
 
     @classmethod
@@ -84,14 +104,26 @@ class Notifier:
         """Send `KEY=value` lines, e.g. `send(READY=1, STATUS="ok")`; True when delivered."""
         if self.address is None:
             return False
-        message = "\n".join(f"{key}={_one_line(str(value))}" for key, value in fields.items())
+        message = "\n".join(
+            f"{key}={capped_status(text) if key == 'STATUS' else text}"
+            for key, text in ((key, _one_line(str(value))) for key, value in fields.items())
+        )
         try:
             if self._sock is None:
-                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                self._sock = socket.socket(
+                    socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
+                )
             # a lone surrogate (a path with undecodable bytes) is escaped, not raised
-            self._sock.sendto(message.encode("utf-8", "backslashreplace"), self.address)
+            data = message.encode("utf-8", "backslashreplace")
+            self._sock.sendto(data, socket.MSG_NOSIGNAL, self.address)
         except OSError as err:
-            self.error = f"sd_notify to {self.address.lstrip(chr(0))!r} failed: {err}"
+            self.dropped += 1
+            reason = (
+                "nobody is reading the socket (its queue is full); message dropped"
+                if isinstance(err, BlockingIOError)
+                else str(err)
+            )
+            self.error = f"sd_notify to {self.address.lstrip(chr(0))!r} failed: {reason}"
             return False
         self.error = None
         return True
@@ -105,3 +137,14 @@ class Notifier:
 def _one_line(value: str) -> str:
     # A newline would start a new assignment; STATUS= texts are single lines by definition.
     return " ".join(value.splitlines())
+
+
+def capped_status(text: str, limit: int = MAX_STATUS_BYTES) -> str:
+    """`text` in at most `limit` bytes of UTF-8, cut at a character boundary and ended with
+    an ellipsis when it had to be cut."""
+    data = text.encode("utf-8", "backslashreplace")
+    if len(data) <= limit:
+        return text
+    room = limit - len(ELLIPSIS.encode())
+    # "ignore" drops the bytes of a character the cut went through, never a whole one before it
+    return data[:room].decode("utf-8", "ignore") + ELLIPSIS

@@ -107,12 +107,21 @@ class Part:
             return ("error", err.errno)
         raise ValueError(f"unknown part kind {self.kind!r}")
 
-    def watch_point(self) -> tuple[Path, str, int]:
-        """(directory, name pattern, mask) for inotify."""
-        if self.kind in ("listing", "tree"):
-            mask = MEMBERSHIP_MASK if self.kind == "listing" else DIR_MASK
-            return self.path, self.pattern if self.kind == "listing" else "*", mask
-        return self.path.parent, self.path.name, DIR_MASK
+    def watch_points(self) -> list[tuple[Path, str, int]]:
+        """(directory, name pattern, mask) for inotify, one per directory to watch.
+
+        An inotify watch reports only its directory's own entries, not those of
+        subdirectories (inotify(7), "Limitations and caveats": "Inotify monitoring of
+        directories is not recursive"), so a tree is watched at every directory below it
+        that its signature reads; one that appears later is added at the next `_arm` (its
+        creation wakes the watch above it)."""
+        if self.kind == "listing":
+            return [(self.path, self.pattern, MEMBERSHIP_MASK)]
+        if self.kind == "tree":
+            return [
+                (d, "*", DIR_MASK) for d in [self.path, *_subdirectories(self.path, self.depth)]
+            ]
+        return [(self.path.parent, self.path.name, DIR_MASK)]
 
 
 def _content(path: Path) -> Hashable:
@@ -142,6 +151,20 @@ def _walk(top: Path, depth: int) -> Iterable[tuple[str, int]]:
         yield entry.path, mtime
         if entry.is_dir(follow_symlinks=False):
             yield from _walk(Path(entry.path), depth - 1)
+
+
+def _subdirectories(top: Path, depth: int) -> Iterable[Path]:
+    """The directories below `top` whose entries `_walk(top, depth)` lists."""
+    if depth <= 1:
+        return
+    try:
+        entries = list(os.scandir(top))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            yield Path(entry.path)
+            yield from _subdirectories(Path(entry.path), depth - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,10 +282,10 @@ class Watcher:
             for part in item.parts:
                 if not part.notify:
                     continue
-                directory, pattern, mask = part.watch_point()
-                patterns, old_mask = wanted.get(directory, ([], 0))
-                patterns.append(pattern)
-                wanted[directory] = (patterns, old_mask | mask)
+                for directory, pattern, mask in part.watch_points():
+                    patterns, old_mask = wanted.get(directory, ([], 0))
+                    patterns.append(pattern)
+                    wanted[directory] = (patterns, old_mask | mask)
         for directory, wd in list(self._by_dir.items()):
             if directory not in wanted:
                 self._inotify.remove(wd)

@@ -16,7 +16,7 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -145,8 +145,14 @@ def ensure_dir(directory: Path, mode: int = 0o755) -> None:
 
 
 @contextmanager
-def locked(directory: Path, timeout: float = 30.0) -> Iterator[None]:
+def locked(
+    directory: Path, timeout: float = 30.0, *, while_waiting: Callable[[], None] | None = None
+) -> Iterator[None]:
     """Hold an exclusive flock on `directory/.lock`; LockTimeout after `timeout` seconds.
+
+    `while_waiting` is called between tries while another process holds the lock; it may
+    raise to give up the wait (the daemon does on SIGTERM: systemd's stop timeout is shorter
+    than the lock timeout). Nothing has been written when it does.
 
     Running as root, a directory others could swap files in is refused first
     (`guard.check_directory`), and the lock file is never opened through a link.
@@ -180,6 +186,8 @@ def locked(directory: Path, timeout: float = 30.0) -> Iterator[None]:
                         f"(waited {timeout:g} s); nothing was changed",
                         hint="wait for it to finish, or raise --lock-timeout",
                     ) from None
+                if while_waiting is not None:
+                    while_waiting()
                 time.sleep(_LOCK_POLL_S)
         _write_holder(fd)
         try:

@@ -1,0 +1,140 @@
+"""The real daemon stops promptly and keeps talking to systemd whatever is in its way: another
+`hwtune apply` holding the output lock, a `$NOTIFY_SOCKET` nobody reads, an over-long status.
+
+systemd sends SIGTERM and SIGKILLs the service TimeoutStopSec= later (5 s in
+systemd/hwtune.service), so a stop must take well under that.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.daemon_harness import DaemonProcess, Host, build_host, wait_for
+
+# Under systemd/hwtune.service's TimeoutStopSec=5s, with room for a loaded CI machine.
+STOP_S = 4.0
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Host:
+    return build_host(tmp_path / "root")
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, host: Host) -> Iterator[DaemonProcess]:
+    process = DaemonProcess(tmp_path, host.root, tmp_path / "out")
+    yield process
+    process.close()
+
+
+def _holds_open(pid: int, path: Path) -> bool:
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            if os.readlink(fds / name) == str(path):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_sigterm_while_another_apply_holds_the_lock_stops_at_once(
+    daemon: DaemonProcess,
+) -> None:
+    """The lock as `hwtune apply` takes it (fs.atomic.locked: flock on OUTPUT/.lock), held here
+    for longer than the daemon's 30 s lock timeout would take."""
+    daemon.output.mkdir()
+    lock_path = daemon.output / ".lock"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        daemon.start()
+        # The daemon opens the lock file only to wait for it, after detect and plan.
+        wait_for(lambda: _holds_open(daemon.pid, lock_path), "the daemon to wait for the lock")
+        time.sleep(0.2)  # a few tries into the wait
+        started = time.monotonic()
+        daemon.signal(signal.SIGTERM)
+        assert daemon.proc is not None and daemon.proc.wait(STOP_S) == 0
+        assert time.monotonic() - started < STOP_S
+    finally:
+        os.close(fd)
+    daemon.drain()
+    assert daemon.count("STOPPING") == 1
+    assert "Traceback" not in daemon.log()
+    assert not (daemon.output / "hwtune.env").exists()  # nothing written without the lock
+
+
+def test_a_notify_socket_nobody_reads_neither_hangs_nor_blocks_sigterm(
+    daemon: DaemonProcess,
+) -> None:
+    """$NOTIFY_SOCKET bound but never read, with a small receive buffer: the queue fills after
+    a few messages (a watchdog ping every millisecond makes them), and a blocking send would
+    then hang the daemon, SIGTERM included. The first dropped message is logged, once."""
+    daemon.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    daemon.extra_env["WATCHDOG_USEC"] = "2000"
+    daemon.start()
+    wait_for(lambda: (daemon.output / "hwtune.env").exists(), "the first apply")
+    time.sleep(1.0)  # a thousand pings: the queue is full long before
+    daemon.signal(signal.SIGTERM)
+    assert daemon.proc is not None and daemon.proc.wait(STOP_S) == 0
+    log = daemon.log()
+    assert log.count("sd_notify to") == 1, log
+    assert "Traceback" not in log
+
+
+def test_ready_is_delivered_whatever_the_status_says(tmp_path: Path, host: Host) -> None:
+    """A hostile config whose error quotes a 6 KB table name: PID 1 ignores a notification
+    over 4096 bytes whole (sdnotify module doc), so READY=1 goes alone and STATUS= is cut to
+    1 KB at a character boundary."""
+    d = DaemonProcess(tmp_path, host.root, tmp_path / "out")
+    try:
+        d.config.parent.mkdir(parents=True)
+        d.config.write_text('["' + "é" * 3000 + '"]\nx = 1\n')
+        d.start()
+        d.wait_ready()
+        assert {"READY": "1"} in d.messages, f"READY=1 shares a datagram; sizes {d.sizes}"
+        after = d.messages.index({"READY": "1"}) + 1
+        status = d.wait_message(lambda m: "STATUS" in m, after=after)["STATUS"]
+        assert d.stop() == 0
+        assert max(d.sizes) <= 4096, d.sizes
+        assert status.startswith("error:") and status.endswith("éé…"), status
+        assert len(status.encode()) <= 1024
+    finally:
+        d.close()
+
+
+def test_journal_prefixes_only_when_stderr_is_the_announced_stream(
+    tmp_path: Path, host: Host
+) -> None:
+    """systemd.exec(5): $JOURNAL_STREAM is inherited by children whose stderr may go
+    elsewhere, so it is trusted only when it names stderr's own device and inode."""
+    logs = {}
+    for name, matching in (("stale", False), ("journal", True)):
+        d = DaemonProcess(tmp_path / name, host.root, tmp_path / name / "out")
+        try:
+            d.log_path.touch()  # start() reopens it in place: the inode is the one stderr gets
+            st = d.log_path.stat()
+            d.extra_env["JOURNAL_STREAM"] = (
+                f"{st.st_dev}:{st.st_ino}" if matching else f"{st.st_dev}:{st.st_ino + 1}"
+            )
+            d.start()
+            d.wait_ready()
+            assert d.stop() == 0
+            logs[name] = d.log()
+        finally:
+            d.close()
+    assert "<6>hwtune daemon: applied" not in logs["stale"], logs["stale"]
+    assert "hwtune daemon: applied" in logs["stale"]
+    assert "<6>hwtune daemon: applied" in logs["journal"], logs["journal"]
