@@ -390,6 +390,16 @@ def test_forget_removes_one_workload_or_every_one(tmp_path: Path) -> None:
     assert other.exists() and forget("gone", environ=environ) == []
 
 
+def test_forget_never_removes_another_workloads_result_sharing_its_file_name(
+    tmp_path: Path,
+) -> None:
+    """`a:b` is stored in a_b.json: `--forget a_b` names another workload and keeps it."""
+    environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}
+    path = save_result(record(workload="a:b"), environ)
+    assert forget("abc123", "a_b", environ=environ) == [] and path.exists()
+    assert forget("abc123", "a:b", environ=environ) == [path] and not path.exists()
+
+
 def test_a_result_the_plan_cannot_use_is_ignored_with_the_file_named(tmp_path: Path) -> None:
     from hwtune.pipeline.request import PlanRequest, profile_for
     from hwtune.planner import plan

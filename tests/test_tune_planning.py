@@ -123,6 +123,35 @@ def test_forget_uses_the_hardware_the_planning_arguments_name(tmp_path: Path) ->
     assert not path.exists()
 
 
+def test_forget_removes_only_the_workload_the_arguments_name(tmp_path: Path) -> None:
+    """--forget without NAME takes the workload as tuning names it (--workload, --name, the
+    command's key); only a bare --forget removes every workload's result."""
+    environ = clean_environ(tmp_path)
+    fingerprint = dry_run(environ)["fingerprint"]
+    command = [sys.executable, "train.py"]
+    keys = ["builtin:mlp", "train", user_command(command).key, "kept"]
+    paths = {
+        key: save_result(
+            {"fingerprint": fingerprint, "workload": key, "ratio": 1.2, "settings": {}}, environ
+        )
+        for key in keys
+    }
+    forgotten: set[str] = set()
+    for args, key in (
+        (["--workload", "builtin:mlp"], keys[0]),
+        (["--name", "train"], keys[1]),
+        (["--", *command], keys[2]),
+    ):
+        result = run_cli(["tune", "--root", HOST, "--forget", *args], environ)
+        assert result.exit_status == 0 and result.stdout == f"forgot {paths[key]}\n", args
+        forgotten.add(key)
+        assert {k for k, path in paths.items() if not path.exists()} == forgotten
+    clash = run_cli(["tune", "--root", HOST, "--forget", "kept", "--workload", "x"], environ)
+    assert clash.exit_status == 1 and paths["kept"].exists()
+    result = run_cli(["tune", "--root", HOST, "--forget"], environ)
+    assert result.exit_status == 0 and result.stdout == f"forgot {paths['kept']}\n"
+
+
 def test_tune_rejects_the_measured_switches_and_bad_planning_values(tmp_path: Path) -> None:
     environ = clean_environ(tmp_path)
     for argv in (

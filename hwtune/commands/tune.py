@@ -3,7 +3,8 @@
     hwtune tune --workload builtin:cnn --allow-precision
     hwtune tune --workload train -- python train.py --epochs 1  # prints hwtune-metric: …
     hwtune plan --workload train        # a result applies only where its workload is named
-    hwtune tune --forget [NAME]         # remove this machine's result(s)
+    hwtune tune --forget [NAME]         # remove this machine's result for NAME (all: no NAME)
+    hwtune tune --forget -- python train.py   # … or for the workload named as when tuning it
 
 It plans as `hwtune plan` does, with the same planning arguments (--root/--hardware, --mode,
 --model, --instances, --precision, --tf-version, --set), config files and HWTUNE_* (files <
@@ -45,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         const="",
         metavar="NAME",
-        help="remove what was measured for workload NAME on this machine (every workload "
-        "without NAME), then exit",
+        help="remove what was measured on this machine for workload NAME (or the one "
+        "--workload, --name or -- CMD names), then exit; with none of them, every workload's",
     )
     parser.add_argument(
         "--budget",
@@ -120,7 +121,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         command = command[1:]
     planning = request_from_args(args, env.environ, measured=False)
     if args.forget is not None:
-        return _forget(args.forget or None, load_hardware(planning), env)
+        target = _forget_target(args.forget or None, args, command)
+        return _forget(target, load_hardware(planning), env)
     if args.budget <= 0 or (args.trial_timeout is not None and args.trial_timeout <= 0):
         raise ConfigError("--budget and --trial-timeout must be positive")
     workload = resolve(
@@ -184,6 +186,40 @@ def _check_runs_here(hw: Any, planning: Any) -> None:
             "trials would run",
             hint="use it with --dry-run or --forget; tune on the machine itself",
         )
+
+
+def _forget_target(named: str | None, args: argparse.Namespace, command: list[str]) -> str | None:
+    """The workload whose result --forget removes: NAME, else the one --workload, --name or
+    `-- CMD` names, under the key the tuner stores it by; None (every workload's) only when
+    nothing names one."""
+    from hwtune.errors import ConfigError
+
+    given = _named_workload(args, command)
+    if named and given and named != given:
+        raise ConfigError(
+            f"--forget {named!r} and the workload given otherwise ({given!r}) differ",
+            hint="name the workload to forget once: --forget NAME, or --workload/--name/-- CMD",
+        )
+    return named or given
+
+
+def _named_workload(args: argparse.Namespace, command: list[str]) -> str | None:
+    """The key a tuning run with these arguments stores its result under; None when the
+    arguments name no workload (a bare `hwtune tune` tunes builtin:cnn, but a bare --forget
+    is documented to mean every workload)."""
+    from hwtune.errors import ConfigError
+    from hwtune.tune.workloads import BUILTIN_PREFIX, resolve
+
+    spec: str | None = args.workload
+    name: str | None = args.name
+    if command or (spec or "").startswith(BUILTIN_PREFIX):
+        return resolve(spec, command, name=name).key
+    if spec and name and spec != name:
+        raise ConfigError(
+            f"--workload {spec!r} and --name {name!r} name two workloads",
+            hint="name the workload to forget once",
+        )
+    return name or spec
 
 
 def _forget(workload: str | None, hw: Any, env: Environment) -> int:

@@ -146,18 +146,26 @@ def save_result(record: Mapping[str, Any], environ: Mapping[str, str] | None = N
 def _refuse_another_workloads(path: Path, workload: str) -> None:
     """File names fold odd characters to "_" (`builtin:cnn` and `--name builtin_cnn` share
     one): never replace the result of another workload."""
-    if not path.is_file():
-        return
-    try:
-        held = read_result(path).get("workload")
-    except TuneError:
-        return  # a damaged file: replacing it loses nothing
+    held = _held_workload(path)
     if held is not None and held != workload:
         raise TuneError(
             f"{path} holds the result of workload {held!r}; storing {workload!r} there "
             "would replace it",
             hint="choose another --name",
         )
+
+
+def _held_workload(path: Path) -> str | None:
+    """The workload whose result `path` holds; None when there is no usable result there (no
+    file, a damaged one, or one from before results named their workload): replacing or
+    removing such a file loses nothing another workload could use."""
+    if not path.is_file():
+        return None
+    try:
+        held = read_result(path).get("workload")
+    except TuneError:
+        return None
+    return held if isinstance(held, str) else None
 
 
 def read_result(path: Path) -> dict[str, Any]:
@@ -272,10 +280,12 @@ def forget(
     fingerprint: str, workload: str | None = None, *, environ: Mapping[str, str] | None = None
 ) -> list[Path]:
     """Remove the stored result of `workload` on this hardware (every workload's when None);
-    the files removed."""
+    the files removed. The file named for `workload` is kept when it holds another workload's
+    result (names fold odd characters to `_`: `a:b` and `a_b` share `a_b.json`)."""
     directory = tuned_dir(environ) / _SAFE.sub("_", fingerprint)
     if workload is not None:
-        paths = [result_path(fingerprint, workload, environ)]
+        path = result_path(fingerprint, workload, environ)
+        paths = [path] if _held_workload(path) in (None, workload) else []
     else:
         try:
             paths = sorted(p for p in directory.iterdir() if p.suffix == ".json")
