@@ -251,6 +251,27 @@ def test_a_signal_death_and_a_bad_metric_are_failures(tmp_path: Path) -> None:
     assert missing.failure is not None and missing.failure.startswith("could not start")
 
 
+def test_a_metric_on_stderr_counts_beside_other_metrics_on_stdout(tmp_path: Path) -> None:
+    """Both streams are read, stdout first: a `--metric` logged on stderr is found though
+    stdout has other metric lines, and a name on both takes stdout's value."""
+    argv = script(
+        tmp_path,
+        "import sys\n"
+        "print('hwtune-metric: loss=0.5')\n"
+        "print('hwtune-metric: rate=7')\n"
+        "print('hwtune-metric: rate=3', file=sys.stderr)\n"
+        "print('hwtune-metric: samples_per_sec=42', file=sys.stderr)\n",
+    )
+    logged = user_command(argv, metric="samples_per_sec")
+    result = TrialRunner(logged, environ=os.environ, timeout_s=30).run(TrialConfig())
+    assert result.ok and result.value == 42.0, result.failure
+    both = user_command(argv, metric="rate")
+    result = TrialRunner(both, environ=os.environ, timeout_s=30).run(TrialConfig())
+    assert result.ok and result.value == 7.0, result.failure
+    result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=30).run(TrialConfig())
+    assert result.metric == "loss"  # the default: stdout's first name
+
+
 def test_time_whole_needs_no_metric(tmp_path: Path) -> None:
     argv = script(tmp_path, "import time\ntime.sleep(0.2)\n")
     workload = user_command(argv, time_whole=True)

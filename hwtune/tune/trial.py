@@ -263,7 +263,7 @@ class TrialRunner:
             if self.workload.time_whole:
                 values.append(1.0 / max(walls[index], 1e-9))
                 continue
-            metrics = _scan_metrics(out) or _scan_metrics(err)
+            metrics = _metrics_of(out, err)
             if metric_name is None and metrics:
                 metric_name = next(iter(metrics))
             value = metrics.get(metric_name) if metric_name else None
@@ -315,6 +315,17 @@ def _scan_metrics(handle: IO[bytes]) -> dict[str, float]:
         if marker in line:
             found.update(parse_metrics(line.decode("utf-8", "replace")))
     return found
+
+
+def _metrics_of(out: IO[bytes], err: IO[bytes]) -> dict[str, float]:
+    """The metrics printed on stdout and on stderr (docs/tune.md: "anywhere in stdout (or
+    stderr)"), stdout's first: its names come first (the default metric is the first one
+    printed), and a name printed on both takes stdout's value. The two streams are separate
+    files, so which of their lines came last cannot be told."""
+    metrics = _scan_metrics(out)
+    for name, value in _scan_metrics(err).items():
+        metrics.setdefault(name, value)
+    return metrics
 
 
 def _tail_of(handle: IO[bytes]) -> str:
