@@ -262,3 +262,67 @@ def test_the_search_measures_pinned_against_unpinned(tmp_path: Path) -> None:
     outcome = Search(space, runner.run, SearchSettings(budget_s=120, seed=0)).run(unpinned)
     assert outcome.best == unpinned.replace(cpus=slices) and outcome.best.pinned
     assert outcome.ratio > 1.3
+
+
+# -- a configuration that fails after it worked ---------------------------------------------
+
+FLAKY = textwrap.dedent(
+    """
+    import os, pathlib, random, sys
+    intra = os.environ["TF_NUM_INTRAOP_THREADS"]
+    scratch = pathlib.Path(os.environ["FLAKY_DIR"])
+    with open(scratch / f"runs.{intra}", "a") as runs:
+        runs.write("x")
+    run = (scratch / f"runs.{intra}").stat().st_size
+    if os.environ.get(f"FLAKY_RUN_{intra}") == str(run) or (
+        (scratch / "confirming").exists() and os.environ.get("FLAKY_CONFIRM") == intra
+    ):
+        sys.exit(3)
+    noise = random.SystemRandom().lognormvariate(0, 0.01)
+    print(f"hwtune-metric: rate={(1200 if intra == '1' else 1000) * noise:.3f}")
+    """
+)
+PAIR = SearchSpace(
+    bases={1: START}, intra={1: (1, 2)}, inter={1: (1,)}, onednn=(True,), jit=(False,)
+)
+
+
+def flaky_search(tmp_path: Path, **environ: str) -> Search:
+    """START (intra 2) against intra 1 (20% faster): one race, then the re-measure. Once the
+    race is decided, the file `confirming` tells the workload the re-measure has begun."""
+    script = tmp_path / "flaky.py"
+    script.write_text(FLAKY)
+    runner = TrialRunner(
+        user_command([sys.executable, "-I", "-S", str(script)]),
+        environ={**os.environ, "FLAKY_DIR": str(tmp_path), **environ},
+        timeout_s=30,
+    )
+
+    def on_trial(search: Search, result: object) -> None:
+        if any(race.decided for race in search.races):
+            (tmp_path / "confirming").touch()
+
+    return Search(PAIR, runner.run, SearchSettings(budget_s=120, seed=0), on_trial=on_trial)
+
+
+def test_one_failure_of_the_plan_after_it_worked_costs_a_trial_not_the_run(
+    tmp_path: Path,
+) -> None:
+    outcome = flaky_search(tmp_path, FLAKY_RUN_2="2").run(START)  # the plan's 2nd run fails
+    assert outcome.best == START.replace(intra=1) and outcome.confirmation is not None
+    assert [(t.config, t.failure) for t in outcome.failures] == [(START, "exited with status 3")]
+    assert outcome.notes == []
+
+
+def test_a_plan_failing_in_the_re_measure_leaves_the_best_unconfirmed(tmp_path: Path) -> None:
+    outcome = flaky_search(tmp_path, FLAKY_CONFIRM="2").run(START)
+    assert outcome.best == START.replace(intra=1) and outcome.confirmation is None
+    assert 1.1 < outcome.ratio < 1.3  # the race's estimate of 1.2
+    assert len(outcome.notes) == 1 and "the plan's configuration" in outcome.notes[0]
+    assert "failed twice when re-measured" in outcome.notes[0]
+
+
+def test_a_best_failing_in_the_re_measure_is_not_kept(tmp_path: Path) -> None:
+    outcome = flaky_search(tmp_path, FLAKY_CONFIRM="1").run(START)
+    assert outcome.best == START and outcome.ratio == 1.0
+    assert len(outcome.notes) == 1 and "the best configuration" in outcome.notes[0]

@@ -44,6 +44,7 @@ def render_report(report: TuneReport) -> str:
         )
     else:
         lines.append("         the plan's choice held: no change was clearly better")
+    lines.extend(f"  note: {note}" for note in outcome.notes)
     if outcome.failures:
         lines.append(f"  {len(outcome.failures)} failed trial(s), never counted:")
         for trial in outcome.failures:

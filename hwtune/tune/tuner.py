@@ -251,6 +251,7 @@ def tune(
         "budget_s": request.budget_s,
         "stopped": outcome.stopped,
         "noise": round(outcome.noise, 4),
+        "notes": list(outcome.notes),  # e.g. a re-measure lost to a flaky configuration
         "allow_precision": request.allow_precision,
         "hwtune": __version__,
     }
