@@ -326,3 +326,74 @@ def test_a_best_failing_in_the_re_measure_is_not_kept(tmp_path: Path) -> None:
     outcome = flaky_search(tmp_path, FLAKY_CONFIRM="1").run(START)
     assert outcome.best == START and outcome.ratio == 1.0
     assert len(outcome.notes) == 1 and "the best configuration" in outcome.notes[0]
+
+
+# -- the store checked before the budget is spent -------------------------------------------
+
+COUNTED = textwrap.dedent(
+    """
+    import os, random, shutil
+    open(os.environ["RUNS_FILE"], "a").write("x")
+    store = os.environ.get("BREAK_STORE")
+    if store and not os.path.isfile(store):  # the store is made unusable while it runs
+        shutil.rmtree(store, ignore_errors=True)
+        open(store, "w").close()
+    noise = random.SystemRandom().lognormvariate(0, 0.02)
+    print(f"hwtune-metric: rate={1000 * noise:.3f}")
+    """
+)
+
+
+def counted_tune(tmp_path: Path, store: Path, *extra: str, **environ: str) -> tuple[int, str, str]:
+    """`hwtune tune` of a workload that counts its runs in tmp_path/runs."""
+    script = tmp_path / "counted.py"
+    script.write_text(COUNTED)
+    env = {
+        **os.environ,
+        "HWTUNE_TUNED_DIR": str(store),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "RUNS_FILE": str(tmp_path / "runs"),
+        **environ,
+    }
+    argv = ["tune", "--budget", "60", "--max-repeats", "2", *extra]
+    result = run_cli([*argv, "--", sys.executable, "-I", "-S", str(script)], env)
+    return result.exit_status, result.stdout, result.stderr
+
+
+def test_a_store_that_cannot_be_written_fails_before_the_first_trial(tmp_path: Path) -> None:
+    """A path through a regular file cannot be made even by root (as a read-only HOME)."""
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    status, out, err = counted_tune(tmp_path, blocker / "tuned", "--name", "w")
+    assert status == 1 and out == ""
+    assert f"cannot store the tuned result in {blocker / 'tuned'}" in err, err
+    assert not (tmp_path / "runs").exists()  # no trial ran
+
+
+def test_a_name_too_long_to_store_fails_before_the_first_trial(tmp_path: Path) -> None:
+    status, _, err = counted_tune(tmp_path, tmp_path / "tuned", "--name", "n" * 230)
+    assert status == 1 and "at most 200" in err and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_result_that_cannot_be_stored_at_the_end_is_printed_before_the_error(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "tuned"
+    status, out, err = counted_tune(tmp_path, store, "--json", BREAK_STORE=str(store))
+    assert status == 1 and "cannot store the tuned result" in err, err
+    report = json.loads(out)
+    assert report["stored"] is None and "cannot store" in report["store_error"]
+    assert report["trials"] > 1 and store.is_file()  # the file the workload left there
+
+
+def test_plan_with_a_workload_name_too_long_for_a_file_plans_with_the_rules(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "tuned"
+    environ = {**os.environ, "HWTUNE_TUNED_DIR": str(store)}
+    fingerprint = json.loads(run_cli(["plan", "--json"], environ).stdout)["fingerprint"]
+    (store / fingerprint).mkdir(parents=True)  # where a result would be: a real lookup
+    result = run_cli(["plan", "--workload", "w" * 300], environ)
+    assert result.exit_status == 0 and "Traceback" not in result.stderr
+    assert "at most 200" in result.stderr

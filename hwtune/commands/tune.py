@@ -13,9 +13,10 @@ measures against. An instance count given anywhere (or by the ranks) is fixed; e
 
 Exit status: 0 when a result was found (and stored, unless --no-store); 1 when the plan's own
 configuration fails, the budget ends before any comparison, the result cannot be stored
-(nothing is stored then), or --root/--hardware names other hardware than the one the trials
-would run on (a dry run and --forget take any); 2 on a bad command line; 130 on Ctrl-C, 143
-on SIGTERM and 129 on SIGHUP (trials are killed, nothing is stored).
+(checked before measuring; a failure at the end prints the result, then the error), or
+--root/--hardware names other hardware than the one the trials would run on (a dry run and
+--forget take any); 2 on a bad command line; 130 on Ctrl-C, 143 on SIGTERM and 129 on SIGHUP
+(trials are killed, nothing is stored).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.errors import ConfigError
     from hwtune.pipeline.request import load_hardware
     from hwtune.tune.progress import Progress
-    from hwtune.tune.tuner import resolve_request, tune
+    from hwtune.tune.tuner import ResultNotStored, resolve_request, tune
     from hwtune.tune.workloads import resolve
 
     command = list(args.command)
@@ -156,17 +157,25 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         progress.finish()
         print(progress.summary(), file=env.stderr)
         return ExitStatus.INTERRUPTED
+    except ResultNotStored as err:  # the budget is spent: show what it found, then the error
+        progress.finish()
+        _print_report(err.report, env, as_json=args.json)
+        raise
     finally:
         progress.finish()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    if args.json:
+    _print_report(report, env, as_json=args.json)
+    return ExitStatus.SUCCESS
+
+
+def _print_report(report: Any, env: Environment, *, as_json: bool) -> None:
+    if as_json:
         env.stdout.write(json.dumps(report.as_json(), indent=2) + "\n")
     else:
         from hwtune.tune.report import render_report
 
         env.stdout.write(render_report(report))
-    return ExitStatus.SUCCESS
 
 
 def _check_runs_here(hw: Any, planning: Any) -> None:

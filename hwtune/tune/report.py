@@ -57,6 +57,8 @@ def render_report(report: TuneReport) -> str:
             f"  `hwtune plan/apply` and hwtune.configure() now use it "
             f"(workload {request.workload.key})"
         )
+    elif report.store_error is not None:
+        lines.append(f"  not stored: {report.store_error}")
     else:
         lines.append("  not stored (--no-store)")
     return "\n".join(lines) + "\n"

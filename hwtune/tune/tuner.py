@@ -23,7 +23,7 @@ from hwtune import __version__
 from hwtune.errors import PlanError, TuneError
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Mode, ModelKind, Profile
-from hwtune.pipeline.measured import save_result, settings_from_knobs
+from hwtune.pipeline.measured import check_storable, save_result, settings_from_knobs
 from hwtune.pipeline.request import PlanRequest, profile_for, resolve_share, user_overrides
 from hwtune.tune.config import TrialConfig, to_json
 from hwtune.tune.lock import one_tune_at_a_time
@@ -84,18 +84,29 @@ class TuneReport:
     outcome: SearchOutcome
     record: dict[str, Any]
     path: Path | None  # where the result was stored; None with store=False
+    store_error: str | None = None  # why storing it failed (ResultNotStored)
 
     def as_json(self) -> dict[str, Any]:
         outcome = self.outcome
         return {
             **self.record,
             "stored": str(self.path) if self.path else None,
+            "store_error": self.store_error,
             "space_size": self.space.size(),
             "failures": [
                 {"config": to_json(t.config), "failure": t.failure, "stderr_tail": t.stderr_tail}
                 for t in outcome.failures
             ],
         }
+
+
+class ResultNotStored(TuneError):
+    """The search found a result and storing it failed: the report, so that what was measured
+    is shown before the error."""
+
+    def __init__(self, error: TuneError, report: TuneReport) -> None:
+        super().__init__(error.message, hint=error.hint)
+        self.report = report
 
 
 def instance_counts(hw: Hardware, request: TuneRequest) -> list[int]:
@@ -209,6 +220,8 @@ def tune(
         settings,
         on_trial=on_trial,
     )
+    if request.store:  # a store that cannot take the result fails now, not after the budget
+        check_storable(fingerprint, request.workload.key, env)
     with one_tune_at_a_time(env):
         outcome = search.run(start)
     if not any(race.completed >= settings.min_repeats for race in outcome.races):
@@ -255,5 +268,11 @@ def tune(
         "allow_precision": request.allow_precision,
         "hwtune": __version__,
     }
-    path = save_result(record, env) if request.store else None
-    return TuneReport(request, fingerprint, start, space, outcome, record, path)
+    report = TuneReport(request, fingerprint, start, space, outcome, record, None)
+    if request.store:
+        try:
+            report.path = save_result(record, env)
+        except TuneError as err:  # e.g. the disk filled meanwhile: show what was found first
+            report.store_error = err.message
+            raise ResultNotStored(err, report) from err
+    return report
