@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hwtune.errors import TuneError
 from hwtune.pipeline.measured import save_result
 from hwtune.pipeline.request import PlanRequest
 from hwtune.tune.config import from_json, to_json, trial_env
@@ -242,3 +244,30 @@ def test_trials_of_a_plan_for_other_hardware_are_refused(tmp_path: Path) -> None
     assert result.exit_status == 1
     assert f"--root {HOST} is other hardware ({there})" in result.stderr
     assert "--dry-run" in result.stderr and not (tmp_path / "tuned").exists()
+
+
+def test_a_trial_still_running_when_the_budget_ends_is_stopped_then(tmp_path: Path) -> None:
+    """The 5th trial hangs ~1.7 s into a 3 s budget: it is stopped when the budget ends, not
+    a whole timeout (then capped at the whole budget) later, and no setting is blamed."""
+    hw = make_hardware(cores_per_socket=4)
+    script = tmp_path / "trial.py"
+    script.write_text(
+        "import os, time\n"
+        "with open(os.environ['RUNS_FILE'], 'a') as runs:\n"
+        "    runs.write('x')\n"
+        "time.sleep(600 if os.path.getsize(os.environ['RUNS_FILE']) == 5 else 0.4)\n"
+        "print('hwtune-metric: rate=100')\n"
+    )
+    request = TuneRequest(
+        user_command([sys.executable, "-I", "-S", str(script)]),
+        budget_s=3,
+        instances=1,
+        store=False,
+        planning=PlanRequest(environ=clean_environ(tmp_path)),
+    )
+    environ = {**clean_environ(tmp_path), "RUNS_FILE": str(tmp_path / "runs")}
+    started = time.monotonic()
+    with pytest.raises(TuneError, match="--budget 3 s was used up before any comparison"):
+        tune(hw, request, environ={**environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert time.monotonic() - started < 3 + 0.8  # without the cap: 3 s after the 5th began
+    assert (tmp_path / "runs").stat().st_size == 5

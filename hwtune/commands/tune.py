@@ -61,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--trial-timeout",
         type=seconds,
         metavar="S",
-        help="kill a trial after S seconds (default: 600 for the first, then 5× its time)",
+        help="kill a trial after S seconds (default: 600 for the first, then 5× its time); "
+        "never after the budget ends",
     )
     parser.add_argument(
         "--allow-precision",

@@ -154,6 +154,8 @@ class Search:
         if self.trials and self.elapsed() + self._slowest_trial_s() > self.settings.budget_s:
             raise _OutOfBudget
         result = self.measure(config)
+        if result.cut_by_budget:  # stopped when the budget ended: no verdict on its setting
+            raise _OutOfBudget
         self.trials.append(result)
         if not result.ok:
             self.failed.add(config)

@@ -52,6 +52,9 @@ class TrialResult:
     stderr_tail: str = ""
     metric: str | None = None  # the metric name read ("wall" when timed as a whole)
     per_instance: tuple[float, ...] = ()
+    timed_out: bool = False  # stopped at the runner's timeout
+    cut_by_budget: bool = False  # that timeout was what was left of the budget: no failure
+    # of its configuration, the search's time is up
 
     @property
     def ok(self) -> bool:
@@ -227,6 +230,7 @@ class TrialRunner:
                     time.monotonic() - started,
                     failure=f"timed out after {self.timeout_s:.0f} s (per-trial timeout)",
                     stderr_tail=_tail_of(outputs[late][1]),
+                    timed_out=True,
                 )
             walls = waited
         finally:

@@ -40,6 +40,10 @@ FIRST_TRIAL_TIMEOUT_S = 600.0
 # trial stays under ~3×).
 TIMEOUT_FACTOR = 5.0
 TIMEOUT_FLOOR_S = 60.0
+# A trial's timeout is also capped by what is left of --budget, but never below this: the
+# search starts a trial only when one as slow as the slowest so far fits in what is left, so
+# the floor matters only for a first trial of a budget shorter than it.
+BUDGET_LEFT_FLOOR_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -174,21 +178,32 @@ def prepare(hw: Hardware, request: TuneRequest) -> tuple[TrialConfig, SearchSpac
 
 class _AdaptiveTimeout:
     """Wraps a runner: the first trial gets FIRST_TRIAL_TIMEOUT_S, later ones a multiple of the
-    first's time; never more than the whole --budget (a hung trial must not run 10× past it)."""
+    first's time (or --trial-timeout); never more than what is left of --budget (`time_left`),
+    so a hung trial ends with the budget, and a trial stopped there is `cut_by_budget`."""
 
-    def __init__(self, runner: TrialRunner, fixed: float | None, budget_s: float) -> None:
+    def __init__(
+        self,
+        runner: TrialRunner,
+        fixed: float | None,
+        budget_s: float,
+        time_left: Callable[[], float] | None = None,
+    ) -> None:
         self.runner = runner
         self.fixed = fixed
         self.budget_s = budget_s
+        self.time_left = time_left or (lambda: budget_s)
         self.first_done = False
-        runner.timeout_s = fixed or min(FIRST_TRIAL_TIMEOUT_S, budget_s)
+        self.timeout_s = fixed or FIRST_TRIAL_TIMEOUT_S
 
     def __call__(self, config: TrialConfig) -> TrialResult:
+        left = max(BUDGET_LEFT_FLOOR_S, self.time_left())
+        self.runner.timeout_s = min(self.timeout_s, left)
         result = self.runner.run(config)
+        if result.timed_out and self.runner.timeout_s < self.timeout_s:
+            return dataclasses.replace(result, cut_by_budget=True)
         if self.fixed is None and result.ok and not self.first_done:
             self.first_done = True
-            adapted = max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * result.wall_s)
-            self.runner.timeout_s = min(adapted, self.budget_s)
+            self.timeout_s = max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * result.wall_s)
         return result
 
 
@@ -214,12 +229,9 @@ def tune(
     settings = SearchSettings(
         budget_s=request.budget_s, seed=request.seed, max_repeats=request.max_repeats
     )
-    search = Search(
-        space,
-        _AdaptiveTimeout(runner, request.trial_timeout_s, request.budget_s),
-        settings,
-        on_trial=on_trial,
-    )
+    timeout = _AdaptiveTimeout(runner, request.trial_timeout_s, request.budget_s)
+    search = Search(space, timeout, settings, on_trial=on_trial)
+    timeout.time_left = lambda: request.budget_s - search.elapsed()
     if request.store:  # a store that cannot take the result fails now, not after the budget
         check_storable(fingerprint, request.workload.key, env)
     with one_tune_at_a_time(env):
