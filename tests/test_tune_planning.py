@@ -271,3 +271,22 @@ def test_a_trial_still_running_when_the_budget_ends_is_stopped_then(tmp_path: Pa
         tune(hw, request, environ={**environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert time.monotonic() - started < 3 + 0.8  # without the cap: 3 s after the 5th began
     assert (tmp_path / "runs").stat().st_size == 5
+
+
+def test_the_hint_after_a_budget_too_short_asks_for_more_than_it(tmp_path: Path) -> None:
+    """The first trial outlives a 1 s budget: the hint names a longer budget, never the one
+    that just failed (nor --budget 0 when no trial finished)."""
+    script = tmp_path / "trial.py"
+    script.write_text("import time\ntime.sleep(600)\n")
+    request = TuneRequest(
+        user_command([sys.executable, "-I", "-S", str(script)]),
+        budget_s=1,
+        instances=1,
+        store=False,
+        planning=PlanRequest(environ=clean_environ(tmp_path)),
+    )
+    environ = {**clean_environ(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    with pytest.raises(TuneError) as caught:
+        tune(make_hardware(cores_per_socket=4), request, environ=environ)
+    assert "(no trial finished)" in caught.value.message
+    assert caught.value.hint == "give at least --budget 2; nothing was stored"

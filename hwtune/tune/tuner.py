@@ -12,6 +12,7 @@ by the plan's hardware fingerprint.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import statistics
 from collections.abc import Callable, Mapping
@@ -207,6 +208,20 @@ class _AdaptiveTimeout:
         return result
 
 
+def _budget_too_short(budget_s: float, outcome: SearchOutcome) -> TuneError:
+    """The budget ended before any comparison: a budget to try instead, always more than the
+    one that failed (ten trials as long as these, which may be less, or twice the budget when
+    no trial finished)."""
+    trials = len(outcome.trials)
+    typical = outcome.measuring_s / max(1, trials)
+    seen = f"{trials} trial(s) of ~{typical:.2g} s" if trials else "no trial finished"
+    suggested = math.ceil(max(typical * 10, budget_s * 2))
+    return TuneError(
+        f"--budget {budget_s:g} s was used up before any comparison finished ({seen})",
+        hint=f"give at least --budget {suggested}; nothing was stored",
+    )
+
+
 def _median(outcome: SearchOutcome, config: TrialConfig) -> float | None:
     values = [t.value for t in outcome.trials if t.ok and t.config == config and t.value]
     return statistics.median(values) if values else None
@@ -237,12 +252,7 @@ def tune(
     with one_tune_at_a_time(env):
         outcome = search.run(start)
     if not any(race.completed >= settings.min_repeats for race in outcome.races):
-        typical = outcome.measuring_s / max(1, len(outcome.trials))
-        raise TuneError(
-            f"--budget {request.budget_s:g} s was used up before any comparison finished "
-            f"({len(outcome.trials)} trial(s) of ~{typical:.0f} s)",
-            hint=f"give at least --budget {typical * 10:.0f}; nothing was stored",
-        )
+        raise _budget_too_short(request.budget_s, outcome)
     precision_searched = len(space.precision) > 1
     # Pinning is stored where the best count had both sides to measure.
     pinning_searched = len(space.pin_options(outcome.best.instances)) > 1
