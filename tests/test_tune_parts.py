@@ -599,3 +599,18 @@ def test_a_second_tune_on_the_machine_is_refused_while_one_runs(tmp_path: Path) 
             pass
     with one_tune_at_a_time(environ):  # released with its holder
         pass
+
+
+def test_a_lock_that_cannot_be_made_is_a_warning_not_silence(tmp_path: Path) -> None:
+    """A cache directory under a regular file cannot be made (even by root, as a read-only
+    HOME): tuning goes on unlocked, and says so."""
+    from hwtune.tune.lock import one_tune_at_a_time
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    warnings: list[str] = []
+    with one_tune_at_a_time({"XDG_CACHE_HOME": str(blocker)}, warn=warnings.append):
+        pass
+    assert len(warnings) == 1 and warnings[0].startswith(
+        f"cannot take the lock {blocker / 'hwtune' / '.tune.lock'} (Not a directory): "
+    )

@@ -153,7 +153,13 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     progress = Progress(env.stderr, bool(getattr(env.stderr, "isatty", lambda: False)()))
     previous = _stop_on_signals()
     try:
-        report = tune(hw, request, environ=env.environ, on_trial=progress)
+        report = tune(
+            hw,
+            request,
+            environ=env.environ,
+            on_trial=progress,
+            warn=lambda note: print(f"hwtune tune: warning: {note}", file=env.stderr),
+        )
     except KeyboardInterrupt:  # Ctrl-C: say what was found so far, exit 130 as shells do
         progress.finish()
         print(progress.summary(), file=env.stderr)

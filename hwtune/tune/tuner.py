@@ -27,7 +27,7 @@ from hwtune.models.profile import Mode, ModelKind, Profile
 from hwtune.pipeline.measured import check_storable, save_result, settings_from_knobs
 from hwtune.pipeline.request import PlanRequest, profile_for, resolve_share, user_overrides
 from hwtune.tune.config import TrialConfig, to_json
-from hwtune.tune.lock import one_tune_at_a_time
+from hwtune.tune.lock import one_tune_at_a_time, warn_on_stderr
 from hwtune.tune.search import Search, SearchOutcome, SearchSettings
 from hwtune.tune.space import SearchSpace, build_space
 from hwtune.tune.trial import TrialResult, TrialRunner
@@ -234,8 +234,10 @@ def tune(
     environ: Mapping[str, str] | None = None,
     on_trial: Callable[[Search, TrialResult], None] | None = None,
     cgroup_procs: Path | None = None,
+    warn: Callable[[str], None] = warn_on_stderr,
 ) -> TuneReport:
-    """Search `request.workload`'s best settings on `hw`, starting from the plan."""
+    """Search `request.workload`'s best settings on `hw`, starting from the plan; `warn` gets
+    what the caller should be told and is no error (default: a line on stderr)."""
     env = dict(os.environ if environ is None else environ)
     start, space, fingerprint = prepare(hw, request)
     runner = TrialRunner(
@@ -249,7 +251,7 @@ def tune(
     timeout.time_left = lambda: request.budget_s - search.elapsed()
     if request.store:  # a store that cannot take the result fails now, not after the budget
         check_storable(fingerprint, request.workload.key, env)
-    with one_tune_at_a_time(env):
+    with one_tune_at_a_time(env, warn):
         outcome = search.run(start)
     if not any(race.completed >= settings.min_repeats for race in outcome.races):
         raise _budget_too_short(request.budget_s, outcome)
