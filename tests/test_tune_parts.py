@@ -320,6 +320,30 @@ def test_progress_is_a_line_per_trial_when_piped_and_a_bar_on_a_terminal() -> No
     assert tty.getvalue().startswith("\r\x1b[2K[##") and tty.getvalue().endswith("\r\x1b[2K")
 
 
+def test_progress_shows_a_slow_workloads_rate_not_zero() -> None:
+    """`--time-whole` of a 20 s program is 0.05 runs/s: two significant digits, not "0/s"."""
+    slow = TrialResult(TrialConfig(intra=1), 0.047, 21.0)
+    assert "last 0.047/s: " in render_line(30, 120, 4, 1.0, slow, 200)
+    assert "3.5/s" in render_line(30, 120, 4, 1.0, TrialResult(slow.config, 3.46, 1.0), 200)
+    piped = io.StringIO()
+
+    class Fake:
+        settings = type("S", (), {"budget_s": 60.0})()
+        trials = (slow,)
+        ratio = 1.0
+
+        def elapsed(self) -> float:
+            return 6.0
+
+    progress = Progress(piped, tty=False)
+    progress(Fake(), slow)  # type: ignore[arg-type]
+    assert "): 0.047/s intra=1" in piped.getvalue()
+    assert "fastest trial 0.047/s with intra=1" in progress.summary()
+    from hwtune.tune.report import _value
+
+    assert _value(0.047, "wall") == "0.047 wall" and _value(1234.5, "x") == "1,234 x"
+
+
 # -- the space ----------------------------------------------------------------------------
 
 

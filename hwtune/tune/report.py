@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import textwrap
 
-from hwtune.tune.progress import clock_text
+from hwtune.tune.progress import clock_text, rate_text
 from hwtune.tune.space import changed
 from hwtune.tune.tuner import TuneReport
 
 
 def _value(value: object, metric: object) -> str:
-    return f"{value:,.1f} {metric}" if isinstance(value, float) else "not measured"
+    return f"{rate_text(value)} {metric}" if isinstance(value, float) else "not measured"
 
 
 def render_report(report: TuneReport) -> str:
