@@ -232,6 +232,14 @@ def test_cli_rejects_a_workload_and_a_command_together(synth: Path) -> None:
     assert result.exit_status == 1 and "builtin:cnn, builtin:mlp" in result.stderr
 
 
+def test_cli_rejects_a_name_for_a_builtin_workload() -> None:
+    """A built-in's result is stored as builtin:NAME: --name there was silently ignored."""
+    for argv in (["--workload", "builtin:mlp", "--name", "train"], ["--name", "train"]):
+        result = run_cli(["tune", "--dry-run", *argv])
+        assert result.exit_status == 1, argv
+        assert "--name 'train' names a command's result" in result.stderr
+
+
 def test_the_search_measures_pinned_against_unpinned(tmp_path: Path) -> None:
     """The `pinned` dimension (issue 17): from the plan's unpinned copies, a workload that runs
     faster pinned (real sched_setaffinity in the trial's children) gets its copies pinned."""

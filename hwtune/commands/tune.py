@@ -69,7 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also try the eligible mixed-precision policy (changes numerics: bf16/fp16)",
     )
-    parser.add_argument("--name", help="store the result under this name (a user command)")
+    parser.add_argument(
+        "--name",
+        help="store the result of -- CMD under this name (a built-in's is stored as builtin:NAME)",
+    )
     parser.add_argument(
         "--metric",
         metavar="NAME",
