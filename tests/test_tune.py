@@ -232,6 +232,14 @@ def test_cli_rejects_a_workload_and_a_command_together(synth: Path) -> None:
     assert result.exit_status == 1 and "builtin:cnn, builtin:mlp" in result.stderr
 
 
+def test_cli_rejects_a_name_for_a_builtin_workload() -> None:
+    """A built-in's result is stored as builtin:NAME: --name there was silently ignored."""
+    for argv in (["--workload", "builtin:mlp", "--name", "train"], ["--name", "train"]):
+        result = run_cli(["tune", "--dry-run", *argv])
+        assert result.exit_status == 1, argv
+        assert "--name 'train' names a command's result" in result.stderr
+
+
 def test_the_search_measures_pinned_against_unpinned(tmp_path: Path) -> None:
     """The `pinned` dimension (issue 17): from the plan's unpinned copies, a workload that runs
     faster pinned (real sched_setaffinity in the trial's children) gets its copies pinned."""
@@ -262,3 +270,138 @@ def test_the_search_measures_pinned_against_unpinned(tmp_path: Path) -> None:
     outcome = Search(space, runner.run, SearchSettings(budget_s=120, seed=0)).run(unpinned)
     assert outcome.best == unpinned.replace(cpus=slices) and outcome.best.pinned
     assert outcome.ratio > 1.3
+
+
+# -- a configuration that fails after it worked ---------------------------------------------
+
+FLAKY = textwrap.dedent(
+    """
+    import os, pathlib, random, sys
+    intra = os.environ["TF_NUM_INTRAOP_THREADS"]
+    scratch = pathlib.Path(os.environ["FLAKY_DIR"])
+    with open(scratch / f"runs.{intra}", "a") as runs:
+        runs.write("x")
+    run = (scratch / f"runs.{intra}").stat().st_size
+    if os.environ.get(f"FLAKY_RUN_{intra}") == str(run) or (
+        (scratch / "confirming").exists() and os.environ.get("FLAKY_CONFIRM") == intra
+    ):
+        sys.exit(3)
+    noise = random.SystemRandom().lognormvariate(0, 0.01)
+    print(f"hwtune-metric: rate={(1200 if intra == '1' else 1000) * noise:.3f}")
+    """
+)
+PAIR = SearchSpace(
+    bases={1: START}, intra={1: (1, 2)}, inter={1: (1,)}, onednn=(True,), jit=(False,)
+)
+
+
+def flaky_search(tmp_path: Path, **environ: str) -> Search:
+    """START (intra 2) against intra 1 (20% faster): one race, then the re-measure. Once the
+    race is decided, the file `confirming` tells the workload the re-measure has begun."""
+    script = tmp_path / "flaky.py"
+    script.write_text(FLAKY)
+    runner = TrialRunner(
+        user_command([sys.executable, "-I", "-S", str(script)]),
+        environ={**os.environ, "FLAKY_DIR": str(tmp_path), **environ},
+        timeout_s=30,
+    )
+
+    def on_trial(search: Search, result: object) -> None:
+        if any(race.decided for race in search.races):
+            (tmp_path / "confirming").touch()
+
+    return Search(PAIR, runner.run, SearchSettings(budget_s=120, seed=0), on_trial=on_trial)
+
+
+def test_one_failure_of_the_plan_after_it_worked_costs_a_trial_not_the_run(
+    tmp_path: Path,
+) -> None:
+    outcome = flaky_search(tmp_path, FLAKY_RUN_2="2").run(START)  # the plan's 2nd run fails
+    assert outcome.best == START.replace(intra=1) and outcome.confirmation is not None
+    assert [(t.config, t.failure) for t in outcome.failures] == [(START, "exited with status 3")]
+    assert outcome.notes == []
+
+
+def test_a_plan_failing_in_the_re_measure_leaves_the_best_unconfirmed(tmp_path: Path) -> None:
+    outcome = flaky_search(tmp_path, FLAKY_CONFIRM="2").run(START)
+    assert outcome.best == START.replace(intra=1) and outcome.confirmation is None
+    assert 1.1 < outcome.ratio < 1.3  # the race's estimate of 1.2
+    assert len(outcome.notes) == 1 and "the plan's configuration" in outcome.notes[0]
+    assert "failed twice when re-measured" in outcome.notes[0]
+
+
+def test_a_best_failing_in_the_re_measure_is_not_kept(tmp_path: Path) -> None:
+    outcome = flaky_search(tmp_path, FLAKY_CONFIRM="1").run(START)
+    assert outcome.best == START and outcome.ratio == 1.0
+    assert len(outcome.notes) == 1 and "the best configuration" in outcome.notes[0]
+
+
+# -- the store checked before the budget is spent -------------------------------------------
+
+COUNTED = textwrap.dedent(
+    """
+    import os, random, shutil
+    open(os.environ["RUNS_FILE"], "a").write("x")
+    store = os.environ.get("BREAK_STORE")
+    if store and not os.path.isfile(store):  # the store is made unusable while it runs
+        shutil.rmtree(store, ignore_errors=True)
+        open(store, "w").close()
+    noise = random.SystemRandom().lognormvariate(0, 0.02)
+    print(f"hwtune-metric: rate={1000 * noise:.3f}")
+    """
+)
+
+
+def counted_tune(tmp_path: Path, store: Path, *extra: str, **environ: str) -> tuple[int, str, str]:
+    """`hwtune tune` of a workload that counts its runs in tmp_path/runs."""
+    script = tmp_path / "counted.py"
+    script.write_text(COUNTED)
+    env = {
+        **os.environ,
+        "HWTUNE_TUNED_DIR": str(store),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "RUNS_FILE": str(tmp_path / "runs"),
+        **environ,
+    }
+    argv = ["tune", "--budget", "60", "--max-repeats", "2", *extra]
+    result = run_cli([*argv, "--", sys.executable, "-I", "-S", str(script)], env)
+    return result.exit_status, result.stdout, result.stderr
+
+
+def test_a_store_that_cannot_be_written_fails_before_the_first_trial(tmp_path: Path) -> None:
+    """A path through a regular file cannot be made even by root (as a read-only HOME)."""
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    status, out, err = counted_tune(tmp_path, blocker / "tuned", "--name", "w")
+    assert status == 1 and out == ""
+    assert f"cannot store the tuned result in {blocker / 'tuned'}" in err, err
+    assert not (tmp_path / "runs").exists()  # no trial ran
+
+
+def test_a_name_too_long_to_store_fails_before_the_first_trial(tmp_path: Path) -> None:
+    status, _, err = counted_tune(tmp_path, tmp_path / "tuned", "--name", "n" * 230)
+    assert status == 1 and "at most 200" in err and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_result_that_cannot_be_stored_at_the_end_is_printed_before_the_error(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "tuned"
+    status, out, err = counted_tune(tmp_path, store, "--json", BREAK_STORE=str(store))
+    assert status == 1 and "cannot store the tuned result" in err, err
+    report = json.loads(out)
+    assert report["stored"] is None and "cannot store" in report["store_error"]
+    assert report["trials"] > 1 and store.is_file()  # the file the workload left there
+
+
+def test_plan_with_a_workload_name_too_long_for_a_file_plans_with_the_rules(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "tuned"
+    environ = {**os.environ, "HWTUNE_TUNED_DIR": str(store)}
+    fingerprint = json.loads(run_cli(["plan", "--json"], environ).stdout)["fingerprint"]
+    (store / fingerprint).mkdir(parents=True)  # where a result would be: a real lookup
+    result = run_cli(["plan", "--workload", "w" * 300], environ)
+    assert result.exit_status == 0 and "Traceback" not in result.stderr
+    assert "at most 200" in result.stderr

@@ -251,6 +251,27 @@ def test_a_signal_death_and_a_bad_metric_are_failures(tmp_path: Path) -> None:
     assert missing.failure is not None and missing.failure.startswith("could not start")
 
 
+def test_a_metric_on_stderr_counts_beside_other_metrics_on_stdout(tmp_path: Path) -> None:
+    """Both streams are read, stdout first: a `--metric` logged on stderr is found though
+    stdout has other metric lines, and a name on both takes stdout's value."""
+    argv = script(
+        tmp_path,
+        "import sys\n"
+        "print('hwtune-metric: loss=0.5')\n"
+        "print('hwtune-metric: rate=7')\n"
+        "print('hwtune-metric: rate=3', file=sys.stderr)\n"
+        "print('hwtune-metric: samples_per_sec=42', file=sys.stderr)\n",
+    )
+    logged = user_command(argv, metric="samples_per_sec")
+    result = TrialRunner(logged, environ=os.environ, timeout_s=30).run(TrialConfig())
+    assert result.ok and result.value == 42.0, result.failure
+    both = user_command(argv, metric="rate")
+    result = TrialRunner(both, environ=os.environ, timeout_s=30).run(TrialConfig())
+    assert result.ok and result.value == 7.0, result.failure
+    result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=30).run(TrialConfig())
+    assert result.metric == "loss"  # the default: stdout's first name
+
+
 def test_time_whole_needs_no_metric(tmp_path: Path) -> None:
     argv = script(tmp_path, "import time\ntime.sleep(0.2)\n")
     workload = user_command(argv, time_whole=True)
@@ -297,6 +318,30 @@ def test_progress_is_a_line_per_trial_when_piped_and_a_bar_on_a_terminal() -> No
     progress(Fake(), result)  # type: ignore[arg-type]
     progress.finish()
     assert tty.getvalue().startswith("\r\x1b[2K[##") and tty.getvalue().endswith("\r\x1b[2K")
+
+
+def test_progress_shows_a_slow_workloads_rate_not_zero() -> None:
+    """`--time-whole` of a 20 s program is 0.05 runs/s: two significant digits, not "0/s"."""
+    slow = TrialResult(TrialConfig(intra=1), 0.047, 21.0)
+    assert "last 0.047/s: " in render_line(30, 120, 4, 1.0, slow, 200)
+    assert "3.5/s" in render_line(30, 120, 4, 1.0, TrialResult(slow.config, 3.46, 1.0), 200)
+    piped = io.StringIO()
+
+    class Fake:
+        settings = type("S", (), {"budget_s": 60.0})()
+        trials = (slow,)
+        ratio = 1.0
+
+        def elapsed(self) -> float:
+            return 6.0
+
+    progress = Progress(piped, tty=False)
+    progress(Fake(), slow)  # type: ignore[arg-type]
+    assert "): 0.047/s intra=1" in piped.getvalue()
+    assert "fastest trial 0.047/s with intra=1" in progress.summary()
+    from hwtune.tune.report import _value
+
+    assert _value(0.047, "wall") == "0.047 wall" and _value(1234.5, "x") == "1,234 x"
 
 
 # -- the space ----------------------------------------------------------------------------
@@ -388,6 +433,16 @@ def test_forget_removes_one_workload_or_every_one(tmp_path: Path) -> None:
     save_result(record(workload="a"), environ)
     assert forget("abc123", environ=environ) == sorted([a, b])
     assert other.exists() and forget("gone", environ=environ) == []
+
+
+def test_forget_never_removes_another_workloads_result_sharing_its_file_name(
+    tmp_path: Path,
+) -> None:
+    """`a:b` is stored in a_b.json: `--forget a_b` names another workload and keeps it."""
+    environ = {"HWTUNE_TUNED_DIR": str(tmp_path)}
+    path = save_result(record(workload="a:b"), environ)
+    assert forget("abc123", "a_b", environ=environ) == [] and path.exists()
+    assert forget("abc123", "a:b", environ=environ) == [path] and not path.exists()
 
 
 def test_a_result_the_plan_cannot_use_is_ignored_with_the_file_named(tmp_path: Path) -> None:
@@ -568,3 +623,18 @@ def test_a_second_tune_on_the_machine_is_refused_while_one_runs(tmp_path: Path) 
             pass
     with one_tune_at_a_time(environ):  # released with its holder
         pass
+
+
+def test_a_lock_that_cannot_be_made_is_a_warning_not_silence(tmp_path: Path) -> None:
+    """A cache directory under a regular file cannot be made (even by root, as a read-only
+    HOME): tuning goes on unlocked, and says so."""
+    from hwtune.tune.lock import one_tune_at_a_time
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    warnings: list[str] = []
+    with one_tune_at_a_time({"XDG_CACHE_HOME": str(blocker)}, warn=warnings.append):
+        pass
+    assert len(warnings) == 1 and warnings[0].startswith(
+        f"cannot take the lock {blocker / 'hwtune' / '.tune.lock'} (Not a directory): "
+    )

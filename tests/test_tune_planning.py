@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hwtune.errors import TuneError
 from hwtune.pipeline.measured import save_result
 from hwtune.pipeline.request import PlanRequest
 from hwtune.tune.config import from_json, to_json, trial_env
@@ -123,6 +125,35 @@ def test_forget_uses_the_hardware_the_planning_arguments_name(tmp_path: Path) ->
     assert not path.exists()
 
 
+def test_forget_removes_only_the_workload_the_arguments_name(tmp_path: Path) -> None:
+    """--forget without NAME takes the workload as tuning names it (--workload, --name, the
+    command's key); only a bare --forget removes every workload's result."""
+    environ = clean_environ(tmp_path)
+    fingerprint = dry_run(environ)["fingerprint"]
+    command = [sys.executable, "train.py"]
+    keys = ["builtin:mlp", "train", user_command(command).key, "kept"]
+    paths = {
+        key: save_result(
+            {"fingerprint": fingerprint, "workload": key, "ratio": 1.2, "settings": {}}, environ
+        )
+        for key in keys
+    }
+    forgotten: set[str] = set()
+    for args, key in (
+        (["--workload", "builtin:mlp"], keys[0]),
+        (["--name", "train"], keys[1]),
+        (["--", *command], keys[2]),
+    ):
+        result = run_cli(["tune", "--root", HOST, "--forget", *args], environ)
+        assert result.exit_status == 0 and result.stdout == f"forgot {paths[key]}\n", args
+        forgotten.add(key)
+        assert {k for k, path in paths.items() if not path.exists()} == forgotten
+    clash = run_cli(["tune", "--root", HOST, "--forget", "kept", "--workload", "x"], environ)
+    assert clash.exit_status == 1 and paths["kept"].exists()
+    result = run_cli(["tune", "--root", HOST, "--forget"], environ)
+    assert result.exit_status == 0 and result.stdout == f"forgot {paths['kept']}\n"
+
+
 def test_tune_rejects_the_measured_switches_and_bad_planning_values(tmp_path: Path) -> None:
     environ = clean_environ(tmp_path)
     for argv in (
@@ -213,3 +244,49 @@ def test_trials_of_a_plan_for_other_hardware_are_refused(tmp_path: Path) -> None
     assert result.exit_status == 1
     assert f"--root {HOST} is other hardware ({there})" in result.stderr
     assert "--dry-run" in result.stderr and not (tmp_path / "tuned").exists()
+
+
+def test_a_trial_still_running_when_the_budget_ends_is_stopped_then(tmp_path: Path) -> None:
+    """The 5th trial hangs ~1.7 s into a 3 s budget: it is stopped when the budget ends, not
+    a whole timeout (then capped at the whole budget) later, and no setting is blamed."""
+    hw = make_hardware(cores_per_socket=4)
+    script = tmp_path / "trial.py"
+    script.write_text(
+        "import os, time\n"
+        "with open(os.environ['RUNS_FILE'], 'a') as runs:\n"
+        "    runs.write('x')\n"
+        "time.sleep(600 if os.path.getsize(os.environ['RUNS_FILE']) == 5 else 0.4)\n"
+        "print('hwtune-metric: rate=100')\n"
+    )
+    request = TuneRequest(
+        user_command([sys.executable, "-I", "-S", str(script)]),
+        budget_s=3,
+        instances=1,
+        store=False,
+        planning=PlanRequest(environ=clean_environ(tmp_path)),
+    )
+    environ = {**clean_environ(tmp_path), "RUNS_FILE": str(tmp_path / "runs")}
+    started = time.monotonic()
+    with pytest.raises(TuneError, match="--budget 3 s was used up before any comparison"):
+        tune(hw, request, environ={**environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert time.monotonic() - started < 3 + 0.8  # without the cap: 3 s after the 5th began
+    assert (tmp_path / "runs").stat().st_size == 5
+
+
+def test_the_hint_after_a_budget_too_short_asks_for_more_than_it(tmp_path: Path) -> None:
+    """The first trial outlives a 1 s budget: the hint names a longer budget, never the one
+    that just failed (nor --budget 0 when no trial finished)."""
+    script = tmp_path / "trial.py"
+    script.write_text("import time\ntime.sleep(600)\n")
+    request = TuneRequest(
+        user_command([sys.executable, "-I", "-S", str(script)]),
+        budget_s=1,
+        instances=1,
+        store=False,
+        planning=PlanRequest(environ=clean_environ(tmp_path)),
+    )
+    environ = {**clean_environ(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    with pytest.raises(TuneError) as caught:
+        tune(make_hardware(cores_per_socket=4), request, environ=environ)
+    assert "(no trial finished)" in caught.value.message
+    assert caught.value.hint == "give at least --budget 2; nothing was stored"

@@ -3,7 +3,8 @@
     hwtune tune --workload builtin:cnn --allow-precision
     hwtune tune --workload train -- python train.py --epochs 1  # prints hwtune-metric: …
     hwtune plan --workload train        # a result applies only where its workload is named
-    hwtune tune --forget [NAME]         # remove this machine's result(s)
+    hwtune tune --forget [NAME]         # remove this machine's result for NAME (all: no NAME)
+    hwtune tune --forget -- python train.py   # … or for the workload named as when tuning it
 
 It plans as `hwtune plan` does, with the same planning arguments (--root/--hardware, --mode,
 --model, --instances, --precision, --tf-version, --set), config files and HWTUNE_* (files <
@@ -12,9 +13,10 @@ measures against. An instance count given anywhere (or by the ranks) is fixed; e
 
 Exit status: 0 when a result was found (and stored, unless --no-store); 1 when the plan's own
 configuration fails, the budget ends before any comparison, the result cannot be stored
-(nothing is stored then), or --root/--hardware names other hardware than the one the trials
-would run on (a dry run and --forget take any); 2 on a bad command line; 130 on Ctrl-C, 143
-on SIGTERM and 129 on SIGHUP (trials are killed, nothing is stored).
+(checked before measuring; a failure at the end prints the result, then the error), or
+--root/--hardware names other hardware than the one the trials would run on (a dry run and
+--forget take any); 2 on a bad command line; 130 on Ctrl-C, 143 on SIGTERM and 129 on SIGHUP
+(trials are killed, nothing is stored).
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         const="",
         metavar="NAME",
-        help="remove what was measured for workload NAME on this machine (every workload "
-        "without NAME), then exit",
+        help="remove what was measured on this machine for workload NAME (or the one "
+        "--workload, --name or -- CMD names), then exit; with none of them, every workload's",
     )
     parser.add_argument(
         "--budget",
@@ -59,14 +61,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--trial-timeout",
         type=seconds,
         metavar="S",
-        help="kill a trial after S seconds (default: 600 for the first, then 5× its time)",
+        help="kill a trial after S seconds (default: 600 for the first, then 5× its time); "
+        "never after the budget ends",
     )
     parser.add_argument(
         "--allow-precision",
         action="store_true",
         help="also try the eligible mixed-precision policy (changes numerics: bf16/fp16)",
     )
-    parser.add_argument("--name", help="store the result under this name (a user command)")
+    parser.add_argument(
+        "--name",
+        help="store the result of -- CMD under this name (a built-in's is stored as builtin:NAME)",
+    )
     parser.add_argument(
         "--metric",
         metavar="NAME",
@@ -112,7 +118,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.errors import ConfigError
     from hwtune.pipeline.request import load_hardware
     from hwtune.tune.progress import Progress
-    from hwtune.tune.tuner import resolve_request, tune
+    from hwtune.tune.tuner import ResultNotStored, resolve_request, tune
     from hwtune.tune.workloads import resolve
 
     command = list(args.command)
@@ -120,7 +126,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         command = command[1:]
     planning = request_from_args(args, env.environ, measured=False)
     if args.forget is not None:
-        return _forget(args.forget or None, load_hardware(planning), env)
+        target = _forget_target(args.forget or None, args, command)
+        return _forget(target, load_hardware(planning), env)
     if args.budget <= 0 or (args.trial_timeout is not None and args.trial_timeout <= 0):
         raise ConfigError("--budget and --trial-timeout must be positive")
     workload = resolve(
@@ -149,22 +156,36 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     progress = Progress(env.stderr, bool(getattr(env.stderr, "isatty", lambda: False)()))
     previous = _stop_on_signals()
     try:
-        report = tune(hw, request, environ=env.environ, on_trial=progress)
+        report = tune(
+            hw,
+            request,
+            environ=env.environ,
+            on_trial=progress,
+            warn=lambda note: print(f"hwtune tune: warning: {note}", file=env.stderr),
+        )
     except KeyboardInterrupt:  # Ctrl-C: say what was found so far, exit 130 as shells do
         progress.finish()
         print(progress.summary(), file=env.stderr)
         return ExitStatus.INTERRUPTED
+    except ResultNotStored as err:  # the budget is spent: show what it found, then the error
+        progress.finish()
+        _print_report(err.report, env, as_json=args.json)
+        raise
     finally:
         progress.finish()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    if args.json:
+    _print_report(report, env, as_json=args.json)
+    return ExitStatus.SUCCESS
+
+
+def _print_report(report: Any, env: Environment, *, as_json: bool) -> None:
+    if as_json:
         env.stdout.write(json.dumps(report.as_json(), indent=2) + "\n")
     else:
         from hwtune.tune.report import render_report
 
         env.stdout.write(render_report(report))
-    return ExitStatus.SUCCESS
 
 
 def _check_runs_here(hw: Any, planning: Any) -> None:
@@ -184,6 +205,40 @@ def _check_runs_here(hw: Any, planning: Any) -> None:
             "trials would run",
             hint="use it with --dry-run or --forget; tune on the machine itself",
         )
+
+
+def _forget_target(named: str | None, args: argparse.Namespace, command: list[str]) -> str | None:
+    """The workload whose result --forget removes: NAME, else the one --workload, --name or
+    `-- CMD` names, under the key the tuner stores it by; None (every workload's) only when
+    nothing names one."""
+    from hwtune.errors import ConfigError
+
+    given = _named_workload(args, command)
+    if named and given and named != given:
+        raise ConfigError(
+            f"--forget {named!r} and the workload given otherwise ({given!r}) differ",
+            hint="name the workload to forget once: --forget NAME, or --workload/--name/-- CMD",
+        )
+    return named or given
+
+
+def _named_workload(args: argparse.Namespace, command: list[str]) -> str | None:
+    """The key a tuning run with these arguments stores its result under; None when the
+    arguments name no workload (a bare `hwtune tune` tunes builtin:cnn, but a bare --forget
+    is documented to mean every workload)."""
+    from hwtune.errors import ConfigError
+    from hwtune.tune.workloads import BUILTIN_PREFIX, resolve
+
+    spec: str | None = args.workload
+    name: str | None = args.name
+    if command or (spec or "").startswith(BUILTIN_PREFIX):
+        return resolve(spec, command, name=name).key
+    if spec and name and spec != name:
+        raise ConfigError(
+            f"--workload {spec!r} and --name {name!r} name two workloads",
+            hint="name the workload to forget once",
+        )
+    return name or spec
 
 
 def _forget(workload: str | None, hw: Any, env: Environment) -> int:

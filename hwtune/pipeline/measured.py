@@ -32,13 +32,14 @@ import math
 import os
 import re
 import stat
+import time
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from hwtune.errors import ApplyError, TuneError
-from hwtune.fs.atomic import write_atomic
+from hwtune.errors import ApplyError, ConfigError, TuneError
+from hwtune.fs.atomic import TMP_MARK, write_atomic
 from hwtune.fs.trust import make_dirs
 from hwtune.fs.trusted_read import RefusedFile, read_bounded
 from hwtune.models.cpulist import MAX_CPU
@@ -47,6 +48,11 @@ from hwtune.models.profile import Setting
 RESULT_SCHEMA = 1
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 _REDO = "delete the file or run `hwtune tune` again"
+_WRITABLE = "set HWTUNE_TUNED_DIR to a writable directory"
+# A file name has at most 255 bytes (NAME_MAX on Linux's file systems); write_atomic's
+# temporary file adds "." and ".hwtune-tmp-<pid>-<ns>" (up to 41 bytes) to the result's name,
+# which adds ".json": a longer workload name could never be stored (ENAMETOOLONG).
+MAX_WORKLOAD_NAME = 200
 # A result is about 2 KB (hwtune/tune/tuner.py's record); a file of a megabyte is not one, and
 # reading it whole would only cost memory.
 MAX_RESULT_BYTES = 1 << 20
@@ -87,7 +93,41 @@ def file_name(workload: str) -> str:
 
 
 def result_path(fingerprint: str, workload: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Where `workload`'s result is stored; ConfigError for a name no file can have."""
+    if len(workload) > MAX_WORKLOAD_NAME:
+        raise ConfigError(
+            f"workload name of {len(workload)} characters ({workload[:40]!r}…): a result is "
+            f"stored under a name of at most {MAX_WORKLOAD_NAME}",
+            hint="choose a shorter --name or --workload",
+        )
     return tuned_dir(environ) / _SAFE.sub("_", fingerprint) / file_name(workload)
+
+
+def check_storable(
+    fingerprint: str, workload: str, environ: Mapping[str, str] | None = None
+) -> Path:
+    """Before a tuning run spends its budget: the name can be stored, no other workload's
+    result is where it would go, and the file can be written there (a read-only or missing
+    HOME, a path through a regular file, a file system with shorter names). A file named as
+    save_result's temporary one is made and removed in the nearest existing directory of the
+    path; no directory is made (a run that stores nothing leaves nothing). The result's
+    path; TuneError naming the problem."""
+    path = result_path(fingerprint, workload, environ)
+    _refuse_another_workloads(path, workload)
+    directory = path.parent
+    while not os.path.lexists(directory) and directory.parent != directory:
+        directory = directory.parent
+    probe = directory / f".{path.name}{TMP_MARK}{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError as err:
+        raise TuneError(
+            f"cannot store the tuned result in {path}: {directory}: {err.strerror or err}",
+            hint=f"{_WRITABLE}; nothing was measured",
+        ) from err
+    os.close(fd)
+    os.unlink(probe)
+    return path
 
 
 def measured_settings(record: Mapping[str, Any]) -> dict[str, Setting]:
@@ -128,7 +168,7 @@ def save_result(record: Mapping[str, Any], environ: Mapping[str, str] | None = N
     data.setdefault("schema", RESULT_SCHEMA)
     data.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    hint = "set HWTUNE_TUNED_DIR to a writable directory"
+    hint = _WRITABLE
     try:
         # 0700 whatever the umask (XDG Base Directory spec: "create it with permission 0700")
         make_dirs(path.parent, 0o700)
@@ -146,18 +186,28 @@ def save_result(record: Mapping[str, Any], environ: Mapping[str, str] | None = N
 def _refuse_another_workloads(path: Path, workload: str) -> None:
     """File names fold odd characters to "_" (`builtin:cnn` and `--name builtin_cnn` share
     one): never replace the result of another workload."""
-    if not path.is_file():
-        return
-    try:
-        held = read_result(path).get("workload")
-    except TuneError:
-        return  # a damaged file: replacing it loses nothing
+    held = _held_workload(path)
     if held is not None and held != workload:
         raise TuneError(
             f"{path} holds the result of workload {held!r}; storing {workload!r} there "
             "would replace it",
             hint="choose another --name",
         )
+
+
+def _held_workload(path: Path) -> str | None:
+    """The workload whose result `path` holds; None when there is no usable result there (no
+    file, a damaged one, or one from before results named their workload): replacing or
+    removing such a file loses nothing another workload could use."""
+    try:
+        if not path.is_file():
+            return None
+        held = read_result(path).get("workload")
+    except OSError:  # a name this file system cannot hold: no file there
+        return None
+    except TuneError:
+        return None
+    return held if isinstance(held, str) else None
 
 
 def read_result(path: Path) -> dict[str, Any]:
@@ -259,12 +309,15 @@ def find_result(
     naming it.
     """
     path = result_path(fingerprint, workload, environ)
-    if path.is_file():
-        return path
-    if os.path.lexists(path):
-        raise TuneError(f"{path}: {_what(path)}, not a tuned result", hint=_REDO)
-    if os.path.lexists(path.parent) and not path.parent.is_dir():
-        raise TuneError(f"{path.parent}: not a directory", hint=_REDO)
+    try:
+        if path.is_file():
+            return path
+        if os.path.lexists(path):
+            raise TuneError(f"{path}: {_what(path)}, not a tuned result", hint=_REDO)
+        if os.path.lexists(path.parent) and not path.parent.is_dir():
+            raise TuneError(f"{path.parent}: not a directory", hint=_REDO)
+    except OSError as err:  # a name longer than this file system's, a directory not searchable
+        raise TuneError(f"{path}: cannot be looked up: {err.strerror or err}") from err
     return None
 
 
@@ -272,10 +325,12 @@ def forget(
     fingerprint: str, workload: str | None = None, *, environ: Mapping[str, str] | None = None
 ) -> list[Path]:
     """Remove the stored result of `workload` on this hardware (every workload's when None);
-    the files removed."""
+    the files removed. The file named for `workload` is kept when it holds another workload's
+    result (names fold odd characters to `_`: `a:b` and `a_b` share `a_b.json`)."""
     directory = tuned_dir(environ) / _SAFE.sub("_", fingerprint)
     if workload is not None:
-        paths = [result_path(fingerprint, workload, environ)]
+        path = result_path(fingerprint, workload, environ)
+        paths = [path] if _held_workload(path) in (None, workload) else []
     else:
         try:
             paths = sorted(p for p in directory.iterdir() if p.suffix == ".json")

@@ -5,7 +5,8 @@ from trial to trial (start-up, import, measurement), which the per-round blockin
 hwtune.tune.stats cannot remove; and the one finishing last would replace the other's result.
 The lock is an flock on `.tune.lock` in the user's cache directory ($XDG_CACHE_HOME/hwtune, not
 the tuned directory, where only results belong), released however the holder exits. Where
-that directory cannot be written, tuning goes on unlocked.
+that directory cannot be written (a read-only HOME), tuning goes on unlocked, with a warning
+saying so (a --no-store run in a read-only container need not fail for it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from hwtune import paths
@@ -23,17 +25,28 @@ from hwtune.fs.trust import make_dirs
 LOCK_NAME = ".tune.lock"
 
 
+def warn_on_stderr(message: str) -> None:
+    print(f"hwtune tune: warning: {message}", file=sys.stderr)
+
+
 @contextlib.contextmanager
-def one_tune_at_a_time(environ: Mapping[str, str]) -> Iterator[None]:
-    """Hold the tune lock, or TuneError naming the run that holds it."""
+def one_tune_at_a_time(
+    environ: Mapping[str, str], warn: Callable[[str], None] = warn_on_stderr
+) -> Iterator[None]:
+    """Hold the tune lock, or TuneError naming the run that holds it; `warn` is told when
+    there is no lock to hold."""
     directory = Path(paths.cache_dir(environ))
+    lock = directory / LOCK_NAME
     try:
         make_dirs(directory, 0o700)
         # O_NOFOLLOW: a planted link is refused, not truncated through
-        fd = os.open(
-            directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as err:
+        warn(
+            f"cannot take the lock {lock} ({err.strerror or err}): tuning unlocked, so "
+            "another hwtune tune started meanwhile would load these trials' CPUs "
+            "(set XDG_CACHE_HOME to a writable directory)"
         )
-    except OSError:
         yield
         return
     try:

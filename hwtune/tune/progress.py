@@ -24,6 +24,12 @@ from hwtune.tune.trial import TrialResult
 BAR_WIDTH = 20
 
 
+def rate_text(value: float) -> str:
+    """A throughput for people: whole numbers with separators from 100 on (1,020), two
+    significant digits below (42, 2.5, 0.031), so a slow workload's rate is never "0"."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.2g}"
+
+
 def clock_text(seconds: float) -> str:
     minutes, secs = divmod(int(max(0.0, seconds)), 60)
     return f"{minutes}:{secs:02d}"
@@ -35,7 +41,7 @@ def render_line(
     filled = min(BAR_WIDTH, int(BAR_WIDTH * elapsed / budget)) if budget > 0 else BAR_WIDTH
     bar = "#" * filled + "·" * (BAR_WIDTH - filled)
     if last.ok and last.value is not None:
-        outcome = f"{last.value:,.0f}/s"
+        outcome = f"{rate_text(last.value)}/s"
     else:
         outcome = f"failed: {last.failure}"
     line = (
@@ -48,7 +54,7 @@ def render_line(
 def trial_line(elapsed: float, budget: float, trials: int, ratio: float, last: TrialResult) -> str:
     """One trial as a plain log line (no bar, no carriage return)."""
     if last.ok and last.value is not None:
-        outcome = f"{last.value:,.0f}/s"
+        outcome = f"{rate_text(last.value)}/s"
     else:
         outcome = f"failed ({last.failure})"
     return (
@@ -108,7 +114,7 @@ class Progress:
             default=None,
         )
         found = (
-            f"fastest trial {best.value:,.0f}/s with {best.config.label()}"
+            f"fastest trial {rate_text(best.value)}/s with {best.config.label()}"
             if best is not None and best.value is not None
             else "no trial succeeded"
         )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import textwrap
 
-from hwtune.tune.progress import clock_text
+from hwtune.tune.progress import clock_text, rate_text
 from hwtune.tune.space import changed
 from hwtune.tune.tuner import TuneReport
 
 
 def _value(value: object, metric: object) -> str:
-    return f"{value:,.1f} {metric}" if isinstance(value, float) else "not measured"
+    return f"{rate_text(value)} {metric}" if isinstance(value, float) else "not measured"
 
 
 def render_report(report: TuneReport) -> str:
@@ -44,6 +44,7 @@ def render_report(report: TuneReport) -> str:
         )
     else:
         lines.append("         the plan's choice held: no change was clearly better")
+    lines.extend(f"  note: {note}" for note in outcome.notes)
     if outcome.failures:
         lines.append(f"  {len(outcome.failures)} failed trial(s), never counted:")
         for trial in outcome.failures:
@@ -56,6 +57,8 @@ def render_report(report: TuneReport) -> str:
             f"  `hwtune plan/apply` and hwtune.configure() now use it "
             f"(workload {request.workload.key})"
         )
+    elif report.store_error is not None:
+        lines.append(f"  not stored: {report.store_error}")
     else:
         lines.append("  not stored (--no-store)")
     return "\n".join(lines) + "\n"

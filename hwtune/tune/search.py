@@ -17,6 +17,12 @@ every configuration that changes one setting (its untried neighbours):
 5. At the end, the plan and the best are measured again, interleaved, for an unbiased ratio
    (`_confirm`); if the best now looks clearly worse, the plan is kept.
 
+A trial of the incumbent that fails after the configuration has worked is run again at once (a
+neighbour's burst, a transient error): the run goes on if that one succeeds, and ends with a
+TuneError if it fails too (the configuration is flaky; nothing is stored). At the re-measure, a
+best that fails twice is not kept (the plan is), and a plan that fails twice leaves the best
+with the races' ratio, unconfirmed; either is said in `SearchOutcome.notes`.
+
 A change whose trial failed, or that lost clearly by more than `TABU_LOSS` (oneDNN off,
 XLA on, float32 against bf16 on the CNN on a 2-vCPU EPYC VM, TF 2.21) is not tried again in later
 neighbourhoods: one other setting does not turn a loss that large into a win (bf16 × oneDNN,
@@ -90,6 +96,7 @@ class SearchOutcome:
     elapsed_s: float = 0.0
     noise: float = 0.0  # pooled relative spread (σ of log-throughput)
     confirmation: Comparison | None = None  # best vs start measured afresh (the ratio's source)
+    notes: list[str] = field(default_factory=list)  # what the report must say (a flaky arm)
 
     @property
     def failures(self) -> list[TrialResult]:
@@ -129,6 +136,7 @@ class Search:
         self.ratio = 1.0
         self.tabu: set[tuple[str, object]] = set()
         self.confirmation: Comparison | None = None  # best vs plan, measured afresh
+        self.notes: list[str] = []
         self._started = 0.0
 
     # -- budget ---------------------------------------------------------------------------
@@ -146,6 +154,8 @@ class Search:
         if self.trials and self.elapsed() + self._slowest_trial_s() > self.settings.budget_s:
             raise _OutOfBudget
         result = self.measure(config)
+        if result.cut_by_budget:  # stopped when the budget ended: no verdict on its setting
+            raise _OutOfBudget
         self.trials.append(result)
         if not result.ok:
             self.failed.add(config)
@@ -201,6 +211,7 @@ class Search:
             elapsed_s=self.elapsed(),
             noise=self.noise(),
             confirmation=self.confirmation,
+            notes=self.notes,
         )
 
     def _confirm(self, start: TrialConfig, best: TrialConfig) -> TrialConfig:
@@ -219,8 +230,10 @@ class Search:
                 self.rng.shuffle(order)
                 for arm in order:
                     result = self._trial(arm)
+                    if not result.ok:
+                        result = self._again(result)
                     if not result.ok or result.value is None:
-                        raise self._incumbent_failed(result)
+                        return self._unconfirmed(start, best, result)
                     race.samples[arm].append(result.value)
                     race.design.add(arm, round_, result.value)
         except _OutOfBudget:
@@ -232,15 +245,49 @@ class Search:
         self.ratio = self.confirmation.ratio
         return best
 
+    def _unconfirmed(
+        self, start: TrialConfig, best: TrialConfig, failed: TrialResult
+    ) -> TrialConfig:
+        """The re-measure lost an arm to two failures in a row: a best that fails is never
+        kept (the plan is); a plan that fails leaves the best with the races' ratio."""
+        label = failed.config.label()
+        if failed.config == best:
+            self.notes.append(
+                f"the best configuration ({label}) failed twice when re-measured "
+                f"({failed.failure}): the plan's configuration is kept"
+            )
+            self.ratio = 1.0
+            return start
+        self.notes.append(
+            f"the plan's configuration ({label}) failed twice when re-measured "
+            f"({failed.failure}): the ratio is the races' estimate, not re-measured"
+        )
+        return best
+
+    def _worked(self, config: TrialConfig) -> bool:
+        return any(t.ok and t.config == config for t in self.trials)
+
+    def _again(self, failed: TrialResult) -> TrialResult:
+        """One more trial of a configuration that worked before and failed now (a transient
+        failure must not end the run); the failure itself stays in the report."""
+        if not self._worked(failed.config):
+            return failed
+        result = self._trial(failed.config)
+        if result.ok:
+            self.failed.discard(failed.config)  # it works: not an excluded setting
+        return result
+
     def _incumbent_failed(self, result: TrialResult) -> TuneError:
-        first = result.config == self.start
-        which = "the plan's configuration" if first else "the configuration being improved"
+        plan = result.config == self.start
+        first = plan and not self._worked(result.config)  # it never ran: the workload is wrong
+        which = "the plan's configuration" if plan else "the configuration being improved"
         tail = textwrap.indent(result.stderr_tail, "  | ")
         hint = (
             "fix the workload: it must exit 0 and print `hwtune-metric: NAME=VALUE`, or pass "
             "--time-whole to time it as a whole"
             if first
-            else "the workload failed on a configuration that had worked: it is flaky"
+            else "the workload failed twice in a row on a configuration that had worked: it is "
+            "flaky"
         )
         return TuneError(
             f"{which} ({result.config.label()}) failed: {result.failure}"
@@ -271,6 +318,8 @@ class Search:
             self.rng.shuffle(order)
             for arm in order:
                 result = self._trial(arm)
+                if not result.ok and arm == incumbent:
+                    result = self._again(result)
                 if not result.ok:
                     if arm == incumbent:
                         raise self._incumbent_failed(result)

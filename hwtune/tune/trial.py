@@ -52,6 +52,9 @@ class TrialResult:
     stderr_tail: str = ""
     metric: str | None = None  # the metric name read ("wall" when timed as a whole)
     per_instance: tuple[float, ...] = ()
+    timed_out: bool = False  # stopped at the runner's timeout
+    cut_by_budget: bool = False  # that timeout was what was left of the budget: no failure
+    # of its configuration, the search's time is up
 
     @property
     def ok(self) -> bool:
@@ -227,6 +230,7 @@ class TrialRunner:
                     time.monotonic() - started,
                     failure=f"timed out after {self.timeout_s:.0f} s (per-trial timeout)",
                     stderr_tail=_tail_of(outputs[late][1]),
+                    timed_out=True,
                 )
             walls = waited
         finally:
@@ -263,7 +267,7 @@ class TrialRunner:
             if self.workload.time_whole:
                 values.append(1.0 / max(walls[index], 1e-9))
                 continue
-            metrics = _scan_metrics(out) or _scan_metrics(err)
+            metrics = _metrics_of(out, err)
             if metric_name is None and metrics:
                 metric_name = next(iter(metrics))
             value = metrics.get(metric_name) if metric_name else None
@@ -315,6 +319,17 @@ def _scan_metrics(handle: IO[bytes]) -> dict[str, float]:
         if marker in line:
             found.update(parse_metrics(line.decode("utf-8", "replace")))
     return found
+
+
+def _metrics_of(out: IO[bytes], err: IO[bytes]) -> dict[str, float]:
+    """The metrics printed on stdout and on stderr (docs/tune.md: "anywhere in stdout (or
+    stderr)"), stdout's first: its names come first (the default metric is the first one
+    printed), and a name printed on both takes stdout's value. The two streams are separate
+    files, so which of their lines came last cannot be told."""
+    metrics = _scan_metrics(out)
+    for name, value in _scan_metrics(err).items():
+        metrics.setdefault(name, value)
+    return metrics
 
 
 def _tail_of(handle: IO[bytes]) -> str:

@@ -12,6 +12,7 @@ by the plan's hardware fingerprint.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import statistics
 from collections.abc import Callable, Mapping
@@ -23,10 +24,10 @@ from hwtune import __version__
 from hwtune.errors import PlanError, TuneError
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Mode, ModelKind, Profile
-from hwtune.pipeline.measured import save_result, settings_from_knobs
+from hwtune.pipeline.measured import check_storable, save_result, settings_from_knobs
 from hwtune.pipeline.request import PlanRequest, profile_for, resolve_share, user_overrides
 from hwtune.tune.config import TrialConfig, to_json
-from hwtune.tune.lock import one_tune_at_a_time
+from hwtune.tune.lock import one_tune_at_a_time, warn_on_stderr
 from hwtune.tune.search import Search, SearchOutcome, SearchSettings
 from hwtune.tune.space import SearchSpace, build_space
 from hwtune.tune.trial import TrialResult, TrialRunner
@@ -40,6 +41,10 @@ FIRST_TRIAL_TIMEOUT_S = 600.0
 # trial stays under ~3×).
 TIMEOUT_FACTOR = 5.0
 TIMEOUT_FLOOR_S = 60.0
+# A trial's timeout is also capped by what is left of --budget, but never below this: the
+# search starts a trial only when one as slow as the slowest so far fits in what is left, so
+# the floor matters only for a first trial of a budget shorter than it.
+BUDGET_LEFT_FLOOR_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -84,18 +89,29 @@ class TuneReport:
     outcome: SearchOutcome
     record: dict[str, Any]
     path: Path | None  # where the result was stored; None with store=False
+    store_error: str | None = None  # why storing it failed (ResultNotStored)
 
     def as_json(self) -> dict[str, Any]:
         outcome = self.outcome
         return {
             **self.record,
             "stored": str(self.path) if self.path else None,
+            "store_error": self.store_error,
             "space_size": self.space.size(),
             "failures": [
                 {"config": to_json(t.config), "failure": t.failure, "stderr_tail": t.stderr_tail}
                 for t in outcome.failures
             ],
         }
+
+
+class ResultNotStored(TuneError):
+    """The search found a result and storing it failed: the report, so that what was measured
+    is shown before the error."""
+
+    def __init__(self, error: TuneError, report: TuneReport) -> None:
+        super().__init__(error.message, hint=error.hint)
+        self.report = report
 
 
 def instance_counts(hw: Hardware, request: TuneRequest) -> list[int]:
@@ -163,22 +179,47 @@ def prepare(hw: Hardware, request: TuneRequest) -> tuple[TrialConfig, SearchSpac
 
 class _AdaptiveTimeout:
     """Wraps a runner: the first trial gets FIRST_TRIAL_TIMEOUT_S, later ones a multiple of the
-    first's time; never more than the whole --budget (a hung trial must not run 10× past it)."""
+    first's time (or --trial-timeout); never more than what is left of --budget (`time_left`),
+    so a hung trial ends with the budget, and a trial stopped there is `cut_by_budget`."""
 
-    def __init__(self, runner: TrialRunner, fixed: float | None, budget_s: float) -> None:
+    def __init__(
+        self,
+        runner: TrialRunner,
+        fixed: float | None,
+        budget_s: float,
+        time_left: Callable[[], float] | None = None,
+    ) -> None:
         self.runner = runner
         self.fixed = fixed
         self.budget_s = budget_s
+        self.time_left = time_left or (lambda: budget_s)
         self.first_done = False
-        runner.timeout_s = fixed or min(FIRST_TRIAL_TIMEOUT_S, budget_s)
+        self.timeout_s = fixed or FIRST_TRIAL_TIMEOUT_S
 
     def __call__(self, config: TrialConfig) -> TrialResult:
+        left = max(BUDGET_LEFT_FLOOR_S, self.time_left())
+        self.runner.timeout_s = min(self.timeout_s, left)
         result = self.runner.run(config)
+        if result.timed_out and self.runner.timeout_s < self.timeout_s:
+            return dataclasses.replace(result, cut_by_budget=True)
         if self.fixed is None and result.ok and not self.first_done:
             self.first_done = True
-            adapted = max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * result.wall_s)
-            self.runner.timeout_s = min(adapted, self.budget_s)
+            self.timeout_s = max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * result.wall_s)
         return result
+
+
+def _budget_too_short(budget_s: float, outcome: SearchOutcome) -> TuneError:
+    """The budget ended before any comparison: a budget to try instead, always more than the
+    one that failed (ten trials as long as these, which may be less, or twice the budget when
+    no trial finished)."""
+    trials = len(outcome.trials)
+    typical = outcome.measuring_s / max(1, trials)
+    seen = f"{trials} trial(s) of ~{typical:.2g} s" if trials else "no trial finished"
+    suggested = math.ceil(max(typical * 10, budget_s * 2))
+    return TuneError(
+        f"--budget {budget_s:g} s was used up before any comparison finished ({seen})",
+        hint=f"give at least --budget {suggested}; nothing was stored",
+    )
 
 
 def _median(outcome: SearchOutcome, config: TrialConfig) -> float | None:
@@ -193,8 +234,10 @@ def tune(
     environ: Mapping[str, str] | None = None,
     on_trial: Callable[[Search, TrialResult], None] | None = None,
     cgroup_procs: Path | None = None,
+    warn: Callable[[str], None] = warn_on_stderr,
 ) -> TuneReport:
-    """Search `request.workload`'s best settings on `hw`, starting from the plan."""
+    """Search `request.workload`'s best settings on `hw`, starting from the plan; `warn` gets
+    what the caller should be told and is no error (default: a line on stderr)."""
     env = dict(os.environ if environ is None else environ)
     start, space, fingerprint = prepare(hw, request)
     runner = TrialRunner(
@@ -203,21 +246,15 @@ def tune(
     settings = SearchSettings(
         budget_s=request.budget_s, seed=request.seed, max_repeats=request.max_repeats
     )
-    search = Search(
-        space,
-        _AdaptiveTimeout(runner, request.trial_timeout_s, request.budget_s),
-        settings,
-        on_trial=on_trial,
-    )
-    with one_tune_at_a_time(env):
+    timeout = _AdaptiveTimeout(runner, request.trial_timeout_s, request.budget_s)
+    search = Search(space, timeout, settings, on_trial=on_trial)
+    timeout.time_left = lambda: request.budget_s - search.elapsed()
+    if request.store:  # a store that cannot take the result fails now, not after the budget
+        check_storable(fingerprint, request.workload.key, env)
+    with one_tune_at_a_time(env, warn):
         outcome = search.run(start)
     if not any(race.completed >= settings.min_repeats for race in outcome.races):
-        typical = outcome.measuring_s / max(1, len(outcome.trials))
-        raise TuneError(
-            f"--budget {request.budget_s:g} s was used up before any comparison finished "
-            f"({len(outcome.trials)} trial(s) of ~{typical:.0f} s)",
-            hint=f"give at least --budget {typical * 10:.0f}; nothing was stored",
-        )
+        raise _budget_too_short(request.budget_s, outcome)
     precision_searched = len(space.precision) > 1
     # Pinning is stored where the best count had both sides to measure.
     pinning_searched = len(space.pin_options(outcome.best.instances)) > 1
@@ -251,8 +288,15 @@ def tune(
         "budget_s": request.budget_s,
         "stopped": outcome.stopped,
         "noise": round(outcome.noise, 4),
+        "notes": list(outcome.notes),  # e.g. a re-measure lost to a flaky configuration
         "allow_precision": request.allow_precision,
         "hwtune": __version__,
     }
-    path = save_result(record, env) if request.store else None
-    return TuneReport(request, fingerprint, start, space, outcome, record, path)
+    report = TuneReport(request, fingerprint, start, space, outcome, record, None)
+    if request.store:
+        try:
+            report.path = save_result(record, env)
+        except TuneError as err:  # e.g. the disk filled meanwhile: show what was found first
+            report.store_error = err.message
+            raise ResultNotStored(err, report) from err
+    return report

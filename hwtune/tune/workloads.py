@@ -107,6 +107,11 @@ def resolve(
     if command:
         return user_command(command, name=name, metric=metric, time_whole=time_whole)
     spec = spec or BUILTIN_PREFIX + "cnn"
+    if name:  # storing builtin:cnn's result as "train" would apply it to the job named so
+        raise ConfigError(
+            f"--name {name!r} names a command's result; {spec}'s is stored as {spec}",
+            hint=f"drop --name, or tune your program: hwtune tune --name {name} -- CMD ARGS",
+        )
     if not spec.startswith(BUILTIN_PREFIX):
         raise ConfigError(
             f"--workload {spec!r}: expected builtin:NAME",
