@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ from hwtune.apply.launch import (
     merge_environment,
     set_mempolicy,
 )
-from hwtune.apply.marker import MARKER, marker_value
+from hwtune.apply.marker import MARKER, hwtune_owned, marker_value
 from hwtune.errors import CommandNotStarted, HwtuneError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.pipeline.request import PlanRequest, profile_for
@@ -658,3 +659,80 @@ def test_a_child_of_exec_plans_the_instances_it_names(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "does not exist" not in done.stderr
     assert done.stdout.count('"TF_NUM_INTRAOP_THREADS"') == 2
+
+
+def _reports(stdout: str) -> dict[str, Any]:
+    """Each "[i] REPORT" line of `hwtune exec --instances N`, by i."""
+    lines = [line.partition("] ") for line in stdout.splitlines()]
+    return {index.strip("["): json.loads(text) for index, _, text in lines}
+
+
+@needs_two_cores
+def test_a_plain_exec_inside_a_copy_runs_the_command_as_that_copy(tmp_path: Path) -> None:
+    """A wrapper script in each copy of `hwtune exec --instances 2` runs `hwtune exec -- CMD`,
+    and CMD's runs `hwtune exec` again. Before: the nested exec's plan (one instance on the
+    CPUs the copy is bound to) replaced the copy's HWTUNE_INSTANCE(S) with 0 of 1, so both
+    copies took themselves for instance 0. Each keeps its index and CPUs at the third level,
+    and the marker still names exec's variables, so the next level knows them for exec's."""
+    env = _env(tmp_path)
+    nested = f"{PYTHON} -m hwtune exec -- {PYTHON} -m hwtune exec -- {PYTHON} -c {REPORT!r}"
+    result = subprocess.run(
+        [*HWTUNE, "exec", "--instances", "2", "--", "sh", "-c", nested],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = _reports(result.stdout)
+    assert sorted(seen) == ["0", "1"], result.stdout
+    for index, report in seen.items():
+        child_env = report["env"]
+        assert (report["instance"], child_env["HWTUNE_INSTANCES"]) == (index, "2")
+        assert hwtune_owned(child_env) >= {"HWTUNE_INSTANCE", "HWTUNE_INSTANCES"}
+        planned = profile_for(PlanRequest(env, instances=2, instance=int(index)))
+        if instance_pinning(planned.profile, planned.hardware).pinned:
+            assert set(report["cpus"]) == set(planned.profile.instance.cpus)
+
+
+# What exec gives copy 1 of 2 on a two-GPU node, left unpinned (--no-pin, or a tuned result).
+_GPU_COPY = {
+    "HWTUNE_INSTANCE": "1",
+    "HWTUNE_INSTANCES": "2",
+    "CUDA_VISIBLE_DEVICES": "GPU-bbb",
+    "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+}
+
+
+@needs_two_cores
+def test_a_plain_exec_inside_a_copy_keeps_its_gpus_and_binding_and_a_count_wins(
+    tmp_path: Path,
+) -> None:
+    """Before: the nested exec dropped the copy's GPU list (hwtune's own, and its plan sets
+    none here) so the copy saw every GPU, and pinned the unpinned copy to slice 1 by its own
+    rule. A count given there is a new launch: its copies are numbered 0 and 1 of 2 and
+    pinned apart, inside the copy's GPUs, which that plan does not divide. A HWTUNE_INSTANCE
+    the user exported, not exec (no marker), still asks for that slice, pinned."""
+    env = {**_env(tmp_path), **_GPU_COPY, MARKER: marker_value(_GPU_COPY)}
+    plain = _run_exec([], env)
+    assert plain.returncode == 0, plain.stderr
+    seen = json.loads(plain.stdout)
+    child_env = seen["env"]
+    assert {k: child_env.get(k) for k in _GPU_COPY} == _GPU_COPY
+    assert hwtune_owned(child_env) >= set(_GPU_COPY)
+    assert set(seen["cpus"]) == set(os.sched_getaffinity(0))
+    counted = _run_exec(["--instances", "2"], env)
+    assert counted.returncode == 0, counted.stderr
+    copies = _reports(counted.stdout)
+    assert sorted(copies) == ["0", "1"], counted.stdout
+    for index, report in copies.items():
+        child_env = report["env"]
+        assert (child_env["HWTUNE_INSTANCE"], child_env["HWTUNE_INSTANCES"]) == (index, "2")
+        assert child_env["CUDA_VISIBLE_DEVICES"] == "GPU-bbb"
+    planned = profile_for(PlanRequest(_env(tmp_path), instances=2, instance=1))
+    if instance_pinning(planned.profile, planned.hardware).pinned:
+        cpus = [set(copies[i]["cpus"]) for i in ("0", "1")]
+        assert not cpus[0] & cpus[1], cpus
+        users = _run_exec([], {**_env(tmp_path), "HWTUNE_INSTANCE": "1", "HWTUNE_INSTANCES": "2"})
+        assert users.returncode == 0, users.stderr
+        assert set(json.loads(users.stdout)["cpus"]) == set(planned.profile.instance.cpus)

@@ -203,6 +203,50 @@ def test_tuned_results_apply_only_to_the_workload_named(tmp_path: Path) -> None:
     assert broken.exit_status == 0 and "tuned results ignored" in broken.stderr
 
 
+def test_a_result_moved_into_another_machines_directory_is_not_applied_there(
+    tmp_path: Path,
+) -> None:
+    """A result lies in <tuned dir>/<fingerprint>/, and before only that directory was
+    checked: a file moved (or copied, as with a shared HWTUNE_TUNED_DIR) into another
+    machine's directory was applied there as measured, 1.31× and all. Its own "fingerprint"
+    now has to be the machine's; one that records none is ignored too."""
+    store = pytest.importorskip("hwtune.pipeline.measured")
+    environ = clean_environ(tmp_path, HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
+    small = save(make_hardware(cores_per_socket=8, smt=2), tmp_path, "small.json")
+    big = save(make_hardware(cores_per_socket=16, smt=2), tmp_path, "big.json")
+    named = ["--json", "--workload", "builtin:cnn"]
+
+    def plan(hw: str) -> tuple[dict[str, object], str]:
+        result = run_cli(["plan", "--hardware", hw, *named], environ)
+        assert result.exit_status == 0, result.stderr
+        return json.loads(result.stdout), result.stderr
+
+    there, _ = plan(small)
+    here, _ = plan(big)
+    assert there["fingerprint"] != here["fingerprint"]
+    record = {
+        "fingerprint": there["fingerprint"],
+        "workload": "builtin:cnn",
+        "mode": "throughput",
+        "ratio": 1.31,
+        "settings": {"threads.intra_op": 3, "instances": 1},
+    }
+    measured_there = store.save_result(record, environ)
+    assert plan(small)[0]["measurement"] is not None  # where it was measured, it applies
+    moved = tmp_path / "tuned" / str(here["fingerprint"]) / measured_there.name
+    moved.parent.mkdir(mode=0o700)
+    measured_there.rename(moved)
+    data, said = plan(big)
+    assert data["measurement"] is None and data["threads"]["intra_op"]["source"] == "rule"
+    assert f"tuned results ignored: {moved}: measured on hardware" in said, said
+    assert repr(there["fingerprint"]) in said and f"not this one ({here['fingerprint']})" in said
+    unsaid = json.loads(moved.read_text())
+    del unsaid["fingerprint"]
+    moved.write_text(json.dumps(unsaid))
+    data, said = plan(big)
+    assert data["measurement"] is None and "records no hardware fingerprint" in said, said
+
+
 def test_an_explicit_model_beats_a_measurement_of_another_kind(tmp_path: Path) -> None:
     store = pytest.importorskip("hwtune.pipeline.measured")
     hw = save(make_hardware(cores_per_socket=8, smt=2), tmp_path)

@@ -147,16 +147,24 @@ class InstanceSpec:
 
 
 def merge_environment(
-    base: Mapping[str, str], planned: Mapping[str, str]
+    base: Mapping[str, str], planned: Mapping[str, str], *, keep_launch: bool = False
 ) -> tuple[dict[str, str], list[str]]:
     """`base` plus `planned`; a variable the user already set to another value wins (noted).
 
     Values hwtune itself wrote earlier (`eval "$(hwtune env)"`, an outer `hwtune exec`; see
-    hwtune.apply.marker) are not the user's: they are replaced. HWTUNE_INSTANCE(S) are
-    hwtune's own protocol with its children and always set.
-    """
-    from hwtune.apply.marker import INSTANCE_VARIABLES, replace_own
+    hwtune.apply.marker) are not the user's: they are replaced, except, in a copy an outer
+    exec started, its launch variables the plan does not set (marker.stale). HWTUNE_INSTANCE(S)
+    are hwtune's own protocol with its children and always set.
 
+    `keep_launch`: this exec starts no copies of its own but runs the command as the copy it
+    is in (a plain `hwtune exec -- CMD` there), so the plan sets none of the launch variables
+    (marker.LAUNCH_VARIABLES): the copy keeps its index, count and GPUs. The plan's would be
+    another launch's: in a copy pinned to its slice, instance 0 of 1 with every GPU.
+    """
+    from hwtune.apply.marker import INSTANCE_VARIABLES, LAUNCH_VARIABLES, replace_own
+
+    if keep_launch:
+        planned = {name: value for name, value in planned.items() if name not in LAUNCH_VARIABLES}
     always = [name for name in INSTANCE_VARIABLES if name in planned]
     env, kept = replace_own(base, planned, always=always)
     notes = [

@@ -104,21 +104,31 @@ def launch_kept(environ: Mapping[str, str], planned: Iterable[str]) -> dict[str,
     return {name: environ[name] for name in sorted(names)}
 
 
+def in_exec_copy(environ: Mapping[str, str]) -> bool:
+    """Whether `environ` is a copy's that `hwtune exec` started: HWTUNE_INSTANCE holds the
+    value exec wrote (the marker names it), not one the user exported as a setting
+    (`HWTUNE_INSTANCE=1 HWTUNE_INSTANCES=2 hwtune exec -- CMD` asks for slice 1)."""
+    return "HWTUNE_INSTANCE" in hwtune_owned(environ)
+
+
 def replace_own(
     base: Mapping[str, str], planned: Mapping[str, str], *, always: Iterable[str] = ()
 ) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
     """`base` with hwtune's earlier values replaced by `planned`, and the marker rewritten.
 
     Returns (the environment, the user's values kept: name -> (user's, planned)). A variable
-    hwtune set earlier that the new plan no longer sets is removed; names in `always` (hwtune's
-    own protocol, HWTUNE_INSTANCE…) are set whatever the environment held.
+    hwtune set earlier that the new plan no longer sets is removed (`stale`: in a copy of
+    `hwtune exec`, exec's launch variables stay, and the new marker still names them, as
+    `launch_kept` has `hwtune env` do); names in `always` (hwtune's own protocol,
+    HWTUNE_INSTANCE…) are set whatever the environment held.
     """
     owned = hwtune_owned(base)
+    launch = launch_kept(base, planned)
     forced = set(always)
-    env = {name: value for name, value in base.items() if name not in owned}
+    env = {name: value for name, value in base.items() if name not in owned or name in launch}
     env.pop(MARKER, None)
     kept: dict[str, tuple[str, str]] = {}
-    written: dict[str, str] = {}
+    written: dict[str, str] = dict(launch)
     for name, value in planned.items():
         if name in env and env[name] != value and name not in forced:
             kept[name] = (env[name], value)

@@ -7,6 +7,8 @@ cores or whole NUMA nodes, else unpinned with capped pools), output prefixed "[i
 (job control included) forwarded, and exits with the worst child's status (128+N for a death
 by signal N), or with --fail-fast the first failing one's.
 Variables already set in the environment win over the profile (a note says so on stderr).
+Inside a copy an outer `hwtune exec` started, a plain `hwtune exec -- CMD` runs CMD as that copy
+(its HWTUNE_INSTANCE(S), GPUs and CPU binding stay); --instances/--instance start a new launch.
 Exit status: the command's (worst) status; 1 when hwtune itself fails; 2 bad usage.
 """
 
@@ -59,6 +61,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         instance_slice,
         merge_environment,
     )
+    from hwtune.apply.marker import in_exec_copy
     from hwtune.pipeline.request import load_hardware, profile_for
 
     command = list(args.command)
@@ -86,7 +89,13 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     # Several instances are pinned only where their slices are big enough (the planner's rule)
     # or where `hwtune tune` measured that pinning wins: the profile's `pinning`.
     pinning = instance_pinning(first.profile, hardware)
-    if not args.no_pin and not pinning.pinned:
+    # A plain `hwtune exec -- CMD` in a copy an outer exec started (a wrapper script's) runs
+    # CMD as that copy: its index, GPUs and CPU binding are the outer launch's and stay. Its
+    # own plan would re-pin by the rule (not as the outer exec's --no-pin or tuned pick
+    # left it) and renumber a copy already bound to its slice as instance 0 of 1. A count
+    # or index given here is a new launch and wins ("explicit --instances/--instance win").
+    as_copy = request.instances is None and request.instance is None and in_exec_copy(env.environ)
+    if not args.no_pin and not pinning.pinned and not as_copy:
         print(f"hwtune exec: {pinning.reason}", file=env.stderr)
     specs = []
     for index in indices:
@@ -99,12 +108,14 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         )
         mine = instance_slice(planned.profile, index)
         child_env, notes = merge_environment(
-            env.environ, env_for_instance(planned.profile, index, hardware=hardware)
+            env.environ,
+            env_for_instance(planned.profile, index, hardware=hardware),
+            keep_launch=as_copy,
         )
         if len(indices) == 1 or index == indices[0]:
             for note in notes:
                 print(f"hwtune exec: {note}", file=env.stderr)
-        pin = not args.no_pin and pinning.pinned
+        pin = not args.no_pin and pinning.pinned and not as_copy
         multi_node = len(hardware.numa) > 1
         specs.append(
             InstanceSpec(

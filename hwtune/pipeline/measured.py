@@ -210,9 +210,15 @@ def _held_workload(path: Path) -> str | None:
     return held if isinstance(held, str) else None
 
 
-def read_result(path: Path) -> dict[str, Any]:
+def read_result(path: Path, fingerprint: str | None = None) -> dict[str, Any]:
     """The stored result in `path`, checked (see the module docstring); TuneError naming the
-    file and what is wrong when it is not one plan() can use."""
+    file and what is wrong when it is not one plan() can use.
+
+    `fingerprint`: the hardware it is looked up for. The directory a file lies in is only its
+    name; the result's own "fingerprint" (the tuner has written it since the first version,
+    and save_result names the directory after it) says where it was measured, and a file
+    copied or moved into another machine's directory, or one that does not say, is refused.
+    """
     text = _read_text(path)
     try:
         data = json.loads(text, parse_constant=_refuse_constant)
@@ -244,9 +250,20 @@ def read_result(path: Path) -> dict[str, Any]:
         ),
         None,
     )
+    if problem is None and fingerprint is not None:
+        problem = _fingerprint_problem(data.get("fingerprint"), fingerprint)
     if problem:
         raise TuneError(f"{path}: {problem}; the whole result is ignored", hint=_REDO)
     return data
+
+
+def _fingerprint_problem(recorded: object, fingerprint: str) -> str | None:
+    """Why a result recording `recorded` is not one measured on `fingerprint`'s hardware."""
+    if recorded == fingerprint:
+        return None
+    if not isinstance(recorded, str):
+        return "it records no hardware fingerprint, so where it was measured is unknown"
+    return f"measured on hardware {_show(recorded)}, not this one ({fingerprint})"
 
 
 def _read_text(path: Path) -> str:

@@ -292,7 +292,7 @@ def _measured(
     workload = str(overrides.workload)
     try:
         path = find_result(hardware_fingerprint, workload, environ=environ)
-        record = read_result(path) if path is not None else None
+        record = read_result(path, hardware_fingerprint) if path is not None else None
     except HwtuneError as err:
         return {}, None, [f"tuned results ignored: {err}"]
     if path is None or record is None:
