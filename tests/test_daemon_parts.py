@@ -135,6 +135,32 @@ def test_a_directory_that_appears_later_is_watched(tmp_path: Path) -> None:
         watcher.close()
 
 
+def test_a_missing_tree_is_watched_at_its_nearest_ancestor(tmp_path: Path) -> None:
+    """inotify cannot watch a directory that does not exist: its nearest existing ancestor is
+    watched for the next directory down, each arrival wakes the watcher and moves the watch
+    one level lower, and the tree is watched itself once it exists; unrelated names there
+    wake nothing. Before, nothing watched until a poll."""
+    tuned = tmp_path / "state" / "hwtune" / "tuned"
+    watcher = Watcher([Input("measured", (Part("tree", tuned, depth=2),))])
+    try:
+        assert watcher.inotify_active, watcher.note
+        assert watcher.watched_directories == [tmp_path]
+        (tmp_path / "unrelated").mkdir()
+        assert not _wait_relevant(watcher, 0.3)
+        (tmp_path / "state").mkdir()
+        assert _wait_relevant(watcher)
+        assert watcher.changed() == []  # the tree is still missing
+        assert watcher.watched_directories == [tmp_path / "state"]
+        (tuned / "fp").mkdir(parents=True)
+        assert _wait_relevant(watcher)
+        assert watcher.changed() == ["measured"]
+        assert watcher.watched_directories == [tuned, tuned / "fp"]
+        (tuned / "fp" / "w.json").write_text("{}")
+        assert _wait_relevant(watcher)
+    finally:
+        watcher.close()
+
+
 def test_polling_only_still_sees_changes(tmp_path: Path) -> None:
     value = tmp_path / "cpu.max"
     value.write_text("max 100000\n")
