@@ -340,8 +340,9 @@ def _measured(
     measurement = Measurement(
         workload=workload,
         created=str(record.get("created") or "unknown"),
-        ratio=float(record["ratio"]),
+        ratio=float(record["ratio"]) if count == planned else None,
         file=str(path),
+        instances=count if isinstance(count, int) else 1,
     )
     return settings, measurement, notes
 
