@@ -553,3 +553,16 @@ def test_the_first_tune_result_wakes_the_daemon_when_its_directory_is_made(
         assert d.stop() == 0
     finally:
         d.close()
+
+
+def test_the_longest_interval_the_message_names_is_taken(tmp_path: Path, host: Host) -> None:
+    """`--interval 86400` was refused with "must be ... from 0.1 to 86400": the check (and
+    run_daemon's own) excluded the bound the message includes."""
+    d = DaemonProcess(tmp_path, host.root, tmp_path / "out", interval=86400)
+    try:
+        d.start()
+        ready = d.wait_ready()
+        assert "READY" in ready, d.log()
+        assert d.stop() == 0
+    finally:
+        d.close()

@@ -308,6 +308,11 @@ def test_summary_is_bounded() -> None:
         # one nfd-worker rescan (60 s by default): a shorter expiry lapsed before it was read
         (["nfd", "--ttl", "0.4", "--print"], 1, "--ttl 0.4: must be a number of seconds from 60"),
         (["daemon", "--interval", "0.05"], 1, "--interval 0.05: must be a number of seconds from"),
+        (
+            ["daemon", "--interval", "86400.5"],
+            1,
+            "--interval 86400.5: must be a number of seconds from 0.1 to 86400",
+        ),
     ],
 )
 def test_bad_arguments_are_refused(cli, argv: list[str], status: int, message: str) -> None:  # type: ignore[no-untyped-def]

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             f"--root {args.root}: not a directory",
             hint="give / or a directory made by `hwtune snapshot DIR`",
         )
-    if not MIN_INTERVAL_S <= args.interval < MAX_INTERVAL_S:  # also refuses nan and inf
+    if not MIN_INTERVAL_S <= args.interval <= MAX_INTERVAL_S:  # also refuses nan and inf
         raise HwtuneError(
             f"--interval {args.interval:g}: must be a number of seconds from "
             f"{MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g}",
