@@ -293,6 +293,9 @@ def test_summary_is_bounded() -> None:
 # ---------------------------------------------------------------------------- command line
 
 
+_TTL_RANGE = "--ttl {}: must be a number of seconds from 60 to 315360000 (10 years)"
+
+
 @pytest.mark.parametrize(
     ("argv", "status", "message"),
     [
@@ -313,6 +316,14 @@ def test_summary_is_bounded() -> None:
             1,
             "--interval 86400.5: must be a number of seconds from 0.1 to 86400",
         ),
+        # Any finite number parses and the command checks the range: -5 was exit 2 with a
+        # parse message while 59.9 was exit 1, the maximum printed as 3.1536e+08.
+        (["nfd", "--ttl", "-5", "--print"], 1, _TTL_RANGE.format("-5")),
+        (["nfd", "--ttl", "59.9", "--print"], 1, _TTL_RANGE.format("59.9")),
+        (["nfd", "--ttl", "315360001", "--print"], 1, _TTL_RANGE.format("315360001")),
+        (["nfd", "--ttl", "1e300", "--print"], 1, _TTL_RANGE.format("1e+300")),
+        (["nfd", "--ttl", "abc", "--print"], 2, "from 60 to 315360000 (10 years) (ASCII"),
+        (["daemon", "--interval", "-1"], 1, "--interval -1: must be a number of seconds from"),
     ],
 )
 def test_bad_arguments_are_refused(cli, argv: list[str], status: int, message: str) -> None:  # type: ignore[no-untyped-def]
