@@ -33,6 +33,13 @@ class ConfigError(HwtuneError, ValueError):
     code = "invalid-config"
 
 
+class NoHomeError(ConfigError):
+    """No home directory to find a per-user file under (HOME unset, empty or relative, and no
+    password database entry with one): readers take it as no such file, writers fail with it."""
+
+    code = "no-home"
+
+
 class KnowledgeError(HwtuneError, ValueError):
     """A knowledge data file (shipped or user-added) that does not validate."""
 

@@ -20,8 +20,13 @@ ask this module, so they cannot disagree about a file (a relative XDG_CONFIG_HOM
 $HOME is used when it is absolute; an empty or relative one (a unit with `Environment=HOME=`,
 `env HOME= …`) falls back to the user's home in the password database, as the XDG defaults are
 "$HOME/.cache" and so on and a relative base is as meaningless for $HOME as for XDG_*. Without
-either, asking for a default under the home is a ConfigError naming what to set; before, the
-files went to `/.cache/hwtune`, `/.config/hwtune` at the root of the file system.
+either (`docker run -u 12345` without HOME, `env -i`), the per-user files are only what is
+missing: readers (config files, knowledge overrides, the configure() cache and its
+fingerprint, stored tune results) take it as "no such file" (`config_files`,
+`knowledge_dirs`, `or_none`), and only writing one (tune storing a result, apply/daemon's
+default output directory for a non-root user) is a NoHomeError (a ConfigError) naming what to
+set; before, the files went to `/.cache/hwtune`, `/.config/hwtune` at the root of the file
+system.
 
 Only `os` is imported: configure()'s warm path (hwtune.apply.cache, .fingerprint) uses this
 module and must stay cheap, so paths are strings; `*_path` helpers wrap them in pathlib.Path.
@@ -30,11 +35,13 @@ module and must stay cheap, so paths are strings; `*_path` helpers wrap them in 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from hwtune.errors import NoHomeError
 
 SYSTEM_DIR = "/etc/hwtune"
 SYSTEM_CONFIG = os.path.join(SYSTEM_DIR, "config.toml")
@@ -61,16 +68,45 @@ def home(environ: Mapping[str, str] | None = None) -> str:
         return value
     found = _password_home()
     if found is None:
-        from hwtune.errors import ConfigError
+        from hwtune.errors import NoHomeError
 
         shown = "unset" if "HOME" not in _env(environ) else f"{value!r}, not an absolute path"
-        raise ConfigError(
+        raise NoHomeError(
             f"no home directory for hwtune's files: HOME is {shown}, and the password "
             f"database has no absolute home for uid {os.getuid()}",
             hint="set HOME to an absolute path, or XDG_CONFIG_HOME, XDG_CACHE_HOME and "
             "XDG_STATE_HOME to absolute paths",
         )
     return found
+
+
+def or_none(
+    lookup: Callable[[Mapping[str, str] | None], str], environ: Mapping[str, str] | None = None
+) -> str | None:
+    """lookup(environ) (`cache_dir`, `tuned_dir`…), or None when there is no home to put it
+    under: for a reader, no file there."""
+    from hwtune.errors import NoHomeError
+
+    try:
+        return lookup(environ)
+    except NoHomeError:
+        return None
+
+
+def home_problem(
+    environ: Mapping[str, str] | None = None,
+    lookups: tuple[Callable[[Mapping[str, str] | None], str], ...] = (),
+) -> NoHomeError | None:
+    """The NoHomeError the first of `lookups` (the config directory, the tuned store) raises,
+    for the one note saying which per-user files are not read; None when all resolve."""
+    from hwtune.errors import NoHomeError as Missing
+
+    for lookup in lookups or (config_dir, tuned_dir):
+        try:
+            lookup(environ)
+        except Missing as err:
+            return err
+    return None
 
 
 def _password_home() -> str | None:
@@ -97,15 +133,19 @@ def config_dir(environ: Mapping[str, str] | None = None) -> str:
     return os.path.join(xdg_home("XDG_CONFIG_HOME", environ), "hwtune")
 
 
-def config_files(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """The config files, lowest precedence first: system, then the user's."""
-    return (SYSTEM_CONFIG, os.path.join(config_dir(environ), "config.toml"))
+def config_files(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The config files, lowest precedence first: system, then the user's (none without a
+    home to find it under)."""
+    user = or_none(config_dir, environ)
+    return (SYSTEM_CONFIG,) if user is None else (SYSTEM_CONFIG, os.path.join(user, "config.toml"))
 
 
 def knowledge_dirs(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """Where user-added knowledge is looked for, lowest precedence first."""
+    """Where user-added knowledge is looked for, lowest precedence first (the one under the
+    config directory left out without a home to find it under)."""
     env = _env(environ)
-    dirs = [os.path.join(config_dir(env), "knowledge")]
+    user = or_none(config_dir, env)
+    dirs = [] if user is None else [os.path.join(user, "knowledge")]
     if env.get("HWTUNE_KNOWLEDGE_DIR"):
         dirs.append(env["HWTUNE_KNOWLEDGE_DIR"])
     return tuple(dirs)

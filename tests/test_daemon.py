@@ -519,3 +519,50 @@ def test_nfd_dir_alone_asks_for_the_nfd_file(tmp_path: Path, host: Host) -> None
         assert d.stop() == 0
     finally:
         d.close()
+
+
+def test_the_first_tune_result_wakes_the_daemon_when_its_directory_is_made(
+    tmp_path: Path, host: Host
+) -> None:
+    """The tuned store does not exist before the first `hwtune tune` result, which makes it
+    (and its <fingerprint>/ directory) on saving. inotify cannot watch a missing directory,
+    so its nearest existing ancestor is watched for the next one down; before, nothing was
+    and the result was seen only at the next poll (30 s here, the wait 10 s)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    tuned = state / "hwtune" / "tuned"
+    d = DaemonProcess(
+        tmp_path,
+        host.root,
+        tmp_path / "out",
+        interval=30,
+        extra_env={"HWTUNE_TUNED_DIR": str(tuned)},
+    )
+    try:
+        d.start()
+        d.wait_ready()
+        d.drain()
+        mark = len(d.messages)
+        (tuned / "fp-first").mkdir(parents=True)  # as save_result's make_dirs
+        replace_file(tuned / "fp-first" / "builtin_cnn.json", "{}")
+        d.wait_message(lambda m: "STATUS" in m, timeout=10, after=mark)
+        # and the directories made meanwhile are watched from then on
+        mark = len(d.messages)
+        replace_file(tuned / "fp-first" / "other.json", "{}")
+        d.wait_message(lambda m: "STATUS" in m, timeout=10, after=mark)
+        assert d.stop() == 0
+    finally:
+        d.close()
+
+
+def test_the_longest_interval_the_message_names_is_taken(tmp_path: Path, host: Host) -> None:
+    """`--interval 86400` was refused with "must be ... from 0.1 to 86400": the check (and
+    run_daemon's own) excluded the bound the message includes."""
+    d = DaemonProcess(tmp_path, host.root, tmp_path / "out", interval=86400)
+    try:
+        d.start()
+        ready = d.wait_ready()
+        assert "READY" in ready, d.log()
+        assert d.stop() == 0
+    finally:
+        d.close()

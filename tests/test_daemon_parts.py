@@ -135,6 +135,32 @@ def test_a_directory_that_appears_later_is_watched(tmp_path: Path) -> None:
         watcher.close()
 
 
+def test_a_missing_tree_is_watched_at_its_nearest_ancestor(tmp_path: Path) -> None:
+    """inotify cannot watch a directory that does not exist: its nearest existing ancestor is
+    watched for the next directory down, each arrival wakes the watcher and moves the watch
+    one level lower, and the tree is watched itself once it exists; unrelated names there
+    wake nothing. Before, nothing watched until a poll."""
+    tuned = tmp_path / "state" / "hwtune" / "tuned"
+    watcher = Watcher([Input("measured", (Part("tree", tuned, depth=2),))])
+    try:
+        assert watcher.inotify_active, watcher.note
+        assert watcher.watched_directories == [tmp_path]
+        (tmp_path / "unrelated").mkdir()
+        assert not _wait_relevant(watcher, 0.3)
+        (tmp_path / "state").mkdir()
+        assert _wait_relevant(watcher)
+        assert watcher.changed() == []  # the tree is still missing
+        assert watcher.watched_directories == [tmp_path / "state"]
+        (tuned / "fp").mkdir(parents=True)
+        assert _wait_relevant(watcher)
+        assert watcher.changed() == ["measured"]
+        assert watcher.watched_directories == [tuned, tuned / "fp"]
+        (tuned / "fp" / "w.json").write_text("{}")
+        assert _wait_relevant(watcher)
+    finally:
+        watcher.close()
+
+
 def test_polling_only_still_sees_changes(tmp_path: Path) -> None:
     value = tmp_path / "cpu.max"
     value.write_text("max 100000\n")
@@ -267,6 +293,9 @@ def test_summary_is_bounded() -> None:
 # ---------------------------------------------------------------------------- command line
 
 
+_TTL_RANGE = "--ttl {}: must be a number of seconds from 60 to 315360000 (10 years)"
+
+
 @pytest.mark.parametrize(
     ("argv", "status", "message"),
     [
@@ -282,6 +311,19 @@ def test_summary_is_bounded() -> None:
         # one nfd-worker rescan (60 s by default): a shorter expiry lapsed before it was read
         (["nfd", "--ttl", "0.4", "--print"], 1, "--ttl 0.4: must be a number of seconds from 60"),
         (["daemon", "--interval", "0.05"], 1, "--interval 0.05: must be a number of seconds from"),
+        (
+            ["daemon", "--interval", "86400.5"],
+            1,
+            "--interval 86400.5: must be a number of seconds from 0.1 to 86400",
+        ),
+        # Any finite number parses and the command checks the range: -5 was exit 2 with a
+        # parse message while 59.9 was exit 1, the maximum printed as 3.1536e+08.
+        (["nfd", "--ttl", "-5", "--print"], 1, _TTL_RANGE.format("-5")),
+        (["nfd", "--ttl", "59.9", "--print"], 1, _TTL_RANGE.format("59.9")),
+        (["nfd", "--ttl", "315360001", "--print"], 1, _TTL_RANGE.format("315360001")),
+        (["nfd", "--ttl", "1e300", "--print"], 1, _TTL_RANGE.format("1e+300")),
+        (["nfd", "--ttl", "abc", "--print"], 2, "from 60 to 315360000 (10 years) (ASCII"),
+        (["daemon", "--interval", "-1"], 1, "--interval -1: must be a number of seconds from"),
     ],
 )
 def test_bad_arguments_are_refused(cli, argv: list[str], status: int, message: str) -> None:  # type: ignore[no-untyped-def]

@@ -410,8 +410,27 @@ def test_a_setting_measured_for_other_instances_claims_no_speed_up(tmp_path: Pat
     }
     store.save_result(record, environ)
     base = ["plan", "--hardware", hw, "--json", "--workload", "train"]
-    one = json.loads(run_cli(base, environ).stdout)["jit"]["level"]
+    planned_one = json.loads(run_cli(base, environ).stdout)
+    one = planned_one["jit"]["level"]
     assert one["source"] == "measured" and "1.83×" not in one["reason"]
     assert "measured for 2 instances; applied to 1" in one["reason"]
-    two = json.loads(run_cli([*base, "--instances", "2"], environ).stdout)["jit"]["level"]
+    # The measured row and --json's measurement claimed the 1.83× too: no ratio for one copy.
+    assert planned_one["measurement"]["ratio"] is None
+    assert planned_one["measurement"]["instances"] == 2
+    table = run_cli(["plan", "--hardware", hw, "--workload", "train"], environ)
+    measured_row = next(ln for ln in table.stdout.splitlines() if ln.startswith("measured "))
+    assert "1.83" not in measured_row, measured_row
+    assert "measured for 2 instances; speed-up not claimed for 1" in measured_row
+    planned_two = json.loads(run_cli([*base, "--instances", "2"], environ).stdout)
+    two = planned_two["jit"]["level"]
     assert two["source"] == "measured" and "1.83× over the rule's choice" in two["reason"]
+    assert planned_two["measurement"]["ratio"] == 1.83
+    assert planned_two["measurement"]["instances"] == 2
+    table = run_cli(["plan", "--hardware", hw, "--workload", "train", "--instances", "2"], environ)
+    assert "1.83× over the rule's choice" in table.stdout
+    # Both validate against the profile schema `hwtune schema profile` prints.
+    from hwtune.commands.schema import json_schema
+
+    jsonschema = pytest.importorskip("jsonschema")
+    for planned in (planned_one, planned_two):
+        jsonschema.validate(planned, json_schema("profile"))

@@ -324,7 +324,7 @@ def test_progress_shows_a_slow_workloads_rate_not_zero() -> None:
     """`--time-whole` of a 20 s program is 0.05 runs/s: two significant digits, not "0/s"."""
     slow = TrialResult(TrialConfig(intra=1), 0.047, 21.0)
     assert "last 0.047/s: " in render_line(30, 120, 4, 1.0, slow, 200)
-    assert "3.5/s" in render_line(30, 120, 4, 1.0, TrialResult(slow.config, 3.46, 1.0), 200)
+    assert "3.46/s" in render_line(30, 120, 4, 1.0, TrialResult(slow.config, 3.46, 1.0), 200)
     piped = io.StringIO()
 
     class Fake:
@@ -341,7 +341,35 @@ def test_progress_shows_a_slow_workloads_rate_not_zero() -> None:
     assert "fastest trial 0.047/s with intra=1" in progress.summary()
     from hwtune.tune.report import _value
 
-    assert _value(0.047, "wall") == "0.047 wall" and _value(1234.5, "x") == "1,234 x"
+    assert _value(0.047, "wall") == "0.047 wall" and _value(1234.5, "x") == "1,234.5 x"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown", "in_report"),
+    [
+        (0.0, "0", "0"),
+        (0.0001, "0.0001", "0.0001"),
+        (0.0000123, "0.000012", "0.000012"),  # `.2g` gave 1.2e-05
+        (0.047, "0.047", "0.047"),
+        (0.1, "0.1", "0.1"),
+        (0.999, "1", "1"),  # two significant digits round it to 1
+        (1.0, "1", "1"),
+        (9.99, "9.99", "9.99"),
+        (42.37, "42.4", "42.4"),
+        (99.5, "99.5", "99.5"),  # `.2g` gave 1e+02
+        (99.96, "100", "100.0"),
+        (100.0, "100", "100.0"),
+        (1234.5, "1,235", "1,234.5"),  # the report keeps its decimal, as before e7e04d0
+        (1234567.0, "1,234,567", "1,234,567.0"),
+    ],
+)
+def test_rates_are_never_in_exponent_form(value: float, shown: str, in_report: str) -> None:
+    from hwtune.tune.progress import rate_text
+    from hwtune.tune.report import _value
+
+    assert rate_text(value) == shown
+    assert _value(value, "x") == f"{in_report} x"
+    assert "e" not in rate_text(value) and "e" not in _value(value, "")
 
 
 # -- the space ----------------------------------------------------------------------------

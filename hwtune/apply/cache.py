@@ -197,11 +197,13 @@ def lookup(
 
     found = local_rank(environ)
     rank = (found.rank, found.size) if found else None
-    path = cache_path(environ, cache_key(explicit, rank))
+    # No home to keep the cache under (paths.home): planned every time, nothing stored.
+    directory = paths.or_none(paths.cache_dir, environ)
+    path = "" if directory is None else cache_path(environ, cache_key(explicit, rank))
     identity = request_identity(explicit, rank)
     current = fingerprint(environ)
     refused = None
-    if use_cache:
+    if use_cache and path:
         cached, refused = check(path, current, identity)
         if cached is not None:
             return cached, True, path
@@ -209,7 +211,8 @@ def lookup(
 
     request = PlanRequest(environ, **{k: v for k, v in explicit.items() if v is not None})
     payload = payload_from_planned(profile_for(request))
-    store(path, current, payload, identity)
+    if path:
+        store(path, current, payload, identity)
     if refused:
         note = f"the configure cache was ignored and rebuilt: {refused}"
         print(f"hwtune: warning: {note}", file=sys.stderr)

@@ -163,7 +163,9 @@ def _tuned_results(environ: Mapping[str, str]) -> dict[str, list[int] | None]:
     """Stat of `hwtune tune`'s stored results, which plan() takes as measurements: as
     hwtune.pipeline.measured.tuned_dir, $HWTUNE_TUNED_DIR else $XDG_STATE_HOME/hwtune/tuned,
     holding <plan fingerprint>/<workload>.json."""
-    base = paths.tuned_dir(environ)
+    base = paths.or_none(paths.tuned_dir, environ)
+    if base is None:  # no home: no stored results to read
+        return {}
     return {
         os.path.join(key, name): _stat(os.path.join(base, key, name))
         for key in _listdir(base)

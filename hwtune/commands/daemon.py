@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from hwtune.cli import Environment
-from hwtune.commands.numbers import seconds_in
+from hwtune.commands.numbers import out_of_range, seconds_in
 from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import HwtuneError
 
@@ -79,10 +79,10 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             f"--root {args.root}: not a directory",
             hint="give / or a directory made by `hwtune snapshot DIR`",
         )
-    if not MIN_INTERVAL_S <= args.interval < MAX_INTERVAL_S:  # also refuses nan and inf
+    wrong = out_of_range("--interval", args.interval, MIN_INTERVAL_S, MAX_INTERVAL_S)
+    if wrong is not None:
         raise HwtuneError(
-            f"--interval {args.interval:g}: must be a number of seconds from "
-            f"{MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g}",
+            wrong,
             hint=f"each pass re-reads sysfs, cgroups and the config; more often than every "
             f"{MIN_INTERVAL_S:g} s only burns CPU (--interval 1e-300 kept a core 98% busy)",
         )

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hwtune.cli import Environment
-from hwtune.commands.numbers import seconds_in
+from hwtune.commands.numbers import out_of_range, seconds_in
 from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import ApplyError, HwtuneError
 from hwtune.status import ExitStatus
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ttl",
         metavar="SECONDS",
-        type=seconds_in(MIN_TTL_S, MAX_TTL_S),
+        type=seconds_in(MIN_TTL_S, MAX_TTL_S, MAX_TTL_WORDS),
         default=None,
         help="add `# +expiry-time=` this far ahead, so NFD drops the labels if "
         "nothing rewrites the file (default: no expiry)",
@@ -55,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # docs, "nfd-worker configuration"); a file that expires sooner can lapse before it is read.
 MIN_TTL_S = 60.0
 MAX_TTL_S = 10 * 365 * 86400.0
+MAX_TTL_WORDS = "10 years"
 
 
 def _check_output(output: str) -> None:
@@ -89,10 +90,14 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             f"--root {args.root}: not a directory",
             hint="give / or a directory made by `hwtune snapshot DIR`",
         )
-    if args.ttl is not None and not MIN_TTL_S <= args.ttl <= MAX_TTL_S:  # refuses nan, inf
+    wrong = (
+        None
+        if args.ttl is None
+        else out_of_range("--ttl", args.ttl, MIN_TTL_S, MAX_TTL_S, MAX_TTL_WORDS)
+    )
+    if wrong is not None:
         raise HwtuneError(
-            f"--ttl {args.ttl:g}: must be a number of seconds from {MIN_TTL_S:g} to "
-            f"{MAX_TTL_S:g} (10 years)",
+            wrong,
             hint=f"nfd-worker reads features.d every {MIN_TTL_S:g} s by default "
             "(core.sleepInterval), so labels that expire sooner may never be published; "
             "for labels that follow the machine, run `hwtune daemon --nfd`",

@@ -3,7 +3,9 @@
 Python's float() and int() take more than a person types: Unicode digits ("٣" is 3), "nan",
 "inf", "1_000". A duration of NaN never compares true, so a `> 0` check passes it on to
 time.sleep() or a deadline; an infinite one waits forever. Both are refused at the flag, with
-argparse's usage line and exit 2, like every other bad value.
+argparse's usage line and exit 2, like every other bad value. A flag with a range
+(`seconds_in`) takes any finite number and leaves the range to the command (`out_of_range`,
+exit 1), so every value out of range, negative or not, gets one exit code and message.
 """
 
 from __future__ import annotations
@@ -28,21 +30,49 @@ def seconds(text: str) -> float:
     return value
 
 
-def seconds_in(low: float, high: float) -> Callable[[str], float]:
-    """`seconds`, with the range the command accepts named when the text is no number at
-    all (the command checks the range itself, exit 1, naming the option and the range)."""
+def number_text(value: float) -> str:
+    """A number as a person writes it: 315360000, not `:g`'s 3.1536e+08; 0.4, -5, 1e+300."""
+    if math.isfinite(value) and value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return repr(value)
+
+
+def seconds_range(low: float, high: float, high_words: str | None = None) -> str:
+    """ "from 60 to 315360000 (10 years)", for the messages of a flag's range."""
+    words = f" ({high_words})" if high_words else ""
+    return f"from {number_text(low)} to {number_text(high)}{words}"
+
+
+def seconds_in(low: float, high: float, high_words: str | None = None) -> Callable[[str], float]:
+    """Any finite number of seconds in ASCII, negative ones too: the command checks the
+    range itself (exit 1, `out_of_range`), so -5 and 59.9 get the same exit code and
+    message. Text that is no finite number ("abc", "nan", "inf") is a usage error (exit 2)
+    naming the range."""
 
     def parse(text: str) -> float:
-        try:
-            return seconds(text)
-        except argparse.ArgumentTypeError:
+        value = float(text) if _DECIMAL.fullmatch(text.strip()) else math.nan
+        if not math.isfinite(value):
             raise argparse.ArgumentTypeError(
-                f"expected a number of seconds from {low:g} to {high:g} (ASCII digits), "
-                f"got {text!r}"
-            ) from None
+                f"expected a number of seconds {seconds_range(low, high, high_words)} "
+                f"(ASCII digits), got {text!r}"
+            )
+        return value
 
     parse.__name__ = "seconds"  # argparse names the type in some messages
     return parse
+
+
+def out_of_range(
+    option: str, value: float, low: float, high: float, high_words: str | None = None
+) -> str | None:
+    """The message for a value of `option` outside low..high (both taken), else None: one
+    shape for every value out of range, -5 as 59.9 or 1e+300."""
+    if low <= value <= high:  # also refuses nan and inf
+        return None
+    return (
+        f"{option} {number_text(value)}: must be a number of seconds "
+        f"{seconds_range(low, high, high_words)}"
+    )
 
 
 def integer(text: str) -> int:

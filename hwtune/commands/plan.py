@@ -154,11 +154,16 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
             row("bazel", option, why.get(option, ""))
     if profile.measurement is not None:
         m = profile.measurement
+        planned = profile.intent.instances
+        speed = (
+            f"{m.ratio:.2f}× over the rule's choice"
+            if m.ratio is not None
+            else f"measured for {m.instances} instances; speed-up not claimed for {planned}"
+        )
         row(
             "measured",
             m.workload,
-            f"`hwtune tune` result taken {m.created}: {m.ratio:.2f}× over the rule's choice "
-            f"({m.file})",
+            f"`hwtune tune` result taken {m.created}: {speed} ({m.file})",
             "measured",
         )
     for item in profile.left_out:

@@ -38,8 +38,8 @@ def run_daemon(
     """
     from hwtune.daemon.loop import Daemon, DaemonOptions
 
-    if not 0 < interval < 86400:
-        raise ValueError(f"interval must be between 0 and 86400 seconds, got {interval}")
+    if not 0 < interval <= 86400:
+        raise ValueError(f"interval must be more than 0 and at most 86400 seconds, got {interval}")
     options = DaemonOptions(
         root=Path(root),
         output=Path(output),

@@ -41,11 +41,16 @@ def config_paths(environ: Mapping[str, str]) -> list[Path]:
     return list(default_config_paths(environ))
 
 
-def tuned_directory(environ: Mapping[str, str]) -> Path:
-    """Where `hwtune tune` stores its measurements, which plan() takes as `measured`."""
+def tuned_directory(environ: Mapping[str, str]) -> Path | None:
+    """Where `hwtune tune` stores its measurements, which plan() takes as `measured`; None
+    without a home to find them under (hwtune.paths.home)."""
+    from hwtune.errors import NoHomeError
     from hwtune.pipeline.measured import tuned_dir
 
-    return tuned_dir(environ)
+    try:
+        return tuned_dir(environ)
+    except NoHomeError:
+        return None
 
 
 def site_directories() -> list[Path]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fnmatch
+import glob
 import os
 import stat
 import struct
@@ -62,6 +63,9 @@ DIR_MASK = (
 # For directories such as /dev, where children are written all the time (ttys) but only
 # their arrival and departure matter.
 MEMBERSHIP_MASK = IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_ONLYDIR
+# For the nearest existing ancestor of a directory that is missing: only the arrival of the
+# next directory down matters (then the watch moves one level down, or onto the directory).
+ARRIVAL_MASK = IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
 
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name)
 # Files larger than this are fingerprinted by stat, not content (a config file or a snapshot's
@@ -114,7 +118,9 @@ class Part:
         subdirectories (inotify(7), "Limitations and caveats": "Inotify monitoring of
         directories is not recursive"), so a tree is watched at every directory below it
         that its signature reads; one that appears later is added at the next `_arm` (its
-        creation wakes the watch above it)."""
+        creation wakes the watch above it). A directory that does not exist yet (the tuned
+        store before the first `hwtune tune` result) is watched at its nearest existing
+        ancestor instead (`Watcher._arm`, `waiting_point`)."""
         if self.kind == "listing":
             return [(self.path, self.pattern, MEMBERSHIP_MASK)]
         if self.kind == "tree":
@@ -122,6 +128,22 @@ class Part:
                 (d, "*", DIR_MASK) for d in [self.path, *_subdirectories(self.path, self.depth)]
             ]
         return [(self.path.parent, self.path.name, DIR_MASK)]
+
+
+def waiting_point(directory: Path) -> tuple[Path, str] | None:
+    """(nearest existing ancestor, name of the next directory down towards `directory`) when
+    `directory` is missing: inotify cannot watch what does not exist, and a creation is
+    reported only to the watch on the parent, so the ancestor is watched for that one name
+    until it appears. None when `directory` exists (or nothing above it does)."""
+    missing = directory
+    parent = missing.parent
+    while not os.path.isdir(missing):
+        if os.path.isdir(parent):
+            return parent, missing.name
+        if parent == missing:
+            return None
+        missing, parent = parent, parent.parent
+    return None
 
 
 def _content(path: Path) -> Hashable:
@@ -247,6 +269,7 @@ class Watcher:
         # wd -> (directory, [name patterns]); path -> wd, for the watches this set needs
         self._watches: dict[int, tuple[Path, list[str]]] = {}
         self._by_dir: dict[Path, int] = {}
+        self._masks: dict[Path, int] = {}
         self._inputs: tuple[Input, ...] = ()
         self._baseline: dict[str, tuple[Hashable, ...]] = {}
         self.set_inputs(inputs)
@@ -274,31 +297,60 @@ class Watcher:
 
     def _arm(self) -> None:
         """Add the watches that are missing (a directory may have appeared since), drop the
-        ones no input needs any more."""
+        ones no input needs any more.
+
+        A directory that is missing is watched at its nearest existing ancestor, for the
+        arrival of the next directory down (`waiting_point`): its creation wakes the daemon,
+        whose `changed()` arms again, one level lower or on the directory itself. Before, a
+        missing directory had no watch until a poll found it (the tuned store made by the
+        first `hwtune tune` result was seen only --interval later)."""
         if not self.inotify_active or self._inotify is None:
             return
+        for _ in range(8):  # again while a directory appeared during the pass
+            if not self._arm_once(self._inotify):
+                return
+
+    def _arm_once(self, inotify: _Inotify) -> bool:
+        """One pass of `_arm`; True when a directory waited for appeared meanwhile."""
         wanted: dict[Path, tuple[list[str], int]] = {}
+
+        def want(directory: Path, pattern: str, mask: int) -> None:
+            patterns, old_mask = wanted.get(directory, ([], 0))
+            patterns.append(pattern)
+            wanted[directory] = (patterns, old_mask | mask)
+
+        waiting: list[Path] = []
         for item in self._inputs:
             for part in item.parts:
                 if not part.notify:
                     continue
                 for directory, pattern, mask in part.watch_points():
-                    patterns, old_mask = wanted.get(directory, ([], 0))
-                    patterns.append(pattern)
-                    wanted[directory] = (patterns, old_mask | mask)
+                    point = None if directory in self._by_dir else waiting_point(directory)
+                    if point is None:
+                        want(directory, pattern, mask)
+                    else:
+                        want(point[0], glob.escape(point[1]), ARRIVAL_MASK)
+                        waiting.append(point[0] / point[1])
         for directory, wd in list(self._by_dir.items()):
             if directory not in wanted:
-                self._inotify.remove(wd)
+                inotify.remove(wd)
                 del self._by_dir[directory]
+                self._masks.pop(directory, None)
                 self._watches.pop(wd, None)
         for directory, (patterns, mask) in wanted.items():
             known = self._by_dir.get(directory)
-            if known is None:
-                added = self._inotify.add(directory, mask)
+            if known is None or self._masks.get(directory) != mask:
+                # on a watched directory, inotify_add_watch(2) replaces the mask, same wd
+                added = inotify.add(directory, mask)
                 if added < 0:
                     continue  # absent for now; retried at the next poll
+                if known is not None and known != added:  # another directory by that name
+                    self._watches.pop(known, None)
                 self._by_dir[directory] = known = added
+                self._masks[directory] = mask
             self._watches[known] = (directory, patterns)
+        # Made between the look and the watch: its creation event is lost, so arm again.
+        return any(os.path.isdir(path) for path in waiting)
 
     def pending(self) -> bool:
         """Drain inotify; True when an event concerns something an input looks at."""

@@ -146,8 +146,11 @@ class Measurement:
 
     workload: str  # "builtin:cnn", a `tune --name`, or the "cmd:…" key tune printed
     created: str  # when it was measured (ISO 8601, UTC)
-    ratio: float  # its speed over the rule's choice
+    # Its speed over the rule's choice; None when it was measured for another instance count
+    # than planned (`instances`): that speed-up was measured only for that combination.
+    ratio: float | None
     file: str  # where it is stored
+    instances: int = 1  # the instance count it was measured for
 
 
 @dataclass(frozen=True, slots=True)

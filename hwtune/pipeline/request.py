@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hwtune.errors import HwtuneError
+from hwtune.errors import HwtuneError, NoHomeError
 from hwtune.models.hardware import Hardware
 from hwtune.models.overrides import Overrides
 from hwtune.models.profile import Measurement, Profile, Setting
@@ -261,6 +261,7 @@ def profile_for(request: PlanRequest) -> Planned:
     hardware = load_hardware(request)
     flags, notes, _ = resolve_share(request.flags(), request.environ, hardware)
     overrides = user_overrides(request, flags)
+    notes.extend(_home_note(request.environ, bool(request.measured and overrides.workload)))
     measured: dict[str, Setting] = {}
     measurement: Measurement | None = None
     if request.measured and overrides.workload:
@@ -282,6 +283,18 @@ def profile_for(request: PlanRequest) -> Planned:
     return Planned(hardware, profile, tuple(notes), from_measurement)
 
 
+def _home_note(environ: Mapping[str, str], measured: bool) -> list[str]:
+    """One note when there is no home to find the per-user files under (hwtune.paths.home):
+    they are only missing, the plan is made without them."""
+    from hwtune.paths import config_dir, home_problem, tuned_dir
+
+    missing = home_problem(environ, (config_dir, tuned_dir) if measured else (config_dir,))
+    if missing is None:
+        return []
+    what = "config file, knowledge or tuned results" if measured else "config file or knowledge"
+    return [f"{missing.message}: no per-user {what} read (hint: {missing.hint})"]
+
+
 def _measured(
     hardware_fingerprint: str, overrides: Overrides, for_exec: bool, environ: Mapping[str, str]
 ) -> tuple[dict[str, Setting], Measurement | None, list[str]]:
@@ -293,6 +306,8 @@ def _measured(
     try:
         path = find_result(hardware_fingerprint, workload, environ=environ)
         record = read_result(path, hardware_fingerprint) if path is not None else None
+    except NoHomeError:  # profile_for's note says so
+        return {}, None, []
     except HwtuneError as err:
         return {}, None, [f"tuned results ignored: {err}"]
     if path is None or record is None:
@@ -325,8 +340,9 @@ def _measured(
     measurement = Measurement(
         workload=workload,
         created=str(record.get("created") or "unknown"),
-        ratio=float(record["ratio"]),
+        ratio=float(record["ratio"]) if count == planned else None,
         file=str(path),
+        instances=count if isinstance(count, int) else 1,
     )
     return settings, measurement, notes
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from hwtune import paths
-from hwtune.errors import TuneError
+from hwtune.errors import NoHomeError, TuneError
 from hwtune.fs.trust import make_dirs
 
 LOCK_NAME = ".tune.lock"
@@ -35,7 +35,15 @@ def one_tune_at_a_time(
 ) -> Iterator[None]:
     """Hold the tune lock, or TuneError naming the run that holds it; `warn` is told when
     there is no lock to hold."""
-    directory = Path(paths.cache_dir(environ))
+    try:
+        directory = Path(paths.cache_dir(environ))
+    except NoHomeError as err:
+        warn(
+            f"no lock: {err.message}: tuning unlocked, so another hwtune tune started "
+            "meanwhile would load these trials' CPUs (set HOME or XDG_CACHE_HOME)"
+        )
+        yield
+        return
     lock = directory / LOCK_NAME
     try:
         make_dirs(directory, 0o700)

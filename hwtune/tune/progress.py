@@ -15,6 +15,7 @@ a pipe) each trial is one plain line instead, so a log shows the run as it goes:
 
 from __future__ import annotations
 
+import math
 import shutil
 from typing import TextIO
 
@@ -24,10 +25,28 @@ from hwtune.tune.trial import TrialResult
 BAR_WIDTH = 20
 
 
-def rate_text(value: float) -> str:
-    """A throughput for people: whole numbers with separators from 100 on (1,020), two
-    significant digits below (42, 2.5, 0.031), so a slow workload's rate is never "0"."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:.2g}"
+def rate_text(value: float, *, decimals: int = 0) -> str:
+    """A throughput for people, never in exponent form: from 100 on whole numbers with
+    separators (1,235; `decimals` more digits for the report, 1,234.5), from 1 up to three
+    significant digits (99.5, 9.99, 1), below 1 two (0.047, 0.0001), so a slow workload's
+    rate is never "0". Rounded first: 99.96 is "100", 0.999 is "1" (`.2g` gave "1e+02"
+    and "1.2e-05")."""
+    if not math.isfinite(value) or value < 0:
+        return f"{value:,.{decimals}f}" if math.isfinite(value) else str(value)
+    if value == 0:
+        return "0"
+    if value < 1:
+        value = float(f"{value:.2g}")  # 0.999 -> 1.0, then shown as from 1 on
+        if value < 1:
+            places = 1 - math.floor(math.log10(value))  # two significant digits
+            return f"{value:.{places}f}".rstrip("0").rstrip(".")
+    if value < 100:
+        value = float(f"{value:.3g}")  # 99.96 -> 100.0, then shown as from 100 on
+        if value < 100:
+            return f"{value:.3g}"  # below 1000, .3g never takes the exponent form
+    if decimals:
+        return f"{value:,.{decimals}f}"
+    return f"{math.floor(value + 0.5):,}"  # half up: 1,234.5 is 1,235
 
 
 def clock_text(seconds: float) -> str:

@@ -10,7 +10,11 @@ from hwtune.tune.tuner import TuneReport
 
 
 def _value(value: object, metric: object) -> str:
-    return f"{rate_text(value)} {metric}" if isinstance(value, float) else "not measured"
+    """A median as the report shows it: one decimal from 100 on, as before e7e04d0 (1,234.5),
+    significant digits below (rate_text)."""
+    if not isinstance(value, float):
+        return "not measured"
+    return f"{rate_text(value, decimals=1)} {metric}"
 
 
 def render_report(report: TuneReport) -> str:
