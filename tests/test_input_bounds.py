@@ -122,6 +122,21 @@ def test_a_hardware_file_with_a_huge_number_is_one_line_error(tmp_path: Path) ->
     assert "invalid JSON: a number of 5000 digits" in result.stderr
 
 
+@pytest.mark.parametrize("text", ["{}", '{"schema_version": 1}', '{"issues": []}'])
+def test_a_hardware_file_without_the_sections_detect_writes_is_refused(
+    text: str, tmp_path: Path
+) -> None:
+    """Before: the model's defaults filled them in, and `{}` was planned (and applied) as a
+    one-CPU machine with nothing known, exit 0 even with --strict."""
+    hardware = tmp_path / "hw.json"
+    hardware.write_text(text)
+    result = _plan_from(hardware, tmp_path)
+    assert result.returncode == 1
+    _one_line_error(result.stderr, hardware)
+    assert "not a hardware model: no " in result.stderr
+    assert "cpu, limits, memory" in result.stderr
+
+
 def test_a_hardware_model_can_come_through_a_pipe(tmp_path: Path) -> None:
     """`detect --json | plan --hardware -` and a named pipe (what `<(...)` gives) are read to
     their end, as cat would; an endless pipe is cut off at the cap, not read without end."""

@@ -103,6 +103,9 @@ MAX_HARDWARE_NESTING = 16
 # 4300 digits with a bare ValueError, and reading a long one costs time quadratic in its length.
 MAX_NUMBER_DIGITS = 20
 _DETECT_HINT = "give a file written by `hwtune detect --json`"
+# The sections every `hwtune detect --json` has written since schema_version 1; the others
+# (numa, gpus, tensorflow…) may be empty on a machine without them, and default to that.
+REQUIRED_HARDWARE_KEYS = ("schema_version", "cpu", "limits", "memory")
 
 
 def _read_hardware(path: Path) -> Hardware:
@@ -115,6 +118,15 @@ def _read_hardware(path: Path) -> Hardware:
     if not isinstance(data, dict):
         raise HwtuneError(
             f"--hardware {path}: expected a JSON object, got {type(data).__name__}",
+            hint=_DETECT_HINT,
+        )
+    missing = [key for key in REQUIRED_HARDWARE_KEYS if key not in data]
+    if missing:
+        # The model's defaults would fill them in: `{}` (an empty or wrong file) was planned
+        # and applied as a one-CPU machine with nothing known, exit 0 even with --strict.
+        raise HwtuneError(
+            f"--hardware {path}: not a hardware model: no {', '.join(missing)} "
+            "(`hwtune detect --json` writes every section)",
             hint=_DETECT_HINT,
         )
     problem = schema_problem(data)
