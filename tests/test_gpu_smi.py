@@ -10,6 +10,8 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -293,6 +295,126 @@ def test_external_dtd_reference_alone_is_accepted_and_not_fetched() -> None:
     issues = IssueLog()
     assert [g.name for g in parse_smi_xml(doc, "x.xml", issues).gpus] == ["Tesla T4"]
     assert list(issues) == []
+
+
+# detect --root T in a child under a 512 MiB address-space limit: what the refused documents
+# below cost before the limits (2 GB for the nested one, 1 GB for the flat one, 400 MB for the
+# attributes) cannot fit; detect of a real capture peaks at ~20 MB, at the element limit ~100.
+_DETECT_UNDER_LIMIT = r"""
+import json, resource, sys, time
+limit = 512 << 20
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+from hwtune.probes import detect
+started = time.monotonic()
+hw = detect(sys.argv[1], tensorflow=False)
+print(json.dumps({
+    "seconds": time.monotonic() - started,
+    "issues": [[i.probe, i.reason, i.path] for i in hw.issues if i.probe == "nvidia-smi"],
+}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("document", "refusal"),
+    [
+        # the reviewer's: 4.6 M nested <a>, 14 MB (never closed: the tree was built anyway)
+        (b"<nvidia_smi_log>" + b"<a>" * 4_600_000, "nested more than 32 deep"),
+        (b"<nvidia_smi_log>" + b"<a/>" * 3_900_000 + b"</nvidia_smi_log>", "more than 256000"),
+        (
+            b"<nvidia_smi_log><a "
+            + b" ".join(b'a%d=""' % i for i in range(1_400_000))
+            + b"/></nvidia_smi_log>",
+            "'=' signs",
+        ),
+    ],
+    ids=["nested", "siblings", "attributes"],
+)
+def test_hostile_xml_shapes_are_refused_early_in_little_memory(
+    tmp_path: Path, document: bytes, refusal: str
+) -> None:
+    """The tree was built a node per element with no depth or count limit; now the start
+    handler (or, for one giant tag, a count of '=' first) refuses, naming the file."""
+    assert len(document) < nvidia_smi.MAX_XML_BYTES  # read in full: it is the shape that costs
+    root = layout(tmp_path, xml=document)
+    done = subprocess.run(
+        [sys.executable, "-c", _DETECT_UNDER_LIMIT, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    (issue,) = result["issues"]
+    assert issue[1].startswith("refused:") and refusal in issue[1], issue
+    assert issue[2] == nvidia_smi.XML_NAME
+    assert result["seconds"] < 5  # 12 s before, for the nested one; ~0.6 s at the count limit
+
+
+def test_xml_depth_and_element_limits_are_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    def nested(depth: int) -> bytes:  # nvidia_smi_log is level 1
+        return (
+            b"<nvidia_smi_log>"
+            + b"<a>" * (depth - 1)
+            + b"</a>" * (depth - 1)
+            + b"</nvidia_smi_log>"
+        )
+
+    issues = IssueLog()
+    parse_smi_xml(nested(nvidia_smi.MAX_XML_DEPTH), "x.xml", issues)
+    assert "refused" not in reasons(issues)
+    parse_smi_xml(b"\n" + nested(nvidia_smi.MAX_XML_DEPTH + 1), "x.xml", issues)
+    (issue,) = list(issues)
+    assert (issue.path, issue.line) == ("x.xml", 2)
+    assert "nested more than 32 deep" in issue.reason
+
+    monkeypatch.setattr(nvidia_smi, "MAX_XML_ELEMENTS", 10)
+    issues = IssueLog()
+    nine = b'<nvidia_smi_log><gpu id="0"><product_name>Tesla T4</product_name></gpu>'
+    parse_smi_xml(nine + b"<a/>" * 6 + b"</nvidia_smi_log>", "x.xml", issues)
+    assert list(issues) == []  # 1 + 3 (gpu's id counts) + 6 = 10
+    parse_smi_xml(nine + b"<a/>" * 7 + b"</nvidia_smi_log>", "x.xml", issues)
+    assert "more than 10 elements and attributes" in reasons(issues)
+
+
+def test_real_captures_are_well_inside_the_xml_limits() -> None:
+    """The limits' margin, measured: the deepest real capture nests 7, the largest has 298
+    elements for its one GPU."""
+    from xml.parsers import expat
+
+    captures = [*GPU_DATA.glob("*.smi"), DATA / "hosts/haswell-tesla-t4-gpu/nvidia-smi-q.xml"]
+    assert len(captures) >= 3
+    for capture in captures:
+        depth, deepest, elements = 0, 0, 0
+        parser = expat.ParserCreate()
+
+        def start(tag: str, attrs: dict[str, str]) -> None:
+            nonlocal depth, deepest, elements
+            depth, elements = depth + 1, elements + 1 + len(attrs)
+            deepest = max(deepest, depth)
+
+        def end(tag: str) -> None:
+            nonlocal depth
+            depth -= 1
+
+        parser.StartElementHandler, parser.EndElementHandler = start, end
+        data = capture.read_bytes()
+        parser.Parse(data, True)
+        gpus = max(1, data.count(b"<gpu "))
+        assert deepest * 4 <= nvidia_smi.MAX_XML_DEPTH, capture
+        assert elements * 3 <= nvidia_smi.MAX_XML_ELEMENTS_PER_GPU * gpus, capture
+        assert data.count(b"=") <= 2 + gpus, capture  # version=, encoding=, <gpu id=>
+        issues = IssueLog()
+        assert parse_smi_xml(data, capture.name, issues).gpus
+        assert "refused" not in reasons(issues)
+
+
+def test_text_in_many_pieces_is_kept_as_one() -> None:
+    """expat reports text line by line: 16 MiB of newlines were 16 M strings in one node."""
+    doc = nvidia_smi.parse_xml_tree(b"<nvidia_smi_log>" + b"\n" * 100_000 + b"x</nvidia_smi_log>")
+    (log,) = doc.children
+    assert len(log.text_parts) <= 20 and log.text == "x"
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,16 @@ import dataclasses
 import importlib.util
 import json
 import os
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from hwtune.errors import HwtuneError
+from hwtune.probes import snapshot as snapshot_module
 from hwtune.probes.snapshot import MANIFEST, REQUIRED, record_reads, take_snapshot
 from hwtune.status import ExitStatus
 
@@ -169,3 +174,156 @@ def test_record_reads_sees_opens_inside_the_block_only(tmp_path: Path) -> None:
     outside.read_text()
     assert str(inside) in opened
     assert str(outside) not in opened
+
+
+# Run in a child: another user's link is swapped in for DIR right after the first trusted-path
+# check (the window the reviewer widened by patching; here it is made deterministic).
+_SWAP_AFTER_CHECK = r"""
+import os, sys
+from pathlib import Path
+import hwtune.probes.snapshot as snapshot
+from hwtune.cli import main
+
+dest, victim = Path(sys.argv[1]), sys.argv[2]
+real_check = snapshot.check_trusted_path
+swapped = []
+
+def check_then_swap(path):
+    real_check(path)
+    if not swapped:
+        swapped.append(path)
+        os.symlink(victim, dest)  # as `nobody` would, in a sticky directory they can write
+        os.lchown(dest, 65534, 65534)
+
+snapshot.check_trusted_path = check_then_swap
+sys.exit(main(["snapshot", str(dest), "--no-gpu", "--no-tensorflow"]))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the race is against root's writes")
+def test_as_root_a_link_swapped_in_after_the_check_is_not_written_through(
+    tmp_path: Path,
+) -> None:
+    """check_trusted_path, then exists()/iterdir, then make_dirs: a link planted between the
+    check and the creation was followed, and MANIFEST.json, proc/ and sys/ went into the
+    link's target. Now the directory is made with mkdir and opened O_NOFOLLOW: the link is
+    refused, naming the path, and the victim stays empty."""
+    shared = tmp_path / "shared"  # a /tmp of its own: root's, sticky, writable by everyone
+    shared.mkdir()
+    shared.chmod(0o1777)
+    victim = tmp_path / "victim"
+    victim.mkdir(0o755)
+    dest = shared / "snaprace"
+    done = subprocess.run(
+        [sys.executable, "-c", _SWAP_AFTER_CHECK, str(dest), str(victim)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        check=False,
+    )
+    assert list(victim.iterdir()) == [], done.stdout
+    assert done.returncode == ExitStatus.ERROR, done.stderr
+    assert str(dest) in done.stderr and "symbolic link" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert os.readlink(dest) == str(victim)  # the link itself left as it was
+
+
+def _swap_in_place(monkeypatch: pytest.MonkeyPatch, dest: Path, make: Callable[[], None]) -> None:
+    """Run `make` right after the first trusted-path check of `dest` (in this process)."""
+    real_check = snapshot_module.check_trusted_path
+    calls: list[Path] = []
+
+    def check_then_make(path: Path) -> None:
+        real_check(path)
+        if not calls:
+            calls.append(path)
+            make()
+
+    monkeypatch.setattr(snapshot_module, "check_trusted_path", check_then_make)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the owner check is root's")
+def test_as_root_a_directory_another_user_made_in_the_window_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a link but their own empty directory, made after the check: they could plant
+    `proc -> /etc` in it; it is refused by owner, nothing is written in it."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    dest = shared / "snap"
+
+    def plant() -> None:
+        dest.mkdir()
+        os.chown(dest, 65534, 65534)
+
+    _swap_in_place(monkeypatch, dest, plant)
+    with pytest.raises(HwtuneError, match=r"snap.*nobody"):
+        take_snapshot(dest, gpus=False, tensorflow=False)
+    assert list(dest.iterdir()) == []
+
+
+def test_writes_inside_the_snapshot_never_pass_a_link(tmp_path: Path) -> None:
+    """Sub-directories are opened O_NOFOLLOW relative to the snapshot's descriptor: a link
+    inside (here one the copy made, node0/cpu0 -> ../../cpu/cpu0 style) is not written
+    through, and neither is a link that later replaces the snapshot's own path."""
+    dest = tmp_path / "snap"
+    out = snapshot_module.open_destination(dest)
+    try:
+        out.symlink("sys/node0/cpu0", "../cpu/cpu0")
+        out.write("sys/cpu/cpu0/online", b"1\n")
+        with pytest.raises(OSError) as raised:
+            out.write("sys/node0/cpu0/online", b"0\n")
+        assert str(dest / "sys/node0/cpu0/online") in str(raised.value)
+        assert (dest / "sys/cpu/cpu0/online").read_bytes() == b"1\n"
+        moved = tmp_path / "moved"
+        dest.rename(moved)
+        dest.symlink_to(tmp_path / "elsewhere")
+        out.write("MANIFEST.json", b"{}\n")  # into the directory opened, not the new link
+        assert (moved / "MANIFEST.json").read_bytes() == b"{}\n"
+        assert out.files() == ["MANIFEST.json", "sys/cpu/cpu0/online"]  # links not entered
+    finally:
+        out.close()
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_an_existing_empty_directory_is_used_and_made_shareable(tmp_path: Path) -> None:
+    dest = tmp_path / "empty"
+    dest.mkdir(0o755)
+    manifest = take_snapshot(dest, gpus=False, tensorflow=False)
+    assert (dest / MANIFEST).is_file() and manifest["files"]
+    fresh = tmp_path / "fresh"
+    old = os.umask(0o077)
+    try:
+        take_snapshot(fresh, gpus=False, tensorflow=False)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o755
+    assert stat.S_IMODE((fresh / "proc").stat().st_mode) == 0o755
+    assert stat.S_IMODE((fresh / MANIFEST).stat().st_mode) == 0o644
+
+
+def test_gpu_snapshot_writer_never_writes_through_a_planted_link(tmp_path: Path) -> None:
+    """gpu._write_atomic opened its temporary with open("wb"): a link planted at the
+    temporary's name was followed and its target overwritten. Now O_CREAT|O_EXCL|O_NOFOLLOW:
+    it is an error, the target and the link are left alone."""
+    from hwtune.probes.gpu import _write_atomic
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    target = tmp_path / "nvidia-smi-q.xml"
+    planted = tmp_path / f".{target.name}.tmp{os.getpid()}"
+    planted.symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        _write_atomic(target, b"<nvidia_smi_log/>")
+    assert victim.read_text() == "precious"
+    assert planted.is_symlink() and not target.exists()
+    planted.unlink()
+    old = os.umask(0o077)
+    try:
+        _write_atomic(target, b"<nvidia_smi_log/>")
+    finally:
+        os.umask(old)
+    assert target.read_bytes() == b"<nvidia_smi_log/>"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -337,16 +337,25 @@ def _live(
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
+    """Write `path` via a new temporary file beside it, renamed into place (0644 whatever the
+    umask). The temporary is created O_EXCL|O_NOFOLLOW, 0600 until written: a link or file
+    planted at its name is an error (FileExistsError), never written through or removed."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o600)
     try:
-        with tmp.open("wb") as f:
-            os.fchmod(f.fileno(), 0o644)  # a snapshot file, whatever the umask
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, 0o644)  # a snapshot file, whatever the umask
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # ours: O_EXCL made it
+        raise
 
 
 def save_gpu_snapshot(
@@ -355,8 +364,12 @@ def save_gpu_snapshot(
     *,
     nvidia_smi: str | None = None,
     timeout_s: float | None = None,
+    write: Callable[[str, bytes], None] | None = None,
 ) -> None:
-    """Save `nvidia-smi -q -x`, `topo -m` and `-L` output into DEST for `detect --root`."""
+    """Save `nvidia-smi -q -x`, `topo -m` and `-L` output into DEST for `detect --root`.
+
+    `write(name, data)`, when given, writes each file instead (`hwtune snapshot` passes one
+    that writes through the snapshot directory's open descriptor)."""
     from hwtune.probes import nvidia_smi as smi
     from hwtune.probes.nvidia_smi_list import LIST_NAME
 
@@ -376,6 +389,9 @@ def save_gpu_snapshot(
         output = run_nvidia_smi(executable, args, issues, timeout_s=limit)
         if output is not None:
             try:
-                _write_atomic(dest / name, output)
+                if write is not None:
+                    write(name, output)
+                else:
+                    _write_atomic(dest / name, output)
             except OSError as err:
                 issues.add("gpu", f"cannot write: {err.strerror or err}", path=str(dest / name))

@@ -8,6 +8,8 @@ XML safety: the real captures open with `<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_
 an external DTD reference that is never fetched. A DOCTYPE with an internal subset, or any
 entity declaration, is refused before a single entity could expand (the "billion laughs" and
 XXE attacks), the approach of defusedxml; and no external entity is ever resolved.
+The shape is bounded as it is parsed: nesting past MAX_XML_DEPTH or more than
+MAX_XML_ELEMENTS elements and attributes is refused before another node is built.
 """
 
 from __future__ import annotations
@@ -36,6 +38,18 @@ MAX_TOPO_BYTES = 4 << 20
 # More GPUs than any single OS image exposes today (DGX-2: 16; an NVL72 rack is 18 nodes of 4);
 # a bound so that a hostile file of 100,000 empty <gpu/> elements cannot blow up the report.
 MAX_GPUS = 256
+# The tree is built one node per element (~250 bytes each), so the shape is bounded too, not
+# only the size: 16 MiB of nested <a> cost 2 GB and 12 s, of sibling <a/> 1 GB. The real
+# captures in tests/data/gpu nest at most 7 levels (telegraf-a100-sxm4-80gb-mig-v12.smi:
+# nvidia_smi_log/gpu/mig_devices/mig_device/device_attributes/shared/...) and hold 270 to 298
+# elements for their one GPU (telegraf-tesla-t4-xml.smi: 298, two of them in each of its two
+# <process_info>, 7 a process). Depth 32 is 4 times the deepest; 1,000 elements (an attribute
+# counts as one) per GPU is over 3 times the largest with room for 100 processes on each of
+# MAX_GPUS GPUs, and the budget is the document's: 256,000, which a real 8-GPU node does not
+# approach with 30,000 processes. At that limit a refusal costs under 1 s and ~90 MB.
+MAX_XML_DEPTH = 32
+MAX_XML_ELEMENTS_PER_GPU = 1000
+MAX_XML_ELEMENTS = MAX_XML_ELEMENTS_PER_GPU * MAX_GPUS
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,15 +115,30 @@ class _Node:
 
 
 def parse_xml_tree(data: bytes) -> _Node:
-    """Parse `data` with expat, refusing any DTD internal subset or entity declaration.
+    """Parse `data` with expat, refusing any DTD internal subset or entity declaration, and
+    any document nested deeper than MAX_XML_DEPTH or with more than MAX_XML_ELEMENTS elements
+    and attributes (refused at the first element past the limit, before its node is made).
 
     Raises XmlRefused (with the line) for hostile or malformed input.
     """
     from xml.parsers import expat
 
+    # expat hands over a start tag's attributes only once the whole tag is read, as one dict:
+    # one `<a` with a million attributes costs 400 MB before the handler below can count
+    # them. Every attribute has its "=", so more "=" than the budget refuses it unparsed (an
+    # "=" in text counts too: real output has two in the XML declaration and one per GPU).
+    if (signs := data.count(b"=")) > MAX_XML_ELEMENTS:
+        raise XmlRefused(
+            f"refused: {signs} '=' signs, more than the {MAX_XML_ELEMENTS} elements and "
+            "attributes allowed"
+        )
     parser = expat.ParserCreate()
+    # Adjacent character data in one call, not one per line or entity: 16 MiB of newlines
+    # would otherwise be millions of one-character strings in a node's text_parts.
+    parser.buffer_text = True
     root = _Node("#document", {})
     stack = [root]
+    counted = [0]
 
     def refuse(what: str) -> None:
         raise XmlRefused(
@@ -124,6 +153,19 @@ def parse_xml_tree(data: bytes) -> _Node:
         refuse(f"entity {name!r} declared")
 
     def start(tag: str, attrs: dict[str, str]) -> None:
+        if len(stack) > MAX_XML_DEPTH:  # the stack holds the document node and the parents
+            raise XmlRefused(
+                f"refused: elements nested more than {MAX_XML_DEPTH} deep "
+                "(nvidia-smi -q -x nests fewer than 10)",
+                parser.CurrentLineNumber,
+            )
+        counted[0] += 1 + len(attrs)
+        if counted[0] > MAX_XML_ELEMENTS:
+            raise XmlRefused(
+                f"refused: more than {MAX_XML_ELEMENTS} elements and attributes "
+                f"({MAX_XML_ELEMENTS_PER_GPU} for each of up to {MAX_GPUS} GPUs)",
+                parser.CurrentLineNumber,
+            )
         node = _Node(tag, attrs)
         stack[-1].children.append(node)
         stack.append(node)

@@ -16,6 +16,7 @@ MANIFEST.json lists what was copied and what was missing, and why.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hwtune.errors import HwtuneError
-from hwtune.fs.trust import check_trusted_path, make_dirs
+from hwtune.fs.trust import check_trusted_path, make_dirs, owner_name
 from hwtune.probes.cgroup import PROC_CGROUP, PROC_MOUNTINFO, cgroup_files
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.root import read_bytes
@@ -57,6 +58,9 @@ TREES = ("sys/devices/system/cpu", "sys/devices/system/node")
 # hardware facts (power management, driver links).
 SKIP_NAMES = frozenset({"cpuidle", "power", "hotplug", "microcode", "stats", "uevent", "vmstat"})
 MAX_FILE_BYTES = 1 << 20  # sysfs attributes are at most a page; /proc/cpuinfo can be ~1 MiB
+# Directories inside the snapshot are opened, and files created, never through a link.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 # Paths a running `detect()` opened, while `_recording` is on (see `record_reads`).
 _recording: list[set[str]] = []
@@ -110,8 +114,196 @@ def _walk(top: Path) -> Iterator[Path]:
             yield from _walk(path)
 
 
+class Destination:
+    """The snapshot directory, held open: every write is made relative to its descriptor.
+
+    `open_destination` creates and checks it once; from then on nothing another user does to
+    the path (a link swapped in for it or for any directory above) can redirect a write, and
+    sub-directories are created and opened inside it with O_NOFOLLOW, so a link in it (none
+    can be planted: it is root's and 0755 when root runs this) is refused, not followed.
+    """
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path, self.fd = path, fd
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def _parent(self, relative: str) -> tuple[int, str]:
+        """An open descriptor of `relative`'s directory (made 0755 when missing) and the last
+        name; the caller closes the descriptor unless it is `self.fd`."""
+        *dirs, name = relative.split("/")
+        if not name or any(part in ("", ".", "..") for part in dirs) or name in (".", ".."):
+            raise OSError(errno.EINVAL, "not a plain relative path", str(self.path / relative))
+        current = self.fd
+        try:
+            for part in dirs:
+                created = True
+                try:
+                    os.mkdir(part, 0o700, dir_fd=current)
+                except FileExistsError:
+                    created = False
+                child = os.open(part, _DIR_FLAGS, dir_fd=current)
+                if created:
+                    os.fchmod(child, 0o755)  # whatever the umask: a snapshot is meant to be shared
+                if current != self.fd:
+                    os.close(current)
+                current = child
+        except BaseException:
+            if current != self.fd:
+                os.close(current)
+            raise
+        return current, name
+
+    def write(self, relative: str, data: bytes) -> None:
+        """Write `relative` via a new temporary file renamed into place: a 0644 file in 0755
+        directories whatever the umask. OSError names the file under the snapshot's path."""
+        try:
+            parent, name = self._parent(relative)
+        except OSError as err:
+            raise _named(err, self.path / relative) from err
+        tmp = f".{name}.{os.getpid()}.tmp"
+        try:
+            fd = os.open(tmp, _NEW_FILE, 0o600, dir_fd=parent)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fchmod(fd, 0o644)
+            except BaseException:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=parent)
+                raise
+            os.close(fd)
+            os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        except OSError as err:
+            raise _named(err, self.path / relative) from err
+        finally:
+            if parent != self.fd:
+                os.close(parent)
+
+    def symlink(self, relative: str, target: str) -> None:
+        """Make the link `relative` -> `target`; one already there is kept."""
+        try:
+            parent, name = self._parent(relative)
+        except OSError as err:
+            raise _named(err, self.path / relative) from err
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.symlink(target, name, dir_fd=parent)
+        finally:
+            if parent != self.fd:
+                os.close(parent)
+
+    def files(self) -> list[str]:
+        """Relative paths of the regular files in the snapshot (a link counts as the file it
+        leads to, as Path.is_file says), without entering linked directories."""
+        found: list[str] = []
+        for top, _, names, top_fd in os.fwalk(".", dir_fd=self.fd):
+            for name in names:
+                try:
+                    is_file = stat.S_ISREG(os.stat(name, dir_fd=top_fd).st_mode)
+                except OSError:
+                    continue
+                if is_file:
+                    found.append(os.path.normpath(os.path.join(top, name)))
+        return sorted(found)
+
+
+def _named(err: OSError, path: Path) -> OSError:
+    """The same error naming the snapshot file (a dir_fd call names only the last part)."""
+    return OSError(err.errno, err.strerror or str(err), str(path))
+
+
+def _not_usable(dest: Path, why: str) -> HwtuneError:
+    return HwtuneError(
+        f"{dest} {why}",
+        hint="give a new or empty directory; a snapshot never mixes with other files",
+    )
+
+
+def _check_trusted(dest: Path) -> None:
+    """As root, `check_trusted_path`; a no-op for anyone else (they write with their rights)."""
+    if os.geteuid() == 0:
+        check_trusted_path(dest)
+
+
+def open_destination(dest: Path) -> Destination:
+    """Create `dest` (or take an empty one) and hold it open for the writes.
+
+    As root, the path is checked before (`check_trusted_path`: another user's directory or
+    link on the way is refused) and again after the directory is made, and an entry already
+    at `dest` is used only when it is a real directory (opened with O_NOFOLLOW: a link swapped
+    in after the first check is refused, not written through), root's, writable by root
+    alone and empty. The directory is created 0700 and opened before it is made 0755, so no
+    one else can put anything in it; every later write goes through the open descriptor.
+    """
+    _check_trusted(dest)
+    try:
+        make_dirs(dest.parent, 0o755)
+        os.mkdir(dest, 0o700)
+        created = True
+    except FileExistsError:
+        created = False
+    except OSError as err:
+        raise HwtuneError(
+            f"cannot create the snapshot directory {dest}: {err.strerror or err}",
+            hint="give a directory you can write",
+        ) from err
+    root = os.geteuid() == 0
+    # As root a link is refused (another user may have swapped it in after the check);
+    # anyone else writes with their own rights, and may name a link to their own directory.
+    flags = _DIR_FLAGS if root else _DIR_FLAGS & ~os.O_NOFOLLOW
+    try:
+        fd = os.open(dest, flags)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR) and root and os.path.islink(dest):
+            owner = owner_name(os.lstat(dest).st_uid)
+            raise HwtuneError(
+                f"refusing to write the snapshot into {dest}: it is a symbolic link "
+                f"(owned by {owner}), which could lead anywhere",
+                hint=f"give the directory itself, not a link to it; if {dest} is not yours, "
+                "check who put it there",
+            ) from err
+        if err.errno == errno.ENOTDIR:
+            raise _not_usable(dest, "exists and is not an empty directory") from err
+        raise HwtuneError(
+            f"cannot open the snapshot directory {dest}: {err.strerror or err}",
+            hint="give a directory you can write",
+        ) from err
+    try:
+        st = os.fstat(fd)
+        if created:
+            os.fchmod(fd, 0o755)  # ours alone until now; 0755 whatever the umask
+        elif root and (st.st_uid != 0 or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+            raise HwtuneError(
+                f"refusing to write the snapshot into {dest}: it is owned by "
+                f"{owner_name(st.st_uid)} with mode {stat.S_IMODE(st.st_mode):04o}, so "
+                "another user could plant links in it",
+                hint=f"give a new directory, or make {dest} root's (chown root: {dest}; "
+                f"chmod go-w {dest})",
+            )
+        if os.listdir(fd):
+            raise _not_usable(dest, "exists and is not an empty directory")
+        # The path checked again now that it ends at our directory, which it must still name:
+        # the writes go through `fd`, MANIFEST.json and `detect --root` through the path.
+        _check_trusted(dest)
+        now = os.stat(dest) if not root else os.lstat(dest)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise HwtuneError(
+                f"refusing to write the snapshot into {dest}: it was replaced while it was "
+                "being created",
+                hint=f"check who else writes next to {dest}, and run it again",
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return Destination(dest, fd)
+
+
 class _Copier:
-    def __init__(self, source: Path, dest: Path) -> None:
+    def __init__(self, source: Path, dest: Destination) -> None:
         self.source, self.dest = source, dest
         self.copied: set[str] = set()
         self.missing: dict[str, str] = {}
@@ -130,7 +322,14 @@ class _Copier:
         except OSError as err:
             self.missing[relative] = f"not copied: {err.strerror or err}"
             return False
-        write_atomic(self.dest / relative, data)
+        try:
+            self.dest.write(relative, data)
+        except OSError as err:
+            if err.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            # a directory on the way is a node<->CPU link copied before: never written through
+            self.missing[relative] = "not copied: its path passes a link in the snapshot"
+            return False
         self.copied.add(relative)
         return True
 
@@ -141,10 +340,7 @@ class _Copier:
         inside = any(resolved.startswith(str(self.source / tree) + os.sep) for tree in TREES)
         if os.path.isabs(target) or not inside:
             return
-        link = self.dest / path.relative_to(self.source)
-        make_dirs(link.parent, 0o755)
-        with contextlib.suppress(FileExistsError):
-            link.symlink_to(target)
+        self.dest.symlink(str(path.relative_to(self.source)), target)
 
     def copy_tree(self, tree: str) -> None:
         for path in _walk(self.source / tree):
@@ -152,22 +348,6 @@ class _Copier:
                 self.copy_link(path)
             elif _readable(path):
                 self.copy(str(path.relative_to(self.source)))
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory and rename it into place; 0644 files
-    in 0755 directories whatever the umask (a snapshot is meant to be shared)."""
-    make_dirs(path.parent, 0o755)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fchmod(fd, 0o644)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 def _relative_reads(source: Path, paths: set[str]) -> list[str]:
@@ -180,7 +360,7 @@ def _relative_reads(source: Path, paths: set[str]) -> list[str]:
     return found
 
 
-def _save_lscpu(dest: Path, issues: IssueLog) -> str | None:
+def _save_lscpu(dest: Destination, issues: IssueLog) -> str | None:
     lscpu = shutil.which("lscpu")
     if lscpu is None:
         return None
@@ -195,11 +375,11 @@ def _save_lscpu(dest: Path, issues: IssueLog) -> str | None:
     if done.returncode != 0:
         issues.add("snapshot", f"lscpu exited {done.returncode}: {done.stderr.strip()[:200]}")
         return None
-    write_atomic(dest / "lscpu.txt", done.stdout.encode())
+    dest.write("lscpu.txt", done.stdout.encode())
     return "LC_ALL=C lscpu"
 
 
-def _save_extra(name: str, dest: Path, issues: IssueLog) -> str:
+def _save_extra(name: str, dest: Destination, issues: IssueLog) -> str:
     """Call hwtune.probes.<name>.save_<...>_snapshot when that probe exists."""
     module, function = {
         "gpu": ("hwtune.probes.gpu", "save_gpu_snapshot"),
@@ -211,7 +391,7 @@ def _save_extra(name: str, dest: Path, issues: IssueLog) -> str:
         return f"not captured: {module}.{function} unavailable ({err})"
     before = len(issues)
     try:
-        save(dest, issues)
+        save(dest.path, issues, write=dest.write)
     except Exception as err:  # noqa: BLE001 - one capture failing must not lose the rest
         issues.add("snapshot", f"{function} failed: {type(err).__name__}: {err}")
         return "failed"
@@ -223,27 +403,18 @@ def take_snapshot(
     dest: Path, *, source: Path = Path("/"), gpus: bool = True, tensorflow: bool = True
 ) -> dict[str, Any]:
     """Copy what detect reads under `source` into `dest` (new or empty); return the manifest."""
+    out = open_destination(dest)
+    try:
+        return _fill(out, source, gpus=gpus, tensorflow=tensorflow)
+    finally:
+        out.close()
+
+
+def _fill(dest: Destination, source: Path, *, gpus: bool, tensorflow: bool) -> dict[str, Any]:
     from hwtune import __version__
     from hwtune.models.convert import dump
     from hwtune.probes import detect
 
-    if os.geteuid() == 0:
-        # As root, a destination another user can change is refused, as apply's output is:
-        # they could plant `proc -> /etc/...` in it after the check below, and root would
-        # write through the link.
-        check_trusted_path(dest)
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise HwtuneError(
-            f"{dest} exists and is not an empty directory",
-            hint="give a new or empty directory; a snapshot never mixes with other files",
-        )
-    try:
-        make_dirs(dest, 0o755)
-    except OSError as err:
-        raise HwtuneError(
-            f"cannot create the snapshot directory {dest}: {err.strerror or err}",
-            hint="give a directory you can write",
-        ) from err
     issues = IssueLog()
     copier = _Copier(source, dest)
     for relative in REQUIRED:
@@ -271,9 +442,7 @@ def take_snapshot(
             _save_extra("tensorflow", dest, issues) if tensorflow else "skipped (--no-tensorflow)"
         ),
     }
-    files = sorted(
-        str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file() and p.name != MANIFEST
-    )
+    files = [f for f in dest.files() if f != MANIFEST]
     manifest: dict[str, Any] = {
         "hwtune_version": __version__,
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -284,5 +453,5 @@ def take_snapshot(
         "captures": captures,
         "issues": dump(issues.freeze()),
     }
-    write_atomic(dest / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+    dest.write(MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
     return manifest

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -230,9 +230,14 @@ def probe_tensorflow(
 
 
 def save_tf_snapshot(
-    dest: Path, issues: IssueLog, *, search_path: Sequence[str] | None = None
+    dest: Path,
+    issues: IssueLog,
+    *,
+    search_path: Sequence[str] | None = None,
+    write: Callable[[str, bytes], None] | None = None,
 ) -> None:
-    """Write `dest/tensorflow.json`: the facts that rebuild TensorFlowInfo under `--root dest`."""
+    """Write `dest/tensorflow.json`: the facts that rebuild TensorFlowInfo under `--root dest`
+    (through `write(name, data)` when given: `hwtune snapshot`'s open directory)."""
     from hwtune.models.convert import dump
 
     paths = live_search_path() if search_path is None else tuple(search_path)
@@ -245,7 +250,11 @@ def save_tf_snapshot(
         "format": SNAPSHOT_FORMAT,
         "install": None if install is None else dump(install),
     }
-    _write_atomic(dest / SNAPSHOT_FILE, (json.dumps(payload, indent=2) + "\n").encode())
+    data = (json.dumps(payload, indent=2) + "\n").encode()
+    if write is not None:
+        write(SNAPSHOT_FILE, data)
+    else:
+        _write_atomic(dest / SNAPSHOT_FILE, data)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
