@@ -335,6 +335,59 @@ def test_a_hardware_file_with_impossible_values_is_refused(
 
 
 @pytest.mark.parametrize(
+    ("change", "key", "said"),
+    [
+        ({}, "limits.effective_cpus", "100000000 CPUs is beyond 65536"),
+        ({"cpu.logical_cpus": 10**8}, "cpu.logical_cpus", "100000000 CPUs is beyond 65536"),
+        (
+            {"cpu.logical_cpus": 4, "limits.effective_cpus": 8},
+            "limits.effective_cpus",
+            "8 is more than the 4 logical CPUs",
+        ),
+        (
+            {"cpu.online_cpus": [0, 1], "limits.effective_cpus": 3},
+            "limits.effective_cpus",
+            "3 is more than the 2 online CPUs",
+        ),
+    ],
+)
+def test_a_hardware_file_with_more_effective_cpus_than_it_has_is_refused(
+    change: dict[str, object], key: str, said: str, tmp_path: Path
+) -> None:
+    """No CPU list and a huge count: before, the planner laid out range(10^8) CPUs (8.6 GB and
+    over a minute) and planned millions of threads; now a one-line refusal naming the key."""
+    sparse: dict[str, object] = {
+        "limits.usable_cpus": [],
+        "limits.affinity_cpus": [],
+        "cpu.online_cpus": [],
+        "cpu.logical_cpus": None,
+        "cpu.topology": [],
+        "numa": [],
+        "limits.effective_cpus": 100_000_000,
+    }
+    hw = _hardware_with(tmp_path, {**sparse, **change})
+    result = run_cli(["plan", "--hardware", hw], clean_environ(tmp_path))
+    assert result.exit_status == 1, result.stderr
+    assert f"--hardware {hw} at '{key}': {said}" in result.stderr, result.stderr
+
+
+def test_the_planner_lays_out_no_more_cpus_than_linux_numbers() -> None:
+    """An unchecked model (built in code, not read from a file) is capped too."""
+    from dataclasses import replace
+
+    from hwtune.models.cpulist import MAX_CPU
+    from hwtune.planner.instances import usable_cpus
+
+    hw = make_hardware()
+    hw = replace(
+        hw,
+        cpu=replace(hw.cpu, online_cpus=(), logical_cpus=None, topology=()),
+        limits=replace(hw.limits, usable_cpus=(), effective_cpus=10**8),
+    )
+    assert len(usable_cpus(hw)) == MAX_CPU
+
+
+@pytest.mark.parametrize(
     ("text", "said"),
     [("1e999", " at 'limits.cpu_quota': inf is not a finite number"), ("NaN", ": invalid JSON")],
 )

@@ -100,11 +100,40 @@ def _limits_problem(hw: Hardware) -> tuple[str, str] | None:
             "limits.effective_cpus",
             f"{limits.effective_cpus} is more than the {len(limits.usable_cpus)} usable CPUs",
         )
+    found = _count_problem(hw)
+    if found:
+        return found
     if limits.cpu_quota is not None and limits.cpu_quota <= 0:
         return "limits.cpu_quota", f"{limits.cpu_quota} CPUs is no quota the kernel takes"
     for key, size in _memory_sizes(hw):
         if size == 0:
             return key, "0 bytes: no machine or process runs without memory (unknown is null)"
+    return None
+
+
+def _count_problem(hw: Hardware) -> tuple[str, str] | None:
+    """CPU counts no kernel has (beyond MAX_CPU, the CPU numbers hwtune reads), and an
+    effective count above the CPUs it is drawn from: `probes.limits` takes the usable CPUs
+    among the online ones, or among 0..logical_cpus-1 when no online list is known, so detect
+    never writes more. Unchecked, an empty CPU list and `effective_cpus: 100000000` made the
+    planner lay out 10^8 CPUs (8.6 GB, over a minute)."""
+    limits, cpu = hw.limits, hw.cpu
+    for key, count in (
+        ("cpu.logical_cpus", cpu.logical_cpus),
+        ("limits.effective_cpus", limits.effective_cpus),
+    ):
+        if count is not None and count > MAX_CPU:
+            return key, f"{count} CPUs is beyond {MAX_CPU}, the most CPUs hwtune reads"
+    if cpu.online_cpus and limits.effective_cpus > len(cpu.online_cpus):
+        return (
+            "limits.effective_cpus",
+            f"{limits.effective_cpus} is more than the {len(cpu.online_cpus)} online CPUs",
+        )
+    if not cpu.online_cpus and cpu.logical_cpus and limits.effective_cpus > cpu.logical_cpus:
+        return (
+            "limits.effective_cpus",
+            f"{limits.effective_cpus} is more than the {cpu.logical_cpus} logical CPUs",
+        )
     return None
 
 
