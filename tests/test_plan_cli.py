@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -468,3 +470,52 @@ def test_a_setting_measured_for_other_instances_claims_no_speed_up(tmp_path: Pat
     assert "measured for 2 instances; applied to 1" in one["reason"]
     two = json.loads(run_cli([*base, "--instances", "2"], environ).stdout)["jit"]["level"]
     assert two["source"] == "measured" and "1.83× over the rule's choice" in two["reason"]
+
+
+@pytest.mark.parametrize(
+    ("key", "where"),
+    [
+        ("numa.0.id", "numa[0].id"),
+        ("cpu.topology.1.node", "cpu.topology[1].node"),
+        ("gpus.0.numa_node", "gpus[0].numa_node"),
+    ],
+)
+def test_a_numa_node_id_no_kernel_has_is_refused(key: str, where: str, tmp_path: Path) -> None:
+    """Before: `exec --instances 2 --instance 1` with node 10^18 died with a MemoryError
+    traceback (or "Exception occurred in preexec_fn") sizing the set_mempolicy(2) mask."""
+    from tests.plan_builders import make_gpus
+
+    data = dump(make_hardware(gpus=make_gpus(1)))
+    *parents, last = key.split(".")
+    node = data
+    for part in parents:
+        node = node[int(part)] if part.isdigit() else node[part]
+    node[last] = 10**18
+    hw = tmp_path / "hw.json"
+    hw.write_text(json.dumps(data))
+    said = f"--hardware {hw} at '{where}': NUMA node {10**18} is beyond 1023"
+    environ = clean_environ(tmp_path)
+    planned = run_cli(["plan", "--hardware", str(hw)], environ)
+    assert planned.exit_status == 1 and said in planned.stderr, planned.stderr
+    argv = ["exec", "--hardware", str(hw), "--instances", "2", "--instance", "1", "--", "true"]
+    launched = subprocess.run(
+        [sys.executable, "-m", "hwtune", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environ,
+    )
+    assert launched.returncode != 0 and said in launched.stderr, launched.stderr
+    assert "Traceback" not in launched.stderr and "preexec_fn" not in launched.stderr
+
+
+@pytest.mark.parametrize("node", [1024, 10**18, -1])
+def test_set_mempolicy_refuses_a_node_no_kernel_has_before_sizing_a_mask(node: int) -> None:
+    import errno
+
+    from hwtune.apply.mempolicy import MPOL_BIND, set_mempolicy
+
+    with pytest.raises(OSError) as raised:
+        set_mempolicy(MPOL_BIND, [0, node])
+    assert raised.value.errno == errno.EINVAL
+    assert f"NUMA node {node} is not in 0-1023" in str(raised.value)

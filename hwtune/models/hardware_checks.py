@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from hwtune.models.cpulist import MAX_CPU
+from hwtune.models.cpulist import MAX_CPU, MAX_NUMA_NODES
 from hwtune.models.hardware import SCHEMA_VERSION, Hardware
 
 # Fields that hold CPU numbers (a list of them, or LogicalCpu.cpu): each one below MAX_CPU, as
@@ -46,7 +46,22 @@ def schema_problem(data: Mapping[str, Any]) -> str | None:
 
 def hardware_problem(hw: Hardware) -> tuple[str, str] | None:
     """(key path, what is wrong) for the first value no machine can have, or None."""
-    return _number_problem(hw, "", cpu_numbers=False) or _limits_problem(hw)
+    return _number_problem(hw, "", cpu_numbers=False) or _node_problem(hw) or _limits_problem(hw)
+
+
+def _node_problem(hw: Hardware) -> tuple[str, str] | None:
+    """NUMA node ids below MAX_NUMA_NODES (1024), the most any kernel has: `hwtune exec` sizes
+    its set_mempolicy(2) node mask from them (id 10^18 was a MemoryError in the child)."""
+    ids: list[tuple[str, int | None]] = [(f"numa[{i}].id", n.id) for i, n in enumerate(hw.numa)]
+    ids += [(f"cpu.topology[{i}].node", lc.node) for i, lc in enumerate(hw.cpu.topology)]
+    ids += [(f"gpus[{i}].numa_node", gpu.numa_node) for i, gpu in enumerate(hw.gpus)]
+    for key, node in ids:
+        if node is not None and node >= MAX_NUMA_NODES:
+            return key, (
+                f"NUMA node {node} is beyond {MAX_NUMA_NODES - 1}, the highest node id a "
+                "kernel has (MAX_NUMNODES)"
+            )
+    return None
 
 
 def _number_problem(obj: object, path: str, *, cpu_numbers: bool) -> tuple[str, str] | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from hwtune.models.cpulist import MAX_NUMA_NODES
 from hwtune.models.hardware import CpuInfo, NumaNode
 from hwtune.probes.cpuinfo import read_text
 from hwtune.probes.issues import IssueLog
@@ -75,6 +76,14 @@ def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ..
         return tuple(
             NumaNode(id=node, cpus=tuple(sorted(cpus))) for node, cpus in sorted(by_node.items())
         )
+    if declared is not None and declared > MAX_NUMA_NODES:
+        issues.add(
+            PROBE,
+            f"lscpu.txt says {declared} NUMA nodes, beyond the {MAX_NUMA_NODES} a kernel has: "
+            "ignored",
+            path="lscpu.txt",
+        )
+        declared = None
     if declared is not None and declared > 1:
         issues.add(
             PROBE,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hwtune.models.cpulist import CpuListError, parse_cpulist
+from hwtune.models.cpulist import MAX_NUMA_NODES, CpuListError, parse_cpulist
 from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Gpu, GpuLink, MigDevice
 from hwtune.probes.issues import IssueLog
@@ -182,6 +182,12 @@ def _int_or_none(text: str | None) -> int | None:
     return int(t) if is_ascii_digits(t) and len(t) <= 18 else None
 
 
+def _node_or_none(text: str | None) -> int | None:
+    """A NUMA node id below MAX_NUMA_NODES (the most a kernel has), else unknown."""
+    node = _int_or_none(text)
+    return node if node is not None and node < MAX_NUMA_NODES else None
+
+
 def _known(text: str | None) -> str | None:
     """None for the placeholders nvidia-smi prints where a value does not apply."""
     t = (text or "").strip()
@@ -246,7 +252,9 @@ def parse_smi_xml(data: bytes, path: str, issues: IssueLog) -> SmiLog:
                 architecture=_known(gpu.findtext("product_architecture")),
                 memory_bytes=parse_size(gpu.findtext("fb_memory_usage/total")),
                 pci_bus_id=_known(gpu.findtext("pci/pci_bus_id")) or _known(gpu.attrs.get("id")),
-                numa_node=_int_or_none(gpu.findtext("numa_node") or gpu.findtext("pci/numa_node")),
+                numa_node=_node_or_none(
+                    gpu.findtext("numa_node") or gpu.findtext("pci/numa_node")
+                ),
                 mig_enabled=_mig_enabled(gpu),
                 mig_devices=_mig_devices(gpu),
             )
@@ -389,7 +397,7 @@ def _parse_row(
         index=index,
         links=tuple(links),
         cpu_affinity=cpus,
-        numa_node=int(numa) if is_ascii_digits(numa) and len(numa) <= 9 else None,
+        numa_node=_node_or_none(numa),
     )
 
 
