@@ -519,3 +519,56 @@ def test_set_mempolicy_refuses_a_node_no_kernel_has_before_sizing_a_mask(node: i
         set_mempolicy(MPOL_BIND, [0, node])
     assert raised.value.errno == errno.EINVAL
     assert f"NUMA node {node} is not in 0-1023" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "said"),
+    [
+        (
+            {"limits.cpu_quota": 0.5, "limits.effective_cpus": 2},
+            "limits.effective_cpus",
+            "2 is more than the cgroup quota of 0.5 CPUs allows (1: floored, at least 1)",
+        ),
+        (
+            {"limits.cpu_quota": 1.9, "limits.effective_cpus": 2},
+            "limits.effective_cpus",
+            "2 is more than the cgroup quota of 1.9 CPUs allows (1: floored, at least 1)",
+        ),
+        (
+            {"limits.affinity_cpus": [0], "limits.cpuset_cpus": [0]},
+            "limits.usable_cpus",
+            "CPU 1 is usable but not in limits.affinity_cpus",
+        ),
+        (
+            {"limits.affinity_cpus": [0, 1], "limits.cpuset_cpus": [1]},
+            "limits.usable_cpus",
+            "CPU 0 is usable but not in limits.cpuset_cpus",
+        ),
+    ],
+)
+def test_a_hardware_file_whose_limits_contradict_each_other_is_refused(
+    change: dict[str, object], key: str, said: str, tmp_path: Path
+) -> None:
+    """Before: 2 intra-op threads under a 0.5-CPU quota (detect under it plans 1), and 2
+    threads pinned to CPUs 0-1 with CPU 0 alone allowed."""
+    hw = _hardware_with(tmp_path, change)
+    result = run_cli(["plan", "--hardware", hw], clean_environ(tmp_path))
+    assert result.exit_status == 1, result.stderr
+    assert f"--hardware {hw} at '{key}': {said}" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"limits.cpu_quota": 0.5, "limits.effective_cpus": 1},
+        {"limits.cpu_quota": 2.0, "limits.effective_cpus": 2},
+        # online ∩ affinity ∩ cpuset empty: detect falls back to the online list
+        {"limits.affinity_cpus": [5], "limits.cpuset_cpus": [6]},
+    ],
+)
+def test_limits_as_detect_derives_them_stay_accepted(
+    change: dict[str, object], tmp_path: Path
+) -> None:
+    hw = _hardware_with(tmp_path, change)
+    result = run_cli(["plan", "--hardware", hw], clean_environ(tmp_path))
+    assert result.exit_status == 0, result.stderr

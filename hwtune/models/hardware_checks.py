@@ -120,6 +120,9 @@ def _limits_problem(hw: Hardware) -> tuple[str, str] | None:
         return found
     if limits.cpu_quota is not None and limits.cpu_quota <= 0:
         return "limits.cpu_quota", f"{limits.cpu_quota} CPUs is no quota the kernel takes"
+    found = _narrowing_problem(hw)
+    if found:
+        return found
     for key, size in _memory_sizes(hw):
         if size == 0:
             return key, "0 bytes: no machine or process runs without memory (unknown is null)"
@@ -149,6 +152,41 @@ def _count_problem(hw: Hardware) -> tuple[str, str] | None:
             "limits.effective_cpus",
             f"{limits.effective_cpus} is more than the {cpu.logical_cpus} logical CPUs",
         )
+    return None
+
+
+def _narrowing_problem(hw: Hardware) -> tuple[str, str] | None:
+    """What `probes.limits.effective_cpus` derives, checked against the facts it derives it
+    from: usable CPUs among the affinity and cpuset lists (unless online ∩ affinity ∩ cpuset
+    is empty, where detect falls back to the first list), and no more effective CPUs than the
+    quota floored, at least 1. Before, `cpu_quota: 0.5, effective_cpus: 2` planned 2 threads
+    where detect under that quota plans 1, and `affinity_cpus: [0], usable_cpus: [0, 1]`
+    pinned to a CPU the process may not run on."""
+    limits = hw.limits
+    if limits.cpu_quota is not None:
+        allowed = max(1, math.floor(limits.cpu_quota))
+        if limits.effective_cpus > allowed:
+            return (
+                "limits.effective_cpus",
+                f"{limits.effective_cpus} is more than the cgroup quota of {limits.cpu_quota:g} "
+                f"CPUs allows ({allowed}: floored, at least 1)",
+            )
+    online = hw.cpu.online_cpus or tuple(range(hw.cpu.logical_cpus or 0))
+    lists = [
+        (key, set(cpus))
+        for key, cpus in (
+            ("cpu.online_cpus", online),
+            ("limits.affinity_cpus", limits.affinity_cpus),
+            ("limits.cpuset_cpus", limits.cpuset_cpus),
+        )
+        if cpus
+    ]
+    if not lists or not set.intersection(*(cpus for _, cpus in lists)):
+        return None  # nothing known, or detect's fallback for lists that contradict
+    for key, cpus in lists[1:]:
+        outside = sorted(set(limits.usable_cpus) - cpus)
+        if outside:
+            return "limits.usable_cpus", f"CPU {outside[0]} is usable but not in {key}"
     return None
 
 
