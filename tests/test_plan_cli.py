@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -335,6 +337,59 @@ def test_a_hardware_file_with_impossible_values_is_refused(
 
 
 @pytest.mark.parametrize(
+    ("change", "key", "said"),
+    [
+        ({}, "limits.effective_cpus", "100000000 CPUs is beyond 65536"),
+        ({"cpu.logical_cpus": 10**8}, "cpu.logical_cpus", "100000000 CPUs is beyond 65536"),
+        (
+            {"cpu.logical_cpus": 4, "limits.effective_cpus": 8},
+            "limits.effective_cpus",
+            "8 is more than the 4 logical CPUs",
+        ),
+        (
+            {"cpu.online_cpus": [0, 1], "limits.effective_cpus": 3},
+            "limits.effective_cpus",
+            "3 is more than the 2 online CPUs",
+        ),
+    ],
+)
+def test_a_hardware_file_with_more_effective_cpus_than_it_has_is_refused(
+    change: dict[str, object], key: str, said: str, tmp_path: Path
+) -> None:
+    """No CPU list and a huge count: before, the planner laid out range(10^8) CPUs (8.6 GB and
+    over a minute) and planned millions of threads; now a one-line refusal naming the key."""
+    sparse: dict[str, object] = {
+        "limits.usable_cpus": [],
+        "limits.affinity_cpus": [],
+        "cpu.online_cpus": [],
+        "cpu.logical_cpus": None,
+        "cpu.topology": [],
+        "numa": [],
+        "limits.effective_cpus": 100_000_000,
+    }
+    hw = _hardware_with(tmp_path, {**sparse, **change})
+    result = run_cli(["plan", "--hardware", hw], clean_environ(tmp_path))
+    assert result.exit_status == 1, result.stderr
+    assert f"--hardware {hw} at '{key}': {said}" in result.stderr, result.stderr
+
+
+def test_the_planner_lays_out_no_more_cpus_than_linux_numbers() -> None:
+    """An unchecked model (built in code, not read from a file) is capped too."""
+    from dataclasses import replace
+
+    from hwtune.models.cpulist import MAX_CPU
+    from hwtune.planner.instances import usable_cpus
+
+    hw = make_hardware()
+    hw = replace(
+        hw,
+        cpu=replace(hw.cpu, online_cpus=(), logical_cpus=None, topology=()),
+        limits=replace(hw.limits, usable_cpus=(), effective_cpus=10**8),
+    )
+    assert len(usable_cpus(hw)) == MAX_CPU
+
+
+@pytest.mark.parametrize(
     ("text", "said"),
     [("1e999", " at 'limits.cpu_quota': inf is not a finite number"), ("NaN", ": invalid JSON")],
 )
@@ -434,3 +489,105 @@ def test_a_setting_measured_for_other_instances_claims_no_speed_up(tmp_path: Pat
     jsonschema = pytest.importorskip("jsonschema")
     for planned in (planned_one, planned_two):
         jsonschema.validate(planned, json_schema("profile"))
+
+
+@pytest.mark.parametrize(
+    ("key", "where"),
+    [
+        ("numa.0.id", "numa[0].id"),
+        ("cpu.topology.1.node", "cpu.topology[1].node"),
+        ("gpus.0.numa_node", "gpus[0].numa_node"),
+    ],
+)
+def test_a_numa_node_id_no_kernel_has_is_refused(key: str, where: str, tmp_path: Path) -> None:
+    """Before: `exec --instances 2 --instance 1` with node 10^18 died with a MemoryError
+    traceback (or "Exception occurred in preexec_fn") sizing the set_mempolicy(2) mask."""
+    from tests.plan_builders import make_gpus
+
+    data = dump(make_hardware(gpus=make_gpus(1)))
+    *parents, last = key.split(".")
+    node = data
+    for part in parents:
+        node = node[int(part)] if part.isdigit() else node[part]
+    node[last] = 10**18
+    hw = tmp_path / "hw.json"
+    hw.write_text(json.dumps(data))
+    said = f"--hardware {hw} at '{where}': NUMA node {10**18} is beyond 1023"
+    environ = clean_environ(tmp_path)
+    planned = run_cli(["plan", "--hardware", str(hw)], environ)
+    assert planned.exit_status == 1 and said in planned.stderr, planned.stderr
+    argv = ["exec", "--hardware", str(hw), "--instances", "2", "--instance", "1", "--", "true"]
+    launched = subprocess.run(
+        [sys.executable, "-m", "hwtune", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environ,
+    )
+    assert launched.returncode != 0 and said in launched.stderr, launched.stderr
+    assert "Traceback" not in launched.stderr and "preexec_fn" not in launched.stderr
+
+
+@pytest.mark.parametrize("node", [1024, 10**18, -1])
+def test_set_mempolicy_refuses_a_node_no_kernel_has_before_sizing_a_mask(node: int) -> None:
+    import errno
+
+    from hwtune.apply.mempolicy import MPOL_BIND, set_mempolicy
+
+    with pytest.raises(OSError) as raised:
+        set_mempolicy(MPOL_BIND, [0, node])
+    assert raised.value.errno == errno.EINVAL
+    assert f"NUMA node {node} is not in 0-1023" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "said"),
+    [
+        (
+            {"limits.cpu_quota": 0.5, "limits.effective_cpus": 2},
+            "limits.effective_cpus",
+            "2 is more than the cgroup quota of 0.5 CPUs allows (1: floored, at least 1)",
+        ),
+        (
+            {"limits.cpu_quota": 1.9, "limits.effective_cpus": 2},
+            "limits.effective_cpus",
+            "2 is more than the cgroup quota of 1.9 CPUs allows (1: floored, at least 1)",
+        ),
+        (
+            {"limits.affinity_cpus": [0], "limits.cpuset_cpus": [0]},
+            "limits.usable_cpus",
+            "CPU 1 is usable but not in limits.affinity_cpus",
+        ),
+        (
+            {"limits.affinity_cpus": [0, 1], "limits.cpuset_cpus": [1]},
+            "limits.usable_cpus",
+            "CPU 0 is usable but not in limits.cpuset_cpus",
+        ),
+    ],
+)
+def test_a_hardware_file_whose_limits_contradict_each_other_is_refused(
+    change: dict[str, object], key: str, said: str, tmp_path: Path
+) -> None:
+    """Before: 2 intra-op threads under a 0.5-CPU quota (detect under it plans 1), and 2
+    threads pinned to CPUs 0-1 with CPU 0 alone allowed."""
+    hw = _hardware_with(tmp_path, change)
+    result = run_cli(["plan", "--hardware", hw], clean_environ(tmp_path))
+    assert result.exit_status == 1, result.stderr
+    assert f"--hardware {hw} at '{key}': {said}" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"limits.cpu_quota": 0.5, "limits.effective_cpus": 1},
+        {"limits.cpu_quota": 2.0, "limits.effective_cpus": 2},
+        # online ∩ affinity ∩ cpuset empty: detect falls back to the online list
+        {"limits.affinity_cpus": [5], "limits.cpuset_cpus": [6]},
+    ],
+)
+def test_limits_as_detect_derives_them_stay_accepted(
+    change: dict[str, object], tmp_path: Path
+) -> None:
+    hw = _hardware_with(tmp_path, change)
+    result = run_cli(["plan", "--hardware", hw], clean_environ(tmp_path))
+    assert result.exit_status == 0, result.stderr

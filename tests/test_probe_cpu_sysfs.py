@@ -297,3 +297,18 @@ def test_an_empty_online_file_is_called_empty(tmp_path: Path) -> None:
     )
     assert not any("no cpuN/topology directories" in i for i in issues)
     assert cpu.logical_cpus == 2  # from /proc/cpuinfo
+
+
+def test_a_node_id_no_kernel_has_is_an_issue_and_ignored(tmp_path: Path) -> None:
+    """node<200 digits> was taken as a node: its id reached `hwtune exec`, whose node mask
+    sized from it was a MemoryError. MAX_NUMNODES is at most 1024 (include/linux/numa.h)."""
+    machine(tmp_path, [(0, core, [core]) for core in range(4)], nodes={0: [0, 1], 1: [2, 3]})
+    huge = "9" * 200
+    write(tmp_path, f"{NODE}/node{huge}/cpulist", "")
+    write(tmp_path, f"{NODE}/node1024/cpulist", "")
+    cpu, numa, issues = probe(tmp_path)
+    assert [node.id for node in numa] == [0, 1]
+    assert {lc.node for lc in cpu.topology} == {0, 1}
+    text = "\n".join(issues)
+    assert f"{NODE}/node{huge}: node{'9' * 12}… is beyond node 1023" in text, text
+    assert f"{NODE}/node1024: node1024 is beyond node 1023" in text, text

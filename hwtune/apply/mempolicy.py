@@ -6,9 +6,12 @@ kept across execve, which is how `hwtune exec` binds each instance's memory to i
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 from collections.abc import Iterable
+
+from hwtune.models.cpulist import MAX_NUMA_NODES
 
 # linux/mempolicy.h
 MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND = 0, 1, 2
@@ -40,6 +43,14 @@ def _syscall_numbers() -> tuple[int, int]:
 def set_mempolicy(mode: int, nodes: Iterable[int]) -> None:
     """set_mempolicy(2) for the calling thread (inherited by children, kept across execve)."""
     chosen = sorted(set(nodes))
+    # Before the mask is sized from the highest id: node 10^18 asked for 10^16 words.
+    wrong = [node for node in chosen if not 0 <= node < MAX_NUMA_NODES]
+    if wrong:
+        raise OSError(
+            errno.EINVAL,
+            f"set_mempolicy: NUMA node {wrong[-1]} is not in 0-{MAX_NUMA_NODES - 1} "
+            "(the kernel's MAX_NUMNODES)",
+        )
     words = (max(chosen) // _LONG_BITS + 1) if chosen else 1
     mask = (ctypes.c_ulong * words)()
     for node in chosen:
@@ -59,7 +70,7 @@ def set_mempolicy(mode: int, nodes: Iterable[int]) -> None:
 
 def get_mempolicy() -> tuple[int, tuple[int, ...]]:
     """(mode, nodes) of the calling thread's memory policy."""
-    words = 16  # 1024 nodes; the kernel's MAX_NUMNODES is at most 1 << 10 (NODES_SHIFT 10)
+    words = MAX_NUMA_NODES // _LONG_BITS  # the kernel's MAX_NUMNODES is at most 1 << 10
     mode = ctypes.c_int(0)
     mask = (ctypes.c_ulong * words)()
     result = _LIBC.syscall(

@@ -15,6 +15,10 @@ from hwtune.models.digits import is_ascii_digits
 # A bound on list size so a hostile "0-4294967295" cannot exhaust memory. The kernel's own
 # NR_CPUS tops out at 8192 on x86-64 (arch/x86/Kconfig, MAXSMP); leave headroom.
 MAX_CPU = 1 << 16
+# NUMA node ids are below MAX_NUMNODES = 1 << CONFIG_NODES_SHIFT (include/linux/numa.h), and
+# NODES_SHIFT is at most 10 on every architecture (mm/Kconfig and arch/*/Kconfig: "range 1 10").
+# A larger id is no node any kernel has; a node mask sized from it would take gigabytes.
+MAX_NUMA_NODES = 1 << 10
 
 
 class CpuListError(ValueError):

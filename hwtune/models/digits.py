@@ -35,3 +35,32 @@ def parse_ascii_int(text: str) -> int:
     if not is_ascii_digits(digits):
         raise ValueError(f"{text!r} is not a whole number in ASCII digits")
     return int(stripped)
+
+
+# The most digits a number in a hardware model has (2**64 has 20): what `plan --hardware` reads
+# (pipeline/request.py MAX_NUMBER_DIGITS), so everything `detect --json` writes is read back.
+MAX_DIGITS = 20
+U64_LIMIT = 1 << 64
+
+
+def parse_u64(text: str, *, signed: bool = False) -> int:
+    """`parse_ascii_int` of a kernel or tool number, bounded: at most MAX_DIGITS digits and of
+    magnitude below 2**64; a leading '-' only when `signed` (the kernel's -1 "none").
+    ValueError, saying which, otherwise.
+
+    >>> parse_u64("18446744073709551615"), parse_u64("-1", signed=True)
+    (18446744073709551615, -1)
+    """
+    stripped = text.strip()
+    digits = stripped[1:] if signed and stripped.startswith("-") else stripped
+    if not is_ascii_digits(digits):
+        raise ValueError(f"{stripped[:24]!r} is not a whole number in ASCII digits")
+    if len(digits) > MAX_DIGITS or int(digits) >= U64_LIMIT:
+        shown = digits if len(digits) <= MAX_DIGITS else f"{digits[:12]}… ({len(digits)} digits)"
+        raise ValueError(f"{shown} is beyond 2**64, more than any count or size a machine has")
+    return int(stripped)
+
+
+def within_u64(value: int) -> bool:
+    """True for a product (kB × 1024, a size × its unit) that still fits in 2**64."""
+    return -U64_LIMIT < value < U64_LIMIT

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from hwtune.models.cpulist import MAX_CPU
+from hwtune.models.cpulist import MAX_CPU, MAX_NUMA_NODES
 from hwtune.models.hardware import SCHEMA_VERSION, Hardware
 
 # Fields that hold CPU numbers (a list of them, or LogicalCpu.cpu): each one below MAX_CPU, as
@@ -46,7 +46,22 @@ def schema_problem(data: Mapping[str, Any]) -> str | None:
 
 def hardware_problem(hw: Hardware) -> tuple[str, str] | None:
     """(key path, what is wrong) for the first value no machine can have, or None."""
-    return _number_problem(hw, "", cpu_numbers=False) or _limits_problem(hw)
+    return _number_problem(hw, "", cpu_numbers=False) or _node_problem(hw) or _limits_problem(hw)
+
+
+def _node_problem(hw: Hardware) -> tuple[str, str] | None:
+    """NUMA node ids below MAX_NUMA_NODES (1024), the most any kernel has: `hwtune exec` sizes
+    its set_mempolicy(2) node mask from them (id 10^18 was a MemoryError in the child)."""
+    ids: list[tuple[str, int | None]] = [(f"numa[{i}].id", n.id) for i, n in enumerate(hw.numa)]
+    ids += [(f"cpu.topology[{i}].node", lc.node) for i, lc in enumerate(hw.cpu.topology)]
+    ids += [(f"gpus[{i}].numa_node", gpu.numa_node) for i, gpu in enumerate(hw.gpus)]
+    for key, node in ids:
+        if node is not None and node >= MAX_NUMA_NODES:
+            return key, (
+                f"NUMA node {node} is beyond {MAX_NUMA_NODES - 1}, the highest node id a "
+                "kernel has (MAX_NUMNODES)"
+            )
+    return None
 
 
 def _number_problem(obj: object, path: str, *, cpu_numbers: bool) -> tuple[str, str] | None:
@@ -100,11 +115,78 @@ def _limits_problem(hw: Hardware) -> tuple[str, str] | None:
             "limits.effective_cpus",
             f"{limits.effective_cpus} is more than the {len(limits.usable_cpus)} usable CPUs",
         )
+    found = _count_problem(hw)
+    if found:
+        return found
     if limits.cpu_quota is not None and limits.cpu_quota <= 0:
         return "limits.cpu_quota", f"{limits.cpu_quota} CPUs is no quota the kernel takes"
+    found = _narrowing_problem(hw)
+    if found:
+        return found
     for key, size in _memory_sizes(hw):
         if size == 0:
             return key, "0 bytes: no machine or process runs without memory (unknown is null)"
+    return None
+
+
+def _count_problem(hw: Hardware) -> tuple[str, str] | None:
+    """CPU counts no kernel has (beyond MAX_CPU, the CPU numbers hwtune reads), and an
+    effective count above the CPUs it is drawn from: `probes.limits` takes the usable CPUs
+    among the online ones, or among 0..logical_cpus-1 when no online list is known, so detect
+    never writes more. Unchecked, an empty CPU list and `effective_cpus: 100000000` made the
+    planner lay out 10^8 CPUs (8.6 GB, over a minute)."""
+    limits, cpu = hw.limits, hw.cpu
+    for key, count in (
+        ("cpu.logical_cpus", cpu.logical_cpus),
+        ("limits.effective_cpus", limits.effective_cpus),
+    ):
+        if count is not None and count > MAX_CPU:
+            return key, f"{count} CPUs is beyond {MAX_CPU}, the most CPUs hwtune reads"
+    if cpu.online_cpus and limits.effective_cpus > len(cpu.online_cpus):
+        return (
+            "limits.effective_cpus",
+            f"{limits.effective_cpus} is more than the {len(cpu.online_cpus)} online CPUs",
+        )
+    if not cpu.online_cpus and cpu.logical_cpus and limits.effective_cpus > cpu.logical_cpus:
+        return (
+            "limits.effective_cpus",
+            f"{limits.effective_cpus} is more than the {cpu.logical_cpus} logical CPUs",
+        )
+    return None
+
+
+def _narrowing_problem(hw: Hardware) -> tuple[str, str] | None:
+    """What `probes.limits.effective_cpus` derives, checked against the facts it derives it
+    from: usable CPUs among the affinity and cpuset lists (unless online ∩ affinity ∩ cpuset
+    is empty, where detect falls back to the first list), and no more effective CPUs than the
+    quota floored, at least 1. Before, `cpu_quota: 0.5, effective_cpus: 2` planned 2 threads
+    where detect under that quota plans 1, and `affinity_cpus: [0], usable_cpus: [0, 1]`
+    pinned to a CPU the process may not run on."""
+    limits = hw.limits
+    if limits.cpu_quota is not None:
+        allowed = max(1, math.floor(limits.cpu_quota))
+        if limits.effective_cpus > allowed:
+            return (
+                "limits.effective_cpus",
+                f"{limits.effective_cpus} is more than the cgroup quota of {limits.cpu_quota:g} "
+                f"CPUs allows ({allowed}: floored, at least 1)",
+            )
+    online = hw.cpu.online_cpus or tuple(range(hw.cpu.logical_cpus or 0))
+    lists = [
+        (key, set(cpus))
+        for key, cpus in (
+            ("cpu.online_cpus", online),
+            ("limits.affinity_cpus", limits.affinity_cpus),
+            ("limits.cpuset_cpus", limits.cpuset_cpus),
+        )
+        if cpus
+    ]
+    if not lists or not set.intersection(*(cpus for _, cpus in lists)):
+        return None  # nothing known, or detect's fallback for lists that contradict
+    for key, cpus in lists[1:]:
+        outside = sorted(set(limits.usable_cpus) - cpus)
+        if outside:
+            return "limits.usable_cpus", f"CPU {outside[0]} is usable but not in {key}"
     return None
 
 

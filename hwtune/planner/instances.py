@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hwtune.errors import PlanError
-from hwtune.models.cpulist import format_cpulist
+from hwtune.models.cpulist import MAX_CPU, format_cpulist
 from hwtune.models.hardware import Gpu, Hardware, LogicalCpu
 from hwtune.models.profile import InstanceSlice
 from hwtune.planner import gpu_units
@@ -85,8 +85,10 @@ def usable_cpus(hw: Hardware) -> tuple[int, ...]:
         return tuple(sorted(hw.limits.usable_cpus))
     if hw.cpu.online_cpus:
         return tuple(sorted(hw.cpu.online_cpus))
+    # Capped at MAX_CPU, as every CPU list is: a model checked by models.hardware_checks never
+    # counts more, and an unchecked one must not lay out 10^8 CPUs.
     count = hw.cpu.logical_cpus or max(hw.limits.effective_cpus, 1)
-    return tuple(range(count))
+    return tuple(range(min(count, MAX_CPU)))
 
 
 def physical_cores(hw: Hardware, cpus: tuple[int, ...]) -> list[Core]:

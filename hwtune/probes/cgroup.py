@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal, NamedTuple
 
 from hwtune.models.cpulist import CpuListError, parse_cpulist
-from hwtune.models.digits import is_ascii_digits
+from hwtune.models.digits import is_ascii_digits, parse_u64
 from hwtune.probes.issues import IssueLog, excerpt
 from hwtune.probes.root import MAX_LARGE, MAX_SMALL, UnsafeRead, is_dir, is_file
 from hwtune.probes.root import read_text as root_read_text
@@ -367,11 +367,11 @@ class PeriodError(ValueError):
 def parse_cfs_quota(quota: str, period: str) -> float | None:
     """v1 cpu.cfs_quota_us / cpu.cfs_period_us in CPUs; -1 (or any negative) is no quota.
     A bad period raises `PeriodError`, so the caller can name that file."""
-    q = int(quota.strip())
+    q = parse_u64(quota, signed=True)
     if q < 0:
         return None
     try:
-        p = int(period.strip())
+        p = parse_u64(period, signed=True)
     except ValueError as err:
         raise PeriodError(str(err)) from None
     if p <= 0:
@@ -397,10 +397,10 @@ def parse_cpu_max(text: str) -> float | None:
         raise ValueError(f"expected '$MAX $PERIOD', got {excerpt(text.strip())}")
     if fields[0] == "max":
         return None
-    period = int(fields[1]) if len(fields) == 2 else 100_000
+    period = parse_u64(fields[1], signed=True) if len(fields) == 2 else 100_000
     if period <= 0:
         raise ValueError(f"period {period} is not positive")
-    quota = int(fields[0])
+    quota = parse_u64(fields[0], signed=True)
     if quota < 0:  # the kernel writes only "max" or a positive quota (kernel/sched/core.c)
         raise ValueError(f"quota {quota} is negative")
     return _ratio(quota, period)
@@ -411,7 +411,7 @@ def parse_memory_limit(text: str, version: Literal[1, 2]) -> int | None:
     value = text.strip()
     if version == 2 and value == "max":
         return None
-    limit = int(value)
+    limit = parse_u64(value, signed=True)
     if limit < 0:
         raise ValueError(f"negative limit {limit}")
     return None if version == 1 and limit >= V1_UNLIMITED_MEMORY else limit

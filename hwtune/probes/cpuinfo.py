@@ -23,6 +23,7 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+from hwtune.models.digits import parse_u64
 from hwtune.models.hardware import Arch
 from hwtune.probes.arch_ids import (
     PVR,
@@ -120,8 +121,17 @@ def read_text(
 
 
 def _int(value: str, base: int = 10) -> int | None:
+    """A decimal (or, base 16, "0x41"/"41") number below 2**64 in ASCII; None otherwise:
+    int() also takes "٥", "+5", "5_0" and thousands of digits, which no kernel writes."""
+    text = value.strip()
+    if base == 16:
+        digits = text[2:] if text[:2].lower() == "0x" else text
+        hex_digits = digits.isascii() and digits.isalnum() and len(digits) <= 16
+        if not hex_digits or digits.strip("0123456789abcdefABCDEF"):
+            return None
+        return int(digits, 16)
     try:
-        return int(value.strip(), base)
+        return parse_u64(text)
     except ValueError:
         return None
 

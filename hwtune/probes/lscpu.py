@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 
-from hwtune.models.cpulist import MAX_CPU, CpuListError, parse_cpulist
+from hwtune.models.cpulist import MAX_CPU, MAX_NUMA_NODES, CpuListError, parse_cpulist
 from hwtune.models.digits import is_ascii_digits
 from hwtune.probes.clusters import merge_clusters
 from hwtune.probes.cpuinfo import PROBE, ParseProblem, ProblemList, Topology
@@ -203,12 +203,20 @@ def _rows(
         if 0 <= maxmhz < len(cells) and cells[maxmhz].strip() not in ("", "-"):
             mhz = _mhz(cells[maxmhz], number, problems)
         state = cells[online].strip().upper() if 0 <= online < len(cells) else ""
+        node_id = _cell_int(cells, node)
+        if node_id is not None and node_id >= MAX_NUMA_NODES:
+            problems.append(
+                ParseProblem(
+                    number, f"NUMA node {node_id} is beyond {MAX_NUMA_NODES - 1}: node unknown"
+                )
+            )
+            node_id = None
         rows.append(
             LscpuRow(
                 cpu=cpu,
                 core=_cell_int(cells, core),
                 socket=_cell_int(cells, socket),
-                node=_cell_int(cells, node),
+                node=node_id,
                 max_mhz=mhz,
                 online={"Y": True, "YES": True, "N": False, "NO": False}.get(state),
                 l1d=_cell_int(cells, l1d) if l1d >= 0 else _cache_id(cells, caches, 0),
@@ -259,7 +267,14 @@ def _facts(
     numa: dict[int, tuple[int, ...]] = {}
     for key, value in fields.items():
         match = _NUMA_KEY.match(key)
-        if match:
+        if match and int(match.group(1)) >= MAX_NUMA_NODES:
+            problems.append(
+                ParseProblem(
+                    key_lines.get(key, 1),
+                    f"{key}: node {match.group(1)} is beyond {MAX_NUMA_NODES - 1}: ignored",
+                )
+            )
+        elif match:
             try:
                 numa[int(match.group(1))] = parse_cpulist(value)
             except CpuListError as err:

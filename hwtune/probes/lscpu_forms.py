@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from hwtune.models.digits import is_ascii_digits
+from hwtune.models.digits import is_ascii_digits, within_u64
 from hwtune.probes.cpuinfo import ParseProblem
 
 # A prompt someone's shell printed: "(venv) user@host:~/dir$ ", "[root@host ~]# ", "host% ", or
@@ -103,6 +103,8 @@ def caches_from_fields(fields: dict[str, str]) -> tuple[LscpuCache, ...]:
         number, unit, suffix, count = match.groups()
         scale = 1024 ** "_KMGT".index(unit) if unit else 1
         total = int(float(number) * scale)
+        if not within_u64(total):
+            continue
         instances = int(count) if count else None
         if instances:
             # "544 KiB (14 instances)" is a sum; only an even split is a per-instance size.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hwtune.models.digits import is_ascii_digits
+from hwtune.models.digits import is_ascii_digits, within_u64
 from hwtune.models.hardware import Memory
 from hwtune.probes.issues import IssueLog, excerpt
 from hwtune.probes.root import UnsafeRead, read_text
@@ -43,7 +43,13 @@ def parse_meminfo(text: str, issues: IssueLog, path: str = MEMINFO) -> dict[str,
                 "memory", f"not a meminfo line: {excerpt(raw.strip())}", path=path, line=number
             )
             continue
-        values[name.strip()] = int(fields[0]) * UNITS[unit]
+        value = int(fields[0]) * UNITS[unit]
+        if not within_u64(value):  # 20 digits of kB: beyond what `plan --hardware` reads
+            issues.add(
+                "memory", f"{excerpt(raw.strip())}: beyond 2**64 bytes", path=path, line=number
+            )
+            continue
+        values[name.strip()] = value
     return values
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from hwtune.models.cpulist import MAX_NUMA_NODES
+from hwtune.models.digits import parse_u64, within_u64
 from hwtune.models.hardware import CpuInfo, NumaNode
 from hwtune.probes.cpuinfo import read_text
 from hwtune.probes.issues import IssueLog
@@ -35,13 +37,14 @@ _MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d{1,20})\s*kB", re.MULTILIN
 def parse_node_meminfo(text: str) -> int | None:
     """Bytes of MemTotal in a `nodeN/meminfo` ("Node 0 MemTotal:  6252748 kB")."""
     match = _MEMTOTAL.search(text)
-    return int(match.group(1)) * 1024 if match else None
+    size = int(match.group(1)) * 1024 if match else None
+    return size if size is not None and within_u64(size) else None
 
 
 def parse_distance(text: str) -> tuple[int, ...] | None:
     """A `nodeN/distance` line ("10 21"): the SLIT distance to every node, in node order."""
     try:
-        return tuple(int(value) for value in text.split())
+        return tuple(parse_u64(value) for value in text.split())
     except ValueError:
         return None
 
@@ -75,6 +78,14 @@ def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ..
         return tuple(
             NumaNode(id=node, cpus=tuple(sorted(cpus))) for node, cpus in sorted(by_node.items())
         )
+    if declared is not None and declared > MAX_NUMA_NODES:
+        issues.add(
+            PROBE,
+            f"lscpu.txt says {declared} NUMA nodes, beyond the {MAX_NUMA_NODES} a kernel has: "
+            "ignored",
+            path="lscpu.txt",
+        )
+        declared = None
     if declared is not None and declared > 1:
         issues.add(
             PROBE,

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hwtune.models.cpulist import CpuListError, parse_cpulist
-from hwtune.models.digits import is_ascii_digits
+from hwtune.models.cpulist import MAX_NUMA_NODES, CpuListError, parse_cpulist
+from hwtune.models.digits import is_ascii_digits, within_u64
 from hwtune.models.hardware import Gpu, GpuLink, MigDevice
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.root import read_bytes
@@ -214,14 +214,36 @@ _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40
 
 
 def parse_size(text: str | None) -> int | None:
-    """nvidia-smi sizes ("15360 MiB") to bytes; "N/A" and anything else to None."""
+    """nvidia-smi sizes ("15360 MiB") to bytes; "N/A" and anything else to None, and so is a
+    size of 2**64 bytes or more (up to 10^30 matched: more digits than --hardware reads)."""
     m = _SIZE_RE.match((text or "").strip())
-    return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else None
+    if not m:
+        return None
+    size = int(float(m.group(1)) * _UNITS[m.group(2)])
+    return size if within_u64(size) else None
+
+
+def _memory(node: _Node, path: str, issues: IssueLog, what: str) -> int | None:
+    """The fb_memory_usage/total of a GPU or MIG device; a size that matched but is beyond
+    2**64 bytes is an issue naming the file, not a silent unknown."""
+    text = node.findtext("fb_memory_usage/total")
+    size = parse_size(text)
+    if size is None and text is not None and _SIZE_RE.match(text.strip()):
+        issues.add(
+            "nvidia-smi", f"{what} memory {text.strip()[:40]!r} is beyond 2**64 bytes", path=path
+        )
+    return size
 
 
 def _int_or_none(text: str | None) -> int | None:
     t = (text or "").strip()
     return int(t) if is_ascii_digits(t) and len(t) <= 18 else None
+
+
+def _node_or_none(text: str | None) -> int | None:
+    """A NUMA node id below MAX_NUMA_NODES (the most a kernel has), else unknown."""
+    node = _int_or_none(text)
+    return node if node is not None and node < MAX_NUMA_NODES else None
 
 
 def _known(text: str | None) -> str | None:
@@ -238,7 +260,7 @@ def _mig_enabled(gpu: _Node) -> bool | None:
     return current.strip() == "Enabled"
 
 
-def _mig_devices(gpu: _Node) -> tuple[MigDevice, ...]:
+def _mig_devices(gpu: _Node, path: str, issues: IssueLog) -> tuple[MigDevice, ...]:
     devices = []
     block = gpu.find("mig_devices")
     for pos, dev in enumerate(block.findall("mig_device") if block is not None else []):
@@ -248,7 +270,7 @@ def _mig_devices(gpu: _Node) -> tuple[MigDevice, ...]:
                 index=pos if index is None else index,
                 uuid=_known(dev.findtext("uuid")),
                 # -q -x names no MIG profile ("1g.10gb"); `nvidia-smi -L` and NVML do.
-                memory_bytes=parse_size(dev.findtext("fb_memory_usage/total")),
+                memory_bytes=_memory(dev, path, issues, f"MIG device {pos}"),
                 gpu_instance_id=_int_or_none(dev.findtext("gpu_instance_id")),
                 compute_instance_id=_int_or_none(dev.findtext("compute_instance_id")),
             )
@@ -286,11 +308,13 @@ def parse_smi_xml(data: bytes, path: str, issues: IssueLog) -> SmiLog:
                 name=name or f"GPU {index}",
                 uuid=_known(gpu.findtext("uuid")),
                 architecture=_known(gpu.findtext("product_architecture")),
-                memory_bytes=parse_size(gpu.findtext("fb_memory_usage/total")),
+                memory_bytes=_memory(gpu, path, issues, f"GPU {index}"),
                 pci_bus_id=_known(gpu.findtext("pci/pci_bus_id")) or _known(gpu.attrs.get("id")),
-                numa_node=_int_or_none(gpu.findtext("numa_node") or gpu.findtext("pci/numa_node")),
+                numa_node=_node_or_none(
+                    gpu.findtext("numa_node") or gpu.findtext("pci/numa_node")
+                ),
                 mig_enabled=_mig_enabled(gpu),
-                mig_devices=_mig_devices(gpu),
+                mig_devices=_mig_devices(gpu, path, issues),
             )
         )
     attached = _int_or_none(log.findtext("attached_gpus"))
@@ -431,7 +455,7 @@ def _parse_row(
         index=index,
         links=tuple(links),
         cpu_affinity=cpus,
-        numa_node=int(numa) if is_ascii_digits(numa) and len(numa) <= 9 else None,
+        numa_node=_node_or_none(numa),
     )
 
 

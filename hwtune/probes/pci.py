@@ -10,7 +10,8 @@ import contextlib
 import re
 from pathlib import Path
 
-from hwtune.models.cpulist import CpuListError, parse_cpulist
+from hwtune.models.cpulist import MAX_NUMA_NODES, CpuListError, parse_cpulist
+from hwtune.models.digits import parse_ascii_int
 from hwtune.probes.root import read_text
 
 # NVML's and nvidia-smi's PCI bus id: domain (up to 8 hex digits), bus, device, function.
@@ -35,8 +36,9 @@ def read_pci_locality(root: Path, bus_id: str | None) -> tuple[int | None, tuple
     node: int | None = None
     cpus: tuple[int, ...] = ()
     try:
-        value = int(read_text(root, base / "numa_node").strip())
-        node = value if value >= 0 else None  # -1: the platform reports no locality
+        value = parse_ascii_int(read_text(root, base / "numa_node"))
+        # -1: the platform reports no locality; past MAX_NUMA_NODES no kernel's node
+        node = value if 0 <= value < MAX_NUMA_NODES else None
     except (OSError, ValueError):
         pass
     with contextlib.suppress(OSError, CpuListError):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hwtune.models.cpulist import format_cpulist
-from hwtune.models.digits import is_ascii_digits
+from hwtune.models.digits import is_ascii_digits, within_u64
 from hwtune.models.hardware import Cache
 from hwtune.probes.clusters import merge_clusters
 from hwtune.probes.cpuinfo import PROBE, Topology
@@ -192,7 +192,8 @@ def _size(text: str | None) -> int | None:
     # 18 digits bound it: int() refuses over 4300 with a bare ValueError.
     if not is_ascii_digits(number) or len(number) > 18:
         return None
-    return int(number) * units.get(unit, 1)
+    size = int(number) * units.get(unit, 1)
+    return size if within_u64(size) else None
 
 
 def _max_khz(read: SysfsReader) -> dict[int, int]:

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+from hwtune.models.cpulist import MAX_NUMA_NODES
 from hwtune.probes.sysfs_read import SysfsProblem, SysfsReader
 
 CPU_DIR = "sys/devices/system/cpu"
@@ -38,8 +39,18 @@ def read_node_cpus(root: Path) -> NodeCpus | None:
     """Each NUMA node's CPUs under `root`; None when there are no node directories."""
     read = SysfsReader(root)
     nodes = read.names(NODE_DIR, NODE_NAME)
+    for node in (n for n in nodes if n >= MAX_NUMA_NODES):
+        name = f"node{node}" if len(str(node)) <= 12 else f"node{str(node)[:12]}…"
+        read.problems.append(
+            SysfsProblem(
+                f"{NODE_DIR}/node{node}",
+                f"{name} is beyond node {MAX_NUMA_NODES - 1}, the highest a kernel has "
+                "(MAX_NUMNODES): ignored",
+            )
+        )
+    nodes = [n for n in nodes if n < MAX_NUMA_NODES]
     if not nodes:
-        return None
+        return NodeCpus({}, {}, tuple(read.problems)) if read.problems else None
     cpus: dict[int, tuple[int, ...] | None] = {}
     sources: dict[int, str] = {}
     for node in nodes:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hwtune.models.cpulist import MAX_CPU, CpuListError, parse_cpulist, parse_cpumask
-from hwtune.models.digits import is_ascii_digits
+from hwtune.models.digits import is_ascii_digits, parse_u64
 from hwtune.probes.root import list_dir, read_text
 
 
@@ -98,9 +98,9 @@ class SysfsReader:
         if value is None:
             return None
         try:
-            return int(value)
-        except ValueError:
-            self.problems.append(SysfsProblem(relative, f"not a number: {value[:40]!r}"))
+            return parse_u64(value, signed=True)  # physical_package_id is -1 when unknown
+        except ValueError as err:
+            self.problems.append(SysfsProblem(relative, f"not a number: {err}"))
             return None
 
     def names(self, relative: str, pattern: re.Pattern[str]) -> list[int]:
