@@ -197,7 +197,8 @@ def plan(
     layers = _Layers(overrides, measured)
     hw = hardware
 
-    planned_tf, _ = resolve_tf_version(hw, resolved, knowledge)
+    tf_asked_by = overrides.origin("tf_version") if overrides.tf_version is not None else None
+    planned_tf, _ = resolve_tf_version(hw, resolved, knowledge, tf_asked_by)
     tf_gpus, no_gpu_reason = accel.gpus_tensorflow_can_use(
         hw, planned_tf or _newer_than_known(hw, knowledge)
     )
@@ -281,7 +282,7 @@ def plan(
     left_out = [item for item in left_out if item.name not in env]
 
     plan_fingerprint = fingerprint(hw)
-    bazel, omitted = plan_bazel(hw, resolved, hw.gpus, knowledge, plan_fingerprint)
+    bazel, omitted = plan_bazel(hw, resolved, hw.gpus, knowledge, plan_fingerprint, tf_asked_by)
     left_out.extend(omitted)
     return Profile(
         intent=resolved,
