@@ -4,9 +4,12 @@ files, the messages a user reads."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -37,6 +40,9 @@ def hwtune(
     )
 
 
+JOB = ("sh", "-c", "sleep 0.5; echo hwtune-metric: x=1")  # a tiny workload for `tune`
+
+
 def test_tf_version_errors_name_their_source(tmp_path: Path) -> None:
     config = tmp_path / "xdg-config" / "hwtune" / "config.toml"
     config.parent.mkdir(parents=True)
@@ -63,3 +69,39 @@ def test_tf_version_errors_name_their_source(tmp_path: Path) -> None:
     config.write_text('tf_version = "2.18"\n')
     result = hwtune("explain", "bazel.tf_version", env=environ(tmp_path))
     assert f"TensorFlow 2.18, as asked ('tf_version' in {config})" in result.stdout
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_tune_stopped_by_a_signal_says_what_it_found(
+    tmp_path: Path, signum: int, status: int
+) -> None:
+    """SIGTERM and SIGHUP stop `hwtune tune` as Ctrl-C does: the trials so far and the fastest
+    one, nothing stored. Its stderr is a pipe here, so each trial is one plain line."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hwtune", "tune", "--budget", "120", "--name", "sig", "--", *JOB],
+        env=environ(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+    try:
+        for line in proc.stderr:  # wait for the first trial's line, then stop it
+            lines.append(line)
+            if line.startswith("hwtune tune: trial 1 "):
+                break
+        proc.send_signal(signum)
+        rest = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = "".join(lines) + (rest or "")
+    assert proc.returncode == status, stderr
+    assert "hwtune tune: trial 1 (" in stderr
+    assert "hwtune tune: interrupted after " in stderr, stderr
+    assert "(not confirmed, nothing stored)" in stderr
+    stored = list(tmp_path.rglob("*.json"))
+    assert stored == [], stored
