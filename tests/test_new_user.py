@@ -105,3 +105,49 @@ def test_tune_stopped_by_a_signal_says_what_it_found(
     assert "(not confirmed, nothing stored)" in stderr
     stored = list(tmp_path.rglob("*.json"))
     assert stored == [], stored
+
+
+def test_doctor_on_a_job_that_exits_at_once_says_so(tmp_path: Path) -> None:
+    result = hwtune("doctor", "--", "sh", "-c", "exit 3", env=environ(tmp_path))
+    assert result.returncode == 1
+    assert "the job exited (status 3) before TensorFlow started" in result.stderr
+    assert "within" not in result.stderr  # it never waited the 120 s --startup
+
+
+def test_doctor_pid_without_tensorflow_is_refused(tmp_path: Path) -> None:
+    shell = subprocess.Popen(["sh", "-c", "sleep 60"])
+    try:
+        result = hwtune("doctor", "--pid", str(shell.pid), "--seconds", "1", env=environ(tmp_path))
+    finally:
+        shell.kill()
+        shell.wait()
+    assert result.returncode == 1, result.stdout
+    assert f"no TensorFlow in pid {shell.pid} or below it" in result.stderr
+    assert "bottleneck" not in result.stdout and "Python main thread" not in result.stdout
+
+
+def test_doctor_pid_with_tensorflow_loaded_is_sampled(tmp_path: Path) -> None:
+    """A process that mapped TensorFlow's library (here a stand-in file of that name) is
+    sampled, even before its runtime's tf_ threads start."""
+    library = tmp_path / "libtensorflow_framework.so.2"
+    library.write_bytes(b"\0" * 4096)
+    job = subprocess.Popen(
+        [sys.executable, "-c", MAP_AND_WAIT, str(library)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert job.stdout is not None and job.stdout.readline() == "mapped\n"
+        result = hwtune("doctor", "--pid", str(job.pid), "--seconds", "1", env=environ(tmp_path))
+    finally:
+        job.kill()
+        job.wait()
+    assert result.returncode == 0, result.stderr
+    assert "bottleneck" in result.stdout
+
+
+MAP_AND_WAIT = """
+import mmap, sys, time
+with open(sys.argv[1], "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+print("mapped", flush=True)
+time.sleep(60)
+"""
