@@ -40,6 +40,7 @@ def hwtune(
     )
 
 
+NFD_DEFAULT_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 JOB = ("sh", "-c", "sleep 0.5; echo hwtune-metric: x=1")  # a tiny workload for `tune`
 
 
@@ -151,3 +152,56 @@ with open(sys.argv[1], "rb") as f:
 print("mapped", flush=True)
 time.sleep(60)
 """
+
+
+def _daemon_nfd_line(tmp_path: Path, *args: str) -> str:
+    """The first `nfd:` line a real daemon logs, then it is stopped."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hwtune", "daemon", "--output", str(tmp_path / "out"), *args],
+        env=environ(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stderr is not None
+    try:
+        for line in proc.stderr:
+            if "nfd:" in line:
+                return line
+        raise AssertionError("the daemon ended without an nfd line")
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+@pytest.mark.skipif(os.path.isdir(NFD_DEFAULT_DIR), reason="NFD's features.d exists here")
+def test_daemon_nfd_without_nfd_says_what_nfd_says(tmp_path: Path) -> None:
+    line = _daemon_nfd_line(tmp_path, "--nfd")
+    assert f"{NFD_DEFAULT_DIR} does not exist: Node Feature Discovery's worker is not" in line
+    assert "--nfd-dir DIR" in line
+    assert "temporary file" not in line and "previous file is intact" not in line
+
+
+def test_daemon_nfd_dir_missing_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "nfd" / "features.d"
+    line = _daemon_nfd_line(tmp_path, "--nfd-dir", str(missing))
+    assert f"--nfd-dir {missing}: does not exist" in line
+    assert "previous file is intact" not in line
+
+
+def test_a_failed_write_says_intact_only_when_a_file_was_there(tmp_path: Path) -> None:
+    """The temporary file's longer name fails (ENAMETOOLONG) whoever runs the test."""
+    from hwtune.errors import ApplyError
+    from hwtune.fs.atomic import write_atomic
+
+    target = tmp_path / ("x" * 250)
+    with pytest.raises(ApplyError) as err:
+        write_atomic(target, b"new")
+    assert "there was no previous file, and none was written" in err.value.message
+    assert "intact" not in err.value.message
+    target.write_bytes(b"old")
+    with pytest.raises(ApplyError) as err:
+        write_atomic(target, b"new")
+    assert "the previous file is intact" in err.value.message
+    assert target.read_bytes() == b"old"
