@@ -205,3 +205,24 @@ def test_a_failed_write_says_intact_only_when_a_file_was_there(tmp_path: Path) -
         write_atomic(target, b"new")
     assert "the previous file is intact" in err.value.message
     assert target.read_bytes() == b"old"
+
+
+def _sparse_root(tmp_path: Path) -> Path:
+    """A captured tree with only /proc/cpuinfo: detection falls back, and says so."""
+    root = tmp_path / "tree"
+    (root / "proc").mkdir(parents=True)
+    (root / "proc" / "cpuinfo").write_bytes(Path("/proc/cpuinfo").read_bytes())
+    return root
+
+
+def test_plan_from_a_hardware_file_points_at_its_issues(tmp_path: Path) -> None:
+    detected = hwtune(
+        "detect", "--root", str(_sparse_root(tmp_path)), "--json", env=environ(tmp_path)
+    )
+    model = tmp_path / "hw.json"
+    model.write_text(detected.stdout)
+    result = hwtune("plan", "--hardware", str(model), env=environ(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "planned with fallbacks; first: " in result.stderr
+    assert f"(the `issues` list in {model} has them all)" in result.stderr
+    assert "hwtune detect" not in result.stderr  # that shows this machine, not the file's
