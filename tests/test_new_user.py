@@ -226,3 +226,50 @@ def test_plan_from_a_hardware_file_points_at_its_issues(tmp_path: Path) -> None:
     assert "planned with fallbacks; first: " in result.stderr
     assert f"(the `issues` list in {model} has them all)" in result.stderr
     assert "hwtune detect" not in result.stderr  # that shows this machine, not the file's
+
+
+FALLBACKS = "warning: detection saw "
+
+
+def test_apply_env_exec_warn_about_fallbacks_as_plan_does(tmp_path: Path) -> None:
+    root = str(_sparse_root(tmp_path))
+    listed = "planned with fallbacks; first: numa: "
+    out = tmp_path / "out"
+    applied = hwtune("apply", "--root", root, "--output", str(out), env=environ(tmp_path))
+    assert applied.returncode == 0, applied.stderr
+    assert f"hwtune apply: {FALLBACKS}" in applied.stderr and listed in applied.stderr
+    assert f"`hwtune detect --root {root}` lists them" in applied.stderr
+    assert (out / "hwtune.env").exists()
+
+    printed = hwtune("env", "--root", root, env=environ(tmp_path))
+    assert printed.returncode == 0, printed.stderr
+    assert f"hwtune env: {FALLBACKS}" in printed.stderr
+    assert "warning" not in printed.stdout  # stdout is eval'd
+    assert "export " in printed.stdout
+
+    ran = hwtune("exec", "--root", root, "--", "sh", "-c", "echo ran", env=environ(tmp_path))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "ran\n"
+    assert f"hwtune exec: {FALLBACKS}" in ran.stderr
+
+
+def test_apply_strict_writes_nothing_when_detection_saw_issues(tmp_path: Path) -> None:
+    root = str(_sparse_root(tmp_path))
+    out = tmp_path / "out"
+    result = hwtune(
+        "apply", "--root", root, "--output", str(out), "--strict", env=environ(tmp_path)
+    )
+    assert result.returncode == 3
+    assert f"hwtune apply: {FALLBACKS}" in result.stderr
+    assert not out.exists()
+
+
+def test_the_configure_cache_carries_the_issues_for_env(tmp_path: Path) -> None:
+    """`hwtune env` on this machine answers from the configure() cache: the payload keeps the
+    issues so the warning is not lost there."""
+    from hwtune.apply.cache import payload_from_planned
+    from hwtune.pipeline.request import PlanRequest, profile_for
+
+    planned = profile_for(PlanRequest(environ(tmp_path), root=str(_sparse_root(tmp_path))))
+    count, first = payload_from_planned(planned)["detection_issues"]
+    assert count == len(planned.hardware.issues) > 0 and first.startswith("numa: ")

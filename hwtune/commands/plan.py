@@ -21,11 +21,12 @@ from hwtune.probes.issues import printable
 from hwtune.status import ExitStatus
 
 
-def add_strict_argument(parser: argparse.ArgumentParser) -> None:
+def add_strict_argument(parser: argparse.ArgumentParser, then: str = "") -> None:
     parser.add_argument(
         "--strict",
         action="store_true",
-        help=f"exit {int(ExitStatus.ISSUES)} if a probe failed or was partial",
+        help=f"exit {int(ExitStatus.ISSUES)} if a probe failed or was partial"
+        + (f" {then}" if then else ""),
     )
 
 

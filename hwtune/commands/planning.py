@@ -145,16 +145,6 @@ def request_from_args(
     )
 
 
-def detection_issues(hardware: Hardware) -> tuple[int, str] | None:
-    """(how many issues detection saw, the first as `probe: reason [path]`); None: none."""
-    issues = hardware.issues
-    if not issues:
-        return None
-    first = issues[0]
-    where = f" [{first.path}]" if first.path else ""
-    return len(issues), f"{first.probe}: {first.reason}{where}"
-
-
 def issues_warning(
     command: str, found: tuple[int, str], *, root: str = "/", hardware_file: str | None = None
 ) -> str:
@@ -179,6 +169,8 @@ def issues_warning(
 
 def warn_issues(command: str, hardware: Hardware, args: argparse.Namespace, stderr: Any) -> bool:
     """Print `issues_warning` on stderr when detection saw issues; whether it did."""
+    from hwtune.pipeline.request import detection_issues
+
     found = detection_issues(hardware)
     if found is not None:
         print(

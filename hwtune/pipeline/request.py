@@ -74,6 +74,17 @@ class Planned:
     measured_instances: bool = False  # the instance count came from a measurement
 
 
+def detection_issues(hardware: Hardware) -> tuple[int, str] | None:
+    """(how many issues detection saw, the first as `probe: reason [path]`); None: none. What
+    every planning command warns about (`hwtune.commands.planning.issues_warning`)."""
+    issues = hardware.issues
+    if not issues:
+        return None
+    first = issues[0]
+    where = f" [{first.path}]" if first.path else ""
+    return len(issues), f"{first.probe}: {first.reason}{where}"
+
+
 def load_hardware(request: PlanRequest) -> Hardware:
     """The request's hardware: given, read from --hardware FILE, or detected under --root."""
     if request.hardware is not None:
