@@ -273,3 +273,28 @@ def test_the_configure_cache_carries_the_issues_for_env(tmp_path: Path) -> None:
     planned = profile_for(PlanRequest(environ(tmp_path), root=str(_sparse_root(tmp_path))))
     count, first = payload_from_planned(planned)["detection_issues"]
     assert count == len(planned.hardware.issues) > 0 and first.startswith("numa: ")
+
+
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        ("mode='fast'", "configure(mode=): 'fast' is not one of throughput, latency); "),
+        ("model='cnn'", "configure(model=): 'cnn' is not one of "),
+        ("instances=0", "configure(instances=): 0 is below the minimum 1"),
+        ("mode='latncy'", "(hint: did you mean 'latency'?)"),
+    ],
+)
+def test_configure_names_its_keyword_arguments(tmp_path: Path, call: str, said: str) -> None:
+    """The Python API has keyword arguments, not flags; the choices are said once."""
+    result = subprocess.run(
+        [sys.executable, "-W", "always", "-c", f"import hwtune; hwtune.configure({call})"],
+        env=environ(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "hwtune.configure: could not plan a profile (ConfigError: " in result.stderr
+    assert said in result.stderr
+    assert "--" not in result.stderr.split("ConfigError")[1]  # no flag named
+    assert "hint: one of" not in result.stderr

@@ -194,10 +194,15 @@ def payload_from_planned(planned: Any) -> dict[str, Any]:
 
 
 def lookup(
-    explicit: Mapping[str, Any], environ: Mapping[str, str], *, use_cache: bool = True
+    explicit: Mapping[str, Any],
+    environ: Mapping[str, str],
+    *,
+    use_cache: bool = True,
+    keywords: bool = False,
 ) -> tuple[dict[str, Any], bool, str]:
     """(payload, came from the cache, cache file) on the live machine for a request:
-    `explicit` holds the `PlanRequest` fields asked for (mode, instances… workload, measured)."""
+    `explicit` holds the `PlanRequest` fields asked for (mode, instances… workload, measured);
+    `keywords`: they are configure()'s keyword arguments, so named in errors."""
     from hwtune.pipeline.ranks import local_rank
 
     found = local_rank(environ)
@@ -212,7 +217,8 @@ def lookup(
             return cached, True, path
     from hwtune.pipeline.request import PlanRequest, profile_for
 
-    request = PlanRequest(environ, **{k: v for k, v in explicit.items() if v is not None})
+    given = {k: v for k, v in explicit.items() if v is not None}
+    request = PlanRequest(environ, keywords=keywords, **given)
     payload = payload_from_planned(profile_for(request))
     store(path, current, payload, identity)
     if refused:

@@ -58,6 +58,9 @@ class PlanRequest:
     workload: str | None = None
     measured: bool = True  # False: rules and overrides only (--no-measured)
     for_exec: bool = False  # a measured instance count applies (exec starts the copies)
+    # The intent came as configure()'s keyword arguments: errors and reasons name `mode=`, not
+    # the `--mode` flag the command line has.
+    keywords: bool = False
 
     def flags(self) -> dict[str, Any]:
         """The intent flags that were given."""
@@ -257,11 +260,12 @@ def resolve_share(
 
 def user_overrides(request: PlanRequest, flags: Mapping[str, Any]) -> Overrides:
     """Config files < HWTUNE_* < --set < flags (and the workload the request names)."""
-    from hwtune.pipeline.config import load_overrides, with_flags
+    from hwtune.pipeline.config import flag_name, keyword_name, load_overrides, with_flags
 
-    overrides = with_flags(load_overrides(request.environ, request.sets), **flags)
+    named = keyword_name if request.keywords else flag_name
+    overrides = with_flags(load_overrides(request.environ, request.sets), named=named, **flags)
     if request.workload is not None:
-        overrides = with_flags(overrides, workload=request.workload)
+        overrides = with_flags(overrides, named=named, workload=request.workload)
     return overrides
 
 

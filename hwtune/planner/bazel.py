@@ -68,7 +68,7 @@ def _asked_where(origin: str | None) -> str:
     with its key, plan()'s own argument where no override set it."""
     if origin is None:
         return "tf_version"
-    if origin.startswith(("--", "HWTUNE_")) or origin.endswith("="):
+    if origin.startswith(("--", "HWTUNE_", "configure(")):
         return origin
     return f"'tf_version' in {origin}"
 
@@ -82,8 +82,8 @@ def _asked_value(origin: str | None, value: str) -> str:
         return f"{origin} {value}"
     if origin.startswith("HWTUNE_"):
         return f"{origin}={value}"
-    if origin.endswith("="):  # a keyword argument: tf_version=
-        return f"{origin}{value!r}"
+    if origin.startswith("configure("):  # a keyword argument
+        return f"configure(tf_version={value!r})"
     return f"{origin}: 'tf_version' = \"{value}\""
 
 

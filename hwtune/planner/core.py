@@ -134,7 +134,7 @@ def _no_such_instance(intent: Intent, index_from: str | None, count_from: str | 
     """The error for an instance index beyond the count, naming where each came from (None:
     the intent given to plan() itself). The index may be a config file's, or the
     HWTUNE_INSTANCE a parent `hwtune exec` exported, not a flag the user typed."""
-    if index_from is not None and not index_from.startswith(("--", "HWTUNE_")):
+    if index_from is not None and not index_from.startswith(("--", "HWTUNE_", "configure(")):
         hint = f"'instance' in {index_from} takes 0 ≤ K < the instance count, or give --instance"
     elif index_from == "HWTUNE_INSTANCE":
         hint = "HWTUNE_INSTANCE=K takes 0 ≤ K < the instance count; unset it or give --instance"
@@ -154,7 +154,10 @@ def _named(origin: str | None, key: str) -> str:
     with its key, the intent given to plan() where no override set it."""
     if origin is None:
         return "the intent"
-    if origin.startswith(("--", "HWTUNE_")) or origin in ("a measurement", "the default"):
+    if origin.startswith(("--", "HWTUNE_", "configure(")) or origin in (
+        "a measurement",
+        "the default",
+    ):
         return origin
     return f"'{key}' in {origin}"
 
