@@ -298,3 +298,25 @@ def test_configure_names_its_keyword_arguments(tmp_path: Path, call: str, said: 
     assert said in result.stderr
     assert "--" not in result.stderr.split("ConfigError")[1]  # no flag named
     assert "hint: one of" not in result.stderr
+
+
+@pytest.mark.parametrize(("job", "said"), [("true", "status 0"), ("false", "status 1")])
+def test_verify_says_the_command_exited_and_how(tmp_path: Path, job: str, said: str) -> None:
+    result = hwtune("verify", "--", job, env=environ(tmp_path))
+    assert result.returncode == 1
+    assert f"hwtune verify: error: {job} exited with {said} before it could be observed" in (
+        result.stderr
+    )
+
+
+def test_verify_refuses_wait_without_pid(tmp_path: Path) -> None:
+    result = hwtune("verify", "--wait", "2", "--", "true", env=environ(tmp_path))
+    assert result.returncode == 2
+    assert "--wait goes with --pid" in result.stderr
+
+
+def test_verify_names_a_missing_pid(tmp_path: Path) -> None:
+    missing = 2**22 + 1  # above pid_max's largest value (PID_MAX_LIMIT, 2**22)
+    result = hwtune("verify", "--pid", str(missing), env=environ(tmp_path))
+    assert result.returncode == 1
+    assert f"hwtune verify: error: no such process: {missing}" in result.stderr
