@@ -37,8 +37,9 @@ from hwtune.apply.fingerprint import fingerprint
 from hwtune.fs.trusted_read import RefusedFile, read_bounded
 
 # 2: the payload carries tf_data, data_format and distribution; 3: the file holds the request
-# (a file of 2 was keyed by a lossy slug and may hold another request's profile).
-CACHE_SCHEMA = 3
+# (a file of 2 was keyed by a lossy slug and may hold another request's profile); 4: the
+# payload carries detection_issues, so `hwtune env` warns from the cache as when it plans.
+CACHE_SCHEMA = 4
 # A cache file is a few KB (a dozen variables with their reasons, notes, CPU lists); one of a
 # MiB is not one of ours, and the bound keeps a huge planted file (or /dev/zero, refused anyway
 # as a device) from costing memory at every job start.
@@ -163,8 +164,10 @@ def store(
 def payload_from_planned(planned: Any) -> dict[str, Any]:
     """What a process start needs, from a `hwtune.pipeline.request.Planned` (cold path)."""
     from hwtune.apply.render import env_entries, thread_counts
+    from hwtune.pipeline.request import detection_issues
 
     profile = planned.profile
+    found = detection_issues(planned.hardware)
     intra, inter = thread_counts(profile)
     return {
         "intent": {k: getattr(profile.intent, k) for k in INTENT_KEYS},
@@ -185,14 +188,21 @@ def payload_from_planned(planned: Any) -> dict[str, Any]:
         },
         "data_format": profile.data_format.value,
         "distribution": profile.distribution.strategy.value if profile.distribution else None,
+        # [count, the first] when detection saw issues and the plan used fallbacks, else None.
+        "detection_issues": list(found) if found is not None else None,
     }
 
 
 def lookup(
-    explicit: Mapping[str, Any], environ: Mapping[str, str], *, use_cache: bool = True
+    explicit: Mapping[str, Any],
+    environ: Mapping[str, str],
+    *,
+    use_cache: bool = True,
+    keywords: bool = False,
 ) -> tuple[dict[str, Any], bool, str]:
     """(payload, came from the cache, cache file) on the live machine for a request:
-    `explicit` holds the `PlanRequest` fields asked for (mode, instances… workload, measured)."""
+    `explicit` holds the `PlanRequest` fields asked for (mode, instances… workload, measured);
+    `keywords`: they are configure()'s keyword arguments, so named in errors."""
     from hwtune.pipeline.ranks import local_rank
 
     found = local_rank(environ)
@@ -209,7 +219,8 @@ def lookup(
             return cached, True, path
     from hwtune.pipeline.request import PlanRequest, profile_for
 
-    request = PlanRequest(environ, **{k: v for k, v in explicit.items() if v is not None})
+    given = {k: v for k, v in explicit.items() if v is not None}
+    request = PlanRequest(environ, keywords=keywords, **given)
     payload = payload_from_planned(profile_for(request))
     if path:
         store(path, current, payload, identity)

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from hwtune.errors import ApplyError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Profile
 
@@ -276,6 +277,36 @@ def write_feature_file(
             f"feature file is {len(data)} bytes; NFD ignores files over {MAX_FILE_BYTES}"
         )
     target = Path(directory) / name
+    missing = missing_directory(directory)
+    if missing is not None:
+        raise missing
     check_directory(target.parent)
     write_atomic(target, data, mode=0o644)
     return target
+
+
+def missing_directory(
+    directory: str | os.PathLike[str],
+    *,
+    option: str = "--nfd-dir",
+    instead: str = "or leave out --nfd",
+) -> ApplyError | None:
+    """The error for a features.d directory that is not there, None when it is. On a machine
+    without NFD the default one does not exist (nfd-worker's local feature source reads it:
+    NFD Customization guide, "Local feature source",
+    https://kubernetes-sigs.github.io/node-feature-discovery/v0.14/usage/customization-guide).
+    `option` names the option that picks the directory, `instead` the other way out."""
+    if Path(directory).is_dir():
+        return None
+    if os.fspath(directory) == DEFAULT_DIR:
+        return ApplyError(
+            f"{DEFAULT_DIR} does not exist: Node Feature Discovery's worker is not set up on "
+            "this machine (it reads feature files from there)",
+            hint=f"write where your NFD worker's features.d is mounted with {option} DIR, "
+            f"{instead}",
+        )
+    what = "not a directory" if os.path.lexists(directory) else "does not exist"
+    return ApplyError(
+        f"{option} {os.fspath(directory)}: {what}",
+        hint=f"give NFD's features.d directory (it must exist), {instead}",
+    )

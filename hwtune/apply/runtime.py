@@ -434,7 +434,7 @@ def configure(
     try:
         from hwtune.apply.cache import lookup
 
-        payload, cached, path = lookup(explicit, os.environ, use_cache=use_cache)
+        payload, cached, path = lookup(explicit, os.environ, use_cache=use_cache, keywords=True)
     except Exception as err:
         if strict:
             raise

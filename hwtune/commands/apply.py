@@ -9,7 +9,9 @@ serialised by a lock; the previous versions are journalled for `hwtune revert`.
 
 Exit status: 0 written (or nothing to change); 4 (WOULD_CHANGE) with --dry-run or --diff when
 files would change; 1 on a failure (nothing changed: a failed write rolls back the others);
-6 (LOCKED) when another apply held the lock past --lock-timeout; 2 bad usage.
+6 (LOCKED) when another apply held the lock past --lock-timeout; 3 (ISSUES) with --strict when
+a probe failed or was partial (nothing is written; without --strict a warning says so on
+stderr, as `hwtune plan` does); 2 bad usage.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from pathlib import Path
 from hwtune.cli import Environment
 from hwtune.commands.numbers import seconds
 from hwtune.commands.pathargs import nonempty_path
-from hwtune.commands.planning import add_plan_arguments, request_from_args
+from hwtune.commands.plan import add_strict_argument
+from hwtune.commands.planning import add_plan_arguments, request_from_args, warn_issues
 from hwtune.errors import LockTimeout
 from hwtune.status import ExitStatus
 
@@ -52,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds to wait for another apply (default 30)",
     )
     add_plan_arguments(parser)
+    add_strict_argument(parser, "and write nothing")
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
@@ -68,6 +72,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         )
         return ExitStatus.USAGE
     planned = profile_for(request_from_args(args, env.environ))
+    if warn_issues("apply", planned.hardware, args, env.stderr) and args.strict:
+        print("hwtune apply: --strict: nothing written", file=env.stderr)
+        return ExitStatus.ISSUES
     preview = args.dry_run or args.diff
     try:
         report = apply_all(

@@ -5,7 +5,8 @@ waits for TensorFlow's runtime to start and a warm-up, samples for S seconds, th
 job with SIGINT (as Ctrl-C; SIGKILL if it has not ended 10 s later) unless --wait is given,
 and prints the findings. With `--pid` it samples a running job and leaves it alone.
 The verdict is explained in docs/doctor.md. Exit status: 0 a report was printed; 1 nothing
-could be observed (the job ended or never started TensorFlow); 2 bad usage.
+could be observed (the job ended before TensorFlow started or never started it, or --pid
+names no process, or none at or below it loaded TensorFlow); 2 bad usage.
 """
 
 from __future__ import annotations
@@ -200,11 +201,20 @@ def _observe(
     return data, checks
 
 
+def _not_started(code: int, ended: bool, startup: float) -> str:
+    """Why no TensorFlow was found in a job doctor started: it ended first (with its status,
+    or the signal that ended it), or it ran --startup seconds without starting it."""
+    if ended:
+        how = f"status {code}" if code >= 0 else f"killed by signal {-code}"
+        return f"the job exited ({how}) before TensorFlow started"
+    return f"TensorFlow did not start in the job within {startup:g} s (it was stopped)"
+
+
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.commands.verify import command_or_pid
     from hwtune.doctor.analysis import analyse
     from hwtune.doctor.report import render_json, render_text
-    from hwtune.doctor.watch import steps_in_window, tensorflow_process, wait_for_tensorflow
+    from hwtune.doctor.watch import steps_in_window, tensorflow_target, wait_for_tensorflow
 
     command = command_or_pid(args, env, "doctor")
     if command is None:
@@ -221,18 +231,23 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if args.pid is not None:
         if not os.path.isdir(f"/proc/{args.pid}"):
             raise HwtuneError(f"no process {args.pid}")
-        data, checks = _observe(tensorflow_process(args.pid) or args.pid, args, env)
+        target = tensorflow_target(args.pid)
+        if target is None:
+            raise HwtuneError(
+                f"no TensorFlow in pid {args.pid} or below it (no process there loaded it)",
+                hint="give the pid of the job that imported TensorFlow, or start it with "
+                "`hwtune doctor -- CMD`",
+            )
+        data, checks = _observe(target, args, env)
     else:
         job = _Job(command, env)
         previous = _exit_on_sigterm()
         try:
             found = wait_for_tensorflow(job.process.pid, args.startup, job.alive)
             if found is None:
+                ended = not job.alive()
                 code = job.stop()
-                raise HwtuneError(
-                    f"TensorFlow did not start in the job within {args.startup:g} s "
-                    f"(it {'exited with status ' + str(code) if code >= 0 else 'was stopped'})"
-                )
+                raise HwtuneError(_not_started(code, ended, args.startup))
             time.sleep(args.warmup)
             data, checks = _observe(found, args, env)
         finally:

@@ -12,6 +12,8 @@ inside a copy `hwtune exec` started, the variables exec set for that copy (its i
 are never unset (`hwtune.apply.marker.stale`) and the new HWTUNE_PROFILE still names them
 (`hwtune.apply.marker.launch_kept`). The other formats are files for other processes
 (a unit, a container): they hold the plan alone.
+When detection saw issues and the plan used fallbacks, the one warning `hwtune plan` prints
+goes to stderr (never stdout, which the shell evaluates).
 Exit status: 0; 1 when a value cannot be written in the chosen format (dotenv); 2 bad usage.
 """
 
@@ -22,7 +24,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from hwtune.cli import Environment
-from hwtune.commands.planning import add_plan_arguments, request_from_args
+from hwtune.commands.planning import (
+    add_plan_arguments,
+    issues_warning,
+    request_from_args,
+    warn_issues,
+)
 from hwtune.status import ExitStatus
 
 if TYPE_CHECKING:
@@ -53,11 +60,16 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         payload, _, _ = lookup(asked, env.environ, use_cache=not args.no_cache)
         entries = [EnvEntry(*map(str, item)) for item in payload["env"]]
         notes = [str(n) for n in payload.get("notes", [])]
+        found = payload.get("detection_issues")
+        if isinstance(found, list) and len(found) == 2:
+            # stderr: stdout is what `eval "$(hwtune env)"` runs
+            print(issues_warning("env", (int(found[0]), str(found[1]))), file=env.stderr)
     else:
         from hwtune.pipeline.request import profile_for
 
         planned = profile_for(request)
         entries, notes = env_entries(planned.profile), list(planned.notes)
+        warn_issues("env", planned.hardware, args, env.stderr)
     unset: list[str] = []
     marked: dict[str, str] = {}
     if args.format == "sh":

@@ -6,7 +6,8 @@ starts N copies on disjoint slices (CPUs, NUMA node, GPUs; pinned where a slice 
 cores or whole NUMA nodes, else unpinned with capped pools), output prefixed "[i] ", signals
 (job control included) forwarded, and exits with the worst child's status (128+N for a death
 by signal N), or with --fail-fast the first failing one's.
-Variables already set in the environment win over the profile (a note says so on stderr).
+Variables already set in the environment win over the profile (a note says so on stderr), and
+when detection saw issues the plan's fallbacks are warned about there, as `hwtune plan` does.
 Inside a copy an outer `hwtune exec` started, a plain `hwtune exec -- CMD` runs CMD as that copy
 (its HWTUNE_INSTANCE(S), GPUs and CPU binding stay); --instances/--instance start a new launch.
 Exit status: the command's (worst) status; 1 when hwtune itself fails; 2 bad usage.
@@ -20,7 +21,7 @@ import sys
 
 from hwtune.cli import Environment
 from hwtune.commands.numbers import seconds
-from hwtune.commands.planning import add_plan_arguments, request_from_args
+from hwtune.commands.planning import add_plan_arguments, request_from_args, warn_issues
 from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
 
@@ -77,6 +78,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     hardware = load_hardware(request)
     request = dataclasses.replace(request, hardware=hardware)
     first = profile_for(request)
+    warn_issues("exec", hardware, args, env.stderr)
     for note in first.notes:
         print(f"hwtune exec: {note}", file=env.stderr)
     intent = first.profile.intent

@@ -59,25 +59,14 @@ MAX_TTL_WORDS = "10 years"
 
 
 def _check_output(output: str) -> None:
-    """A missing features.d directory, with what to do instead: on a machine without NFD the
-    default one does not exist (nfd-worker's local feature source reads it: NFD
-    Customization guide, "Local feature source",
-    https://kubernetes-sigs.github.io/node-feature-discovery/v0.14/usage/customization-guide)."""
-    from hwtune.apply.nfd import DEFAULT_DIR
+    """A missing features.d directory, with what to do instead (the daemon says the same)."""
+    from hwtune.apply.nfd import missing_directory
 
-    if Path(output).is_dir():
-        return
-    if output == DEFAULT_DIR:
-        raise HwtuneError(
-            f"{DEFAULT_DIR} does not exist: Node Feature Discovery's worker is not set up on "
-            "this machine (it reads feature files from there)",
-            hint="write where your NFD worker's features.d is mounted with --output DIR, "
-            "or print the file with --print (e.g. --print > FILE)",
-        )
-    raise HwtuneError(
-        f"--output {output}: not a directory",
-        hint="give NFD's features.d directory (it must exist), or use --print",
+    missing = missing_directory(
+        output, option="--output", instead="or print the file with --print (e.g. --print > FILE)"
     )
+    if missing is not None:
+        raise HwtuneError(missing.message, hint=missing.hint)
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:

@@ -14,18 +14,19 @@ import argparse
 import shutil
 
 from hwtune.cli import Environment
-from hwtune.commands.planning import add_plan_arguments, request_from_args
+from hwtune.commands.planning import add_plan_arguments, request_from_args, warn_issues
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Profile
 from hwtune.probes.issues import printable
 from hwtune.status import ExitStatus
 
 
-def add_strict_argument(parser: argparse.ArgumentParser) -> None:
+def add_strict_argument(parser: argparse.ArgumentParser, then: str = "") -> None:
     parser.add_argument(
         "--strict",
         action="store_true",
-        help=f"exit {int(ExitStatus.ISSUES)} if a probe failed or was partial",
+        help=f"exit {int(ExitStatus.ISSUES)} if a probe failed or was partial"
+        + (f" {then}" if then else ""),
     )
 
 
@@ -44,19 +45,7 @@ def planned_for_people(
     planned = profile_for(request_from_args(args, env.environ))
     for note in planned.notes:
         print(f"hwtune {command}: note: {note}", file=env.stderr)
-    issues = planned.hardware.issues
-    if issues:
-        first = issues[0]
-        where = f" [{first.path}]" if first.path else ""
-        again = f"hwtune detect --root {args.root}" if args.hardware is None else "hwtune detect"
-        print(
-            printable(
-                f"hwtune {command}: warning: detection saw {len(issues)} issue(s), planned "
-                f"with fallbacks; first: {first.probe}: {first.reason}{where} "
-                f"(`{again}` lists them)"
-            ),
-            file=env.stderr,
-        )
+    warn_issues(command, planned.hardware, args, env.stderr)
     return planned.hardware, planned.profile
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from hwtune.commands.pathargs import nonempty_path
+from hwtune.models.hardware import Hardware
 from hwtune.models.profile import MODEL_HELP, MODEL_KINDS
 from hwtune.pipeline.request import PlanRequest
 
@@ -142,3 +143,38 @@ def request_from_args(
         measured=measured and not args.no_measured,
         for_exec=for_exec,
     )
+
+
+def issues_warning(
+    command: str, found: tuple[int, str], *, root: str = "/", hardware_file: str | None = None
+) -> str:
+    """The one warning every planning command prints when the plan used fallbacks, pointing
+    at where the issues are listed: the --hardware file's own `issues`, else `hwtune detect`
+    for the machine (or the --root tree) it detected."""
+    from hwtune.probes.issues import printable
+
+    count, first = found
+    if hardware_file is not None:  # the model's own list: `hwtune detect` shows this machine
+        model = "the model read from stdin" if hardware_file == "-" else hardware_file
+        listed = f"the `issues` list in {model} has them all"
+    elif root != "/":
+        listed = f"`hwtune detect --root {root}` lists them"
+    else:
+        listed = "`hwtune detect` lists them"
+    return printable(
+        f"hwtune {command}: warning: detection saw {count} issue(s), planned with fallbacks; "
+        f"first: {first} ({listed})"
+    )
+
+
+def warn_issues(command: str, hardware: Hardware, args: argparse.Namespace, stderr: Any) -> bool:
+    """Print `issues_warning` on stderr when detection saw issues; whether it did."""
+    from hwtune.pipeline.request import detection_issues
+
+    found = detection_issues(hardware)
+    if found is not None:
+        print(
+            issues_warning(command, found, root=args.root, hardware_file=args.hardware),
+            file=stderr,
+        )
+    return found is not None

@@ -16,7 +16,7 @@ configuration fails, the budget ends before any comparison, the result cannot be
 (checked before measuring; a failure at the end prints the result, then the error), or
 --root/--hardware names other hardware than the one the trials would run on (a dry run and
 --forget take any); 2 on a bad command line; 130 on Ctrl-C, 143 on SIGTERM and 129 on SIGHUP
-(trials are killed, nothing is stored).
+(trials are killed, nothing is stored; each prints the trials so far and the fastest one).
 """
 
 from __future__ import annotations
@@ -167,6 +167,10 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         progress.finish()
         print(progress.summary(), file=env.stderr)
         return ExitStatus.INTERRUPTED
+    except _Stopped as stopped:  # SIGTERM, SIGHUP: the same summary, exit 128 + N
+        progress.finish()
+        print(progress.summary(), file=env.stderr)
+        return stopped.status
     except ResultNotStored as err:  # the budget is spent: show what it found, then the error
         progress.finish()
         _print_report(err.report, env, as_json=args.json)
@@ -254,14 +258,25 @@ def _forget(workload: str | None, hw: Any, env: Environment) -> int:
     return ExitStatus.SUCCESS
 
 
+class _Stopped(SystemExit):
+    """SIGTERM or SIGHUP arrived: a SystemExit(128 + N), so that anything between the handler
+    and `run` (the trial's cleanup) unwinds as for an exit, and `run` prints the summary Ctrl-C
+    prints before exiting with that status."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.status = 128 + signum
+
+
 def _stop_on_signals() -> dict[int, Any]:
-    """SIGTERM and SIGHUP (`kill`, `timeout`, a closed terminal) become SystemExit(128 + N),
-    so the trial's `finally` stops its process groups (they run in their own sessions, which
-    these signals never reach) and removes its scratch directory; nothing is stored. Returns
-    the handlers to put back."""
+    """SIGTERM and SIGHUP (`kill`, `timeout`, a closed terminal) become `_Stopped` (a
+    SystemExit(128 + N)), so the trial's `finally` stops its process groups (they run in their
+    own sessions, which these signals never reach) and removes its scratch directory; nothing
+    is stored, and `run` says what was found so far, as on Ctrl-C. Returns the handlers to put
+    back."""
 
     def terminated(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
+        raise _Stopped(signum)
 
     previous: dict[int, Any] = {}
     for signum in (signal.SIGTERM, signal.SIGHUP):

@@ -10,15 +10,18 @@ HWTUNE_INSTANCE / launcher rank variables.
 
 With `-- CMD` it runs CMD (a short smoke test), watches it and the processes it starts, and
 judges the last moment TensorFlow was seen running. With `--pid` it looks at that process
-and its children, waiting up to --wait seconds for TensorFlow to start.
-Exit status: 0 nothing DIFFERENT; 5 (MISMATCH) on any DIFFERENT; 1 when nothing could be
-observed or CMD failed; 2 bad usage.
+and its children, waiting up to --wait seconds for TensorFlow to start (--wait without --pid
+is a usage error). Exit status: 0 nothing DIFFERENT; 5 (MISMATCH) on any DIFFERENT; 1 when
+nothing could be observed (no such process, or CMD exited first: its status is said) or CMD
+failed; 2 bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import subprocess
 import time
 
@@ -36,9 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wait",
         type=seconds,
-        default=0.0,
+        default=None,
         metavar="S",
-        help="with --pid: wait up to S seconds for TensorFlow to start",
+        help="with --pid only: wait up to S seconds for TensorFlow to start (-- CMD is "
+        "watched until it ends)",
     )
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
     parser.add_argument(
@@ -123,16 +127,35 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     command = command_or_pid(args, env, "verify")
     if command is None:
         return ExitStatus.USAGE
+    if args.wait is not None and args.pid is None:
+        print(
+            "hwtune verify: error: --wait goes with --pid (-- CMD is watched until it ends)",
+            file=env.stderr,
+        )
+        return ExitStatus.USAGE
     status = 0
     if args.pid is not None:
-        seen = _watch_pid(args.pid, args.wait)
+        if not os.path.isdir(f"/proc/{args.pid}"):
+            raise HwtuneError(f"no such process: {args.pid}")
+        seen = _watch_pid(args.pid, args.wait or 0.0)
     else:
         try:
             seen, status = _watch_command(command)
         except OSError as err:
             raise HwtuneError(f"cannot run {command[0]!r}: {err.strerror}") from err
     if not isinstance(seen, Observation):
-        raise HwtuneError("the process could not be observed (it exited or /proc is unreadable)")
+        if args.pid is not None:
+            raise HwtuneError(
+                f"pid {args.pid} could not be observed (it exited, or it is not ours to read)"
+            )
+        ended = (
+            f"exited with status {status}" if status >= 0 else f"was killed by signal {-status}"
+        )
+        raise HwtuneError(
+            f"{shlex.join(command)} {ended} before it could be observed",
+            hint="verify checks a running TensorFlow job: give one that runs for a moment, "
+            "or --pid of a running one",
+        )
     # The process's own rank/instance variables choose its slice, as they did when it started.
     planned = profile_for(request_from_args(args, seen.environ))
     expected = expected_for(planned, args.numa_policy)

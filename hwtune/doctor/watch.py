@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -26,6 +27,30 @@ def tensorflow_process(pid: int) -> int | None:
         if seen is not None and seen.tf_started:
             return candidate
     return None
+
+
+# What a process that loaded TensorFlow maps, before its runtime's tf_ threads start: the
+# framework library and the Python extension (`import tensorflow` maps both).
+_TF_LIBRARIES = (b"libtensorflow", b"_pywrap_tensorflow")
+
+
+def tensorflow_loaded(pid: int) -> bool:
+    """Whether `pid` mapped TensorFlow's libraries (/proc/PID/maps); False when unreadable."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as handle:
+            return any(name in line for line in handle for name in _TF_LIBRARIES)
+    except OSError:
+        return False
+
+
+def tensorflow_target(pid: int) -> int | None:
+    """The process `--pid` means: the one under `pid` (itself included) whose TensorFlow
+    runtime started, else the first that loaded TensorFlow; None when none did (a shell)."""
+    started = tensorflow_process(pid)
+    if started is not None:
+        return started
+    mine = os.getpid()  # `--pid $$` from a shell has hwtune itself below the shell
+    return next((p for p in descendants(pid) if p != mine and tensorflow_loaded(p)), None)
 
 
 def wait_for_tensorflow(

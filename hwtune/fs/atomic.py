@@ -41,6 +41,7 @@ _HINTS = {
 
 
 INTACT = "the previous file is intact"
+NOTHING_WRITTEN = "there was no previous file, and none was written"
 UNCHANGED = "nothing was changed"  # a step before any file is touched (directory, lock)
 
 
@@ -66,14 +67,16 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = 
     """Replace `path` with `data` atomically; mode is set exactly (the umask does not apply).
 
     With `durable=False` the fsyncs are skipped (caches that may be lost on a crash).
-    Raises ApplyError naming the file and the reason; the previous file is left intact.
+    Raises ApplyError naming the file and the reason; the previous file, if any, is left intact
+    (the error says which).
     """
     directory = path.parent
     tmp = directory / f".{path.name}{TMP_MARK}{os.getpid()}-{time.monotonic_ns()}"
+    state = INTACT if os.path.lexists(path) else NOTHING_WRITTEN
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     except OSError as err:
-        raise failure("create a temporary file for", path, err) from err
+        raise failure("create a temporary file for", path, err, state) from err
     try:
         try:
             view = memoryview(data)
@@ -88,7 +91,7 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = 
         os.replace(tmp, path)
     except OSError as err:
         _unlink_quietly(tmp)
-        raise failure("write", path, err) from err
+        raise failure("write", path, err, state) from err
     if durable:
         try:
             fsync_dir(directory)

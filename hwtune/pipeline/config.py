@@ -291,14 +291,26 @@ def parse_count(name: str, text: str, where: str) -> int:
     return value
 
 
-def with_flags(overrides: Overrides, **flags: Any) -> Overrides:
-    """Put command-line flags (None = not given) on top of loaded overrides."""
+def flag_name(name: str) -> str:
+    """How the command line spells an intent field: `--tf-version`."""
+    return f"--{name.replace('_', '-')}"
+
+
+def keyword_name(name: str) -> str:
+    """How the Python API spells it: `configure(mode=)`, the keyword argument, not a flag."""
+    return f"configure({name}=)"
+
+
+def with_flags(
+    overrides: Overrides, *, named: Callable[[str], str] = flag_name, **flags: Any
+) -> Overrides:
+    """Put command-line flags (None = not given) on top of loaded overrides. `named` spells a
+    field as its source does, in errors and reasons: a flag (`--mode`) by default,
+    `keyword_name` for configure()'s keyword arguments (`configure(mode=)`)."""
     given = {name: value for name, value in flags.items() if value is not None}
     for name, value in given.items():
-        _check_value(name, value, f"--{name.replace('_', '-')}")
-    flag_overrides = Overrides(
-        origins={name: f"--{name.replace('_', '-')}" for name in given}, **given
-    )
+        _check_value(name, value, named(name))
+    flag_overrides = Overrides(origins={name: named(name) for name in given}, **given)
     return overrides.merged(flag_overrides)
 
 
@@ -307,7 +319,8 @@ def _check_value(name: str, value: Any, where: str) -> None:
         close = difflib.get_close_matches(str(value), _CHOICES[name], n=1) or [
             choice for choice in _CHOICES[name] if choice == str(value).casefold()
         ]
-        hint = f"did you mean '{close[0]}'?" if close else f"one of {', '.join(_CHOICES[name])}"
+        # The message lists the choices already: a hint only for a near miss.
+        hint = f"did you mean '{close[0]}'?" if close else None
         raise ConfigError(
             f"{where}: {value!r} is not one of {', '.join(_CHOICES[name])}", hint=hint
         )

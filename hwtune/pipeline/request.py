@@ -58,6 +58,9 @@ class PlanRequest:
     workload: str | None = None
     measured: bool = True  # False: rules and overrides only (--no-measured)
     for_exec: bool = False  # a measured instance count applies (exec starts the copies)
+    # The intent came as configure()'s keyword arguments: errors and reasons name `mode=`, not
+    # the `--mode` flag the command line has.
+    keywords: bool = False
 
     def flags(self) -> dict[str, Any]:
         """The intent flags that were given."""
@@ -72,6 +75,17 @@ class Planned:
     profile: Profile
     notes: tuple[str, ...] = ()  # how the intent was chosen (rank, pinning, measurements)
     measured_instances: bool = False  # the instance count came from a measurement
+
+
+def detection_issues(hardware: Hardware) -> tuple[int, str] | None:
+    """(how many issues detection saw, the first as `probe: reason [path]`); None: none. What
+    every planning command warns about (`hwtune.commands.planning.issues_warning`)."""
+    issues = hardware.issues
+    if not issues:
+        return None
+    first = issues[0]
+    where = f" [{first.path}]" if first.path else ""
+    return len(issues), f"{first.probe}: {first.reason}{where}"
 
 
 def load_hardware(request: PlanRequest) -> Hardware:
@@ -258,11 +272,12 @@ def resolve_share(
 
 def user_overrides(request: PlanRequest, flags: Mapping[str, Any]) -> Overrides:
     """Config files < HWTUNE_* < --set < flags (and the workload the request names)."""
-    from hwtune.pipeline.config import load_overrides, with_flags
+    from hwtune.pipeline.config import flag_name, keyword_name, load_overrides, with_flags
 
-    overrides = with_flags(load_overrides(request.environ, request.sets), **flags)
+    named = keyword_name if request.keywords else flag_name
+    overrides = with_flags(load_overrides(request.environ, request.sets), named=named, **flags)
     if request.workload is not None:
-        overrides = with_flags(overrides, workload=request.workload)
+        overrides = with_flags(overrides, named=named, workload=request.workload)
     return overrides
 
 

@@ -15,7 +15,6 @@ bazelrc (bazel_templates/*.tmpl) rather than `--config=opt`, which exists only a
 
 from __future__ import annotations
 
-import difflib
 import shlex
 from collections.abc import Callable
 from string import Template
@@ -28,22 +27,26 @@ from hwtune.planner.knowledge import Knowledge, TfVersionEntry, version_tuple
 
 
 def resolve_tf_version(
-    hw: Hardware, intent: Intent, knowledge: Knowledge
+    hw: Hardware, intent: Intent, knowledge: Knowledge, asked_by: str | None = None
 ) -> tuple[TfVersionEntry | None, str]:
+    """The TensorFlow version to plan a build for, and why. `asked_by` is where the intent's
+    tf_version came from (an `Overrides` origin: "--tf-version", "HWTUNE_TF_VERSION", a config
+    file's path; None: the intent given to `plan()`), named in the error and the reason."""
     known = sorted(knowledge.tf_by_version, key=version_tuple)
     span = f"{known[0]}–{known[-1]}" if known else "none"
     if intent.tf_version:
         key = _minor(intent.tf_version)
         entry = knowledge.tf_by_version.get(key)
         if entry is None:
-            close = difflib.get_close_matches(key, known, n=1)
+            nearest = _nearest_version(key, known)
             raise PlanError(
-                f"--tf-version {intent.tf_version}: hwtune knows TensorFlow {span} only",
-                hint=f"did you mean {close[0]}?"
-                if close
+                f"{_asked_value(asked_by, intent.tf_version)}: hwtune knows TensorFlow "
+                f"{span} only",
+                hint=f"did you mean {nearest}?"
+                if nearest
                 else "add an entry to tensorflow_versions.json",
             )
-        return entry, f"TensorFlow {key}, as asked (--tf-version)"
+        return entry, f"TensorFlow {key}, as asked ({_asked_where(asked_by)})"
     if hw.tensorflow is not None:
         key = _minor(hw.tensorflow.version)
         entry = knowledge.tf_by_version.get(key)
@@ -58,6 +61,48 @@ def resolve_tf_version(
         )
     newest = knowledge.newest_tf
     return newest, f"no TensorFlow installed: the newest version hwtune knows ({newest.key})"
+
+
+def _asked_where(origin: str | None) -> str:
+    """Where a tf_version was asked for, in words: a flag or variable as is, a config file
+    with its key, plan()'s own argument where no override set it."""
+    if origin is None:
+        return "tf_version"
+    if origin.startswith(("--", "HWTUNE_", "configure(")):
+        return origin
+    return f"'tf_version' in {origin}"
+
+
+def _asked_value(origin: str | None, value: str) -> str:
+    """The asked value as its source spells it: `--tf-version 2.99`, `HWTUNE_TF_VERSION=2.99`,
+    `/etc/hwtune/config.toml: 'tf_version' = "2.99"`."""
+    if origin is None:
+        return f"tf_version {value}"
+    if origin.startswith("--"):
+        return f"{origin} {value}"
+    if origin.startswith("HWTUNE_"):
+        return f"{origin}={value}"
+    if origin.startswith("configure("):  # a keyword argument
+        return f"configure(tf_version={value!r})"
+    return f"{origin}: 'tf_version' = \"{value}\""
+
+
+def _nearest_version(key: str, known: list[str]) -> str | None:
+    """The known version numerically nearest to `key` (2.14 -> 2.15, 2.99 -> 2.21, 3.0 ->
+    2.21), not the most similar string (difflib took 2.99 for 2.19)."""
+    asked = version_tuple(key)[:2]
+    if not known or len(asked) < 2:
+        return known[-1] if known else None
+
+    def distance(candidate: str) -> tuple[int, int]:
+        have = version_tuple(candidate)[:2]
+        return (abs(have[0] - asked[0]), abs(have[1] - asked[1]) if have[0] == asked[0] else 0)
+
+    if asked < version_tuple(known[0])[:2]:
+        return known[0]
+    if asked > version_tuple(known[-1])[:2]:
+        return known[-1]
+    return min(known, key=distance)
 
 
 def _minor(version: str) -> str:
@@ -146,9 +191,14 @@ def _dotted(cc: tuple[int, ...]) -> str:
 
 
 def plan_bazel(
-    hw: Hardware, intent: Intent, gpus: tuple[Gpu, ...], knowledge: Knowledge, fingerprint: str
+    hw: Hardware,
+    intent: Intent,
+    gpus: tuple[Gpu, ...],
+    knowledge: Knowledge,
+    fingerprint: str,
+    tf_asked_by: str | None = None,
 ) -> tuple[Bazel | None, list[LeftOut]]:
-    tf, why_version = resolve_tf_version(hw, intent, knowledge)
+    tf, why_version = resolve_tf_version(hw, intent, knowledge, tf_asked_by)
     if tf is None:
         return None, [LeftOut("bazel", why_version)]
     options: list[str] = []

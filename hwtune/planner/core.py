@@ -134,7 +134,7 @@ def _no_such_instance(intent: Intent, index_from: str | None, count_from: str | 
     """The error for an instance index beyond the count, naming where each came from (None:
     the intent given to plan() itself). The index may be a config file's, or the
     HWTUNE_INSTANCE a parent `hwtune exec` exported, not a flag the user typed."""
-    if index_from is not None and not index_from.startswith(("--", "HWTUNE_")):
+    if index_from is not None and not index_from.startswith(("--", "HWTUNE_", "configure(")):
         hint = f"'instance' in {index_from} takes 0 ≤ K < the instance count, or give --instance"
     elif index_from == "HWTUNE_INSTANCE":
         hint = "HWTUNE_INSTANCE=K takes 0 ≤ K < the instance count; unset it or give --instance"
@@ -154,7 +154,10 @@ def _named(origin: str | None, key: str) -> str:
     with its key, the intent given to plan() where no override set it."""
     if origin is None:
         return "the intent"
-    if origin.startswith(("--", "HWTUNE_")) or origin in ("a measurement", "the default"):
+    if origin.startswith(("--", "HWTUNE_", "configure(")) or origin in (
+        "a measurement",
+        "the default",
+    ):
         return origin
     return f"'{key}' in {origin}"
 
@@ -197,7 +200,8 @@ def plan(
     layers = _Layers(overrides, measured)
     hw = hardware
 
-    planned_tf, _ = resolve_tf_version(hw, resolved, knowledge)
+    tf_asked_by = overrides.origin("tf_version") if overrides.tf_version is not None else None
+    planned_tf, _ = resolve_tf_version(hw, resolved, knowledge, tf_asked_by)
     tf_gpus, no_gpu_reason = accel.gpus_tensorflow_can_use(
         hw, planned_tf or _newer_than_known(hw, knowledge)
     )
@@ -281,7 +285,7 @@ def plan(
     left_out = [item for item in left_out if item.name not in env]
 
     plan_fingerprint = fingerprint(hw)
-    bazel, omitted = plan_bazel(hw, resolved, hw.gpus, knowledge, plan_fingerprint)
+    bazel, omitted = plan_bazel(hw, resolved, hw.gpus, knowledge, plan_fingerprint, tf_asked_by)
     left_out.extend(omitted)
     return Profile(
         intent=resolved,
