@@ -101,6 +101,31 @@ def test_binary_garbage_file_ends_as_issues(tmp_path: Path) -> None:
     assert any(i.reason == "no 'processor' records" for i in issues)
 
 
+def test_records_of_different_parts_are_an_issue_naming_the_line(tmp_path: Path) -> None:
+    """A file spliced from two machines: before, Zen 5 was reported (its first record) with no
+    word of the Haswell record after it, and the tuning model followed the first."""
+    zen5 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 68\n"
+    haswell = "processor\t: 1\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 63\n"
+    flags = "flags\t\t: fpu sse2 avx2\n\n"
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_text(zen5 + flags + haswell + flags)
+    issues = IssueLog()
+    cpu = probe_cpu(tmp_path, issues)
+    assert cpu.vendor == "AuthenticAMD" and cpu.family == 26
+    said = {i.line: i.reason for i in issues if i.path == "proc/cpuinfo"}
+    assert said[8] == (
+        "'vendor_id' is 'GenuineIntel' on this processor but 'AuthenticAMD' on the first; "
+        "the first processor's identity is used"
+    )
+    assert "'cpu family' is '6' on this processor but '26'" in said[9]
+    assert "'model' is '63' on this processor but '68'" in said[10]
+    # One machine's records, all alike, raise nothing.
+    (tmp_path / "proc/cpuinfo").write_text(zen5 + flags + zen5.replace(": 0", ": 1") + flags)
+    alike = IssueLog()
+    probe_cpu(tmp_path, alike)
+    assert not [i for i in alike if "on the first" in i.reason]
+
+
 def test_unreadable_file_is_an_issue(tmp_path: Path) -> None:
     (tmp_path / "proc/cpuinfo").mkdir(parents=True)  # a directory where a file should be
     issues = IssueLog()

@@ -184,6 +184,35 @@ def _split(text: str) -> _Split:
     return split
 
 
+# What names an x86 part. Every logical CPU of one machine reports the same values, hybrid
+# Intel parts included (P- and E-cores share family and model; CPUID leaf 0x1A tells them
+# apart, not /proc/cpuinfo): records that differ are a spliced or damaged file.
+_IDENTITY_KEYS = ("vendor_id", "cpu family", "model")
+
+
+def _mixed_identity(
+    records: list[dict[str, str]], lines: list[dict[str, int]]
+) -> list[ParseProblem]:
+    """One problem per identity key on which a record disagrees with the first record that
+    has it; the facts are then the first record's (said in the problem)."""
+    found = []
+    for key in _IDENTITY_KEYS:
+        first = next((r[key] for r in records if key in r), None)
+        if first is None:
+            continue
+        for record, numbers in zip(records, lines, strict=True):
+            if key in record and record[key] != first:
+                found.append(
+                    ParseProblem(
+                        numbers[key],
+                        f"{key!r} is {record[key][:40]!r} on this processor but "
+                        f"{first[:40]!r} on the first; the first processor's identity is used",
+                    )
+                )
+                break
+    return found
+
+
 def parse_cpuinfo(text: str) -> CpuinfoFacts:
     """Parse /proc/cpuinfo text of any architecture Linux prints it for."""
     split = _split(text)
@@ -219,6 +248,7 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
     arch = cpuinfo_arch(field, flags)
     facts = CpuinfoFacts(arch=arch, flags=flags, processors=processors)
     if arch == "x86_64":
+        problems.extend(_mixed_identity(records, split.lines))
         facts = facts._replace(
             vendor=vendor,
             model_name=field("model name"),
