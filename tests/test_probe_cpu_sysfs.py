@@ -312,3 +312,14 @@ def test_a_node_id_no_kernel_has_is_an_issue_and_ignored(tmp_path: Path) -> None
     text = "\n".join(issues)
     assert f"{NODE}/node{huge}: node{'9' * 12}… is beyond node 1023" in text, text
     assert f"{NODE}/node1024: node1024 is beyond node 1023" in text, text
+
+
+def test_a_cpu_two_nodes_list_is_kept_on_the_lowest_and_an_issue(tmp_path: Path) -> None:
+    """Before: node 0 and node 1 both held CPU 2 with no issue, while CPU 2's own record said
+    node 1 (the last listing won): pinning by node 0 or by node 1 both pinned it."""
+    machine(tmp_path, [(0, core, [core]) for core in range(4)], nodes={0: [0, 1, 2], 1: [2, 3]})
+    cpu, numa, issues = probe(tmp_path)
+    assert {node.id: node.cpus for node in numa} == {0: (0, 1, 2), 1: (3,)}
+    assert {lc.cpu: lc.node for lc in cpu.topology} == {0: 0, 1: 0, 2: 0, 3: 1}
+    text = "\n".join(issues)
+    assert f"{NODE}/node1/cpulist: CPU 2 is also on node 0" in text, text

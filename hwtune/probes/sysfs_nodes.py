@@ -62,7 +62,37 @@ def read_node_cpus(root: Path) -> NodeCpus | None:
         cpus[node], sources[node] = found if found else (None, "")
     if any(value is None for value in cpus.values()):
         _from_cpu_links(read, cpus, sources)
+    _one_node_per_cpu(read, cpus, sources)
     return NodeCpus(cpus, sources, tuple(read.problems))
+
+
+def _one_node_per_cpu(
+    read: SysfsReader, cpus: dict[int, tuple[int, ...] | None], sources: dict[int, str]
+) -> None:
+    """A CPU listed by several nodes stays on the lowest one and is an issue naming the others.
+
+    The kernel puts each CPU on exactly one node (drivers/base/node.c, `register_cpu_under_node`
+    links it once); two listings are a damaged or hand-made tree. Left as read, the node list
+    held the CPU twice while the CPU's own record said the last node, and pinning by node
+    pinned it to both."""
+    owner: dict[int, int] = {}
+    for node in sorted(cpus):
+        members = cpus[node]
+        if not members:
+            continue
+        taken = [cpu for cpu in members if cpu in owner]
+        for cpu in taken[:1]:  # one problem per node is enough to show the tree is wrong
+            more = f" (and {len(taken) - 1} more)" if len(taken) > 1 else ""
+            read.problems.append(
+                SysfsProblem(
+                    f"{NODE_DIR}/node{node}"
+                    + (f"/{sources[node]}" if sources[node] in ("cpulist", "cpumap") else ""),
+                    f"CPU {cpu}{more} is also on node {owner[cpu]}; a CPU is on one node, "
+                    f"so it is kept on node {owner[cpu]} only",
+                )
+            )
+        cpus[node] = tuple(cpu for cpu in members if cpu not in owner)
+        owner.update((cpu, node) for cpu in cpus[node] or ())
 
 
 def _from_cpu_links(
