@@ -87,7 +87,8 @@ def test_onednn_route_needs_onednn_on() -> None:
 def test_gpu_capabilities_from_real_captures(tmp_path: Path) -> None:
     (tmp_path / "t4").mkdir()
     (tmp_path / "k80").mkdir()
-    t4 = gpu_roots.hardware(tmp_path / "t4", gpu_roots.T4_HOST, xml=gpu_roots.T4_XML)
+    # the T4's driver (CUDA 11.7) runs TensorFlow 2.14 (CUDA 11.8), the last with TF-TRT in reach
+    t4 = detect(gpu_roots.t4_under_cuda_11(tmp_path / "t4"))
     assert [r[1:3] for r in _routes(t4) if r[0].startswith("gpu")] == [
         ("INT8 Tensor Cores", "TF-TRT INT8")
     ]
@@ -181,7 +182,7 @@ def test_nfd_labels_from_hardware_alone(
 
 
 def test_nfd_labels_gpu_precision_and_int8(tmp_path: Path) -> None:
-    t4 = gpu_roots.hardware(tmp_path, gpu_roots.T4_HOST, xml=gpu_roots.T4_XML)
+    t4 = detect(gpu_roots.t4_under_cuda_11(tmp_path))
     found = nfd.labels(t4, plan(t4, knowledge=KNOWLEDGE))
     assert found["mixed-float16"] == "true"  # 7.5: float16 tensor cores, no bfloat16 ones
     assert "mixed-bfloat16" not in found

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Intent, Setting
-from hwtune.planner import gpu_units
-from hwtune.planner.knowledge import TfVersionEntry, version_tuple
+from hwtune.planner import cuda_compat, gpu_units
+from hwtune.planner.knowledge import Knowledge, TfVersionEntry, default_knowledge, version_tuple
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # tensorflow.org/xla "Auto-clustering": on GPU, TF_XLA_FLAGS=--tf_xla_auto_jit=2 (global_jit_level
@@ -76,14 +76,17 @@ GPU_XLA_REASONS: dict[str, tuple[str, str]] = {
 
 
 def gpus_tensorflow_can_use(
-    hw: Hardware, planned: TfVersionEntry | None = None
+    hw: Hardware, planned: TfVersionEntry | None = None, knowledge: Knowledge | None = None
 ) -> tuple[tuple[Gpu, ...], str]:
     """The GPUs TensorFlow will run on, and why none when it will not.
 
     A GPU below the version's minimum compute capability is ignored by TensorFlow itself
     ("Ignoring visible gpu device ... The minimum required Cuda capability is ...",
     tensorflow/core/common_runtime/gpu/gpu_device.cc), so the plan leaves it out too, as it does
-    a GPU in MIG mode with no MIG device to run on (`idle_mig_warnings` says so).
+    a GPU in MIG mode with no MIG device to run on (`idle_mig_warnings` says so). A driver
+    whose CUDA is of an older major release than the CUDA TensorFlow is built with (the
+    installed build's, else `planned`'s wheels) cannot load it, so no GPU is usable at all
+    (`cuda_compat.driver_cannot_load`); the plan warns about the driver too.
     """
     if not hw.gpus:
         return (), "no NVIDIA GPU found"
@@ -93,6 +96,9 @@ def gpus_tensorflow_can_use(
             f"the installed TensorFlow ({tf.distribution} {tf.version}) is built without CUDA, "
             f"so it cannot use the {len(hw.gpus)} GPU{'s' if len(hw.gpus) > 1 else ''}"
         )
+    driver = cuda_compat.driver_cannot_load(hw, planned, knowledge or default_knowledge())
+    if driver:
+        return (), driver
     idle_mig = _idle_mig(hw)
     minimum = version_tuple(planned.min_cuda_cc)[:2] if planned is not None else ()
     too_old = [

@@ -203,7 +203,7 @@ def plan(
     tf_asked_by = overrides.origin("tf_version") if overrides.tf_version is not None else None
     planned_tf, _ = resolve_tf_version(hw, resolved, knowledge, tf_asked_by)
     tf_gpus, no_gpu_reason = accel.gpus_tensorflow_can_use(
-        hw, planned_tf or _newer_than_known(hw, knowledge)
+        hw, planned_tf or _newer_than_known(hw, knowledge), knowledge
     )
     slices = split(hw, resolved.instances, tf_gpus)
     mine = slices[resolved.instance]
