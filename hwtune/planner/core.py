@@ -308,7 +308,7 @@ def plan(
         if on_gpu
         else None,
         gpu_memory=gpu_mem,
-        int8=plan_int8(hw, mine.gpus, onednn, knowledge),
+        int8=plan_int8(hw, mine.gpus, onednn, knowledge, planned_tf),
         left_out=tuple(left_out),
         fingerprint=plan_fingerprint,
         warnings=(
