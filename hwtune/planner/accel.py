@@ -227,19 +227,37 @@ CPU_DENSE_ONE_THREAD_REASON = (
 )
 
 
+# The SE-ResNeXt101 figures are mixed precision + XLA against mixed precision alone; the same
+# README publishes its float32 (V100) and TF32 (A100) training throughputs only with XLA on, so
+# no cited source shows what XLA does for a float32 convolutional model: left off there.
+GPU_CONV_FLOAT32_REASON = (
+    "convolutional model on a GPU in float32: the measured XLA gain for convolutions "
+    "(NVIDIA DeepLearningExamples, TensorFlow/Classification/ConvNets/se-resnext101-32x4d) "
+    "compares mixed precision + XLA with mixed precision alone, and its float32/TF32 training "
+    "throughputs are published only with XLA on, so nothing cited shows XLA pays in float32; "
+    "left off, as auto-jit is experimental (tensorflow/compiler/jit/flags.h) and recompiles on "
+    "new input shapes — use --precision auto where mixed precision is eligible, or let "
+    "`hwtune tune` measure it"
+)
+
+
 def jit_rule(
     on_gpu: bool,
     model: str = "unknown",
     *,
+    precision: str | None = None,
     intra: int = 0,
     onednn: bool = False,
     avx512: bool = False,
 ) -> Setting:
-    """XLA's level for the instance; `intra` (its intra-op threads), `onednn` and `avx512`
-    (the CPU has AVX-512F) matter on a CPU only, where a dense model with one thread runs
-    faster on oneDNN's AVX-512 kernels alone."""
+    """XLA's level for the instance; `precision` (the enabled Keras policy, None for float32)
+    matters on a GPU only, where the convolutional evidence is with mixed precision; `intra`
+    (its intra-op threads), `onednn` and `avx512` (the CPU has AVX-512F) matter on a CPU
+    only, where a dense model with one thread runs faster on oneDNN's AVX-512 kernels alone."""
     table = GPU_XLA_REASONS if on_gpu else CPU_XLA_REASONS
     level, reason = table.get(model, table["unknown"])
+    if on_gpu and model == "conv" and precision is None:
+        return Setting("off", GPU_CONV_FLOAT32_REASON)
     if not on_gpu and model == "dense" and intra == 1 and onednn and avx512:
         return Setting("off", CPU_DENSE_ONE_THREAD_REASON)
     return Setting(level, reason)

@@ -248,6 +248,7 @@ def plan(
     jit_rule = accel.jit_rule(
         on_gpu,
         resolved.model,
+        precision=precision.enabled,
         intra=int(intra.value or 0),
         onednn=knobs.onednn_on(onednn),
         avx512="avx512f" in hw.cpu.flags,
