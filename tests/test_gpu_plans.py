@@ -265,3 +265,23 @@ def test_a_tensorflow_newer_than_the_knowledge_keeps_the_newest_minimum() -> Non
     assert profile.distribution is None and "TF_GPU_THREAD_MODE" not in profile.env
     reason = {item.name: item.reason for item in profile.left_out}["CUDA_VISIBLE_DEVICES"]
     assert f"2.99.0 (as {KNOWLEDGE.newest_tf.key})" in reason
+
+
+# -- latency mode with GPUs ------------------------------------------------------------------
+
+
+def test_latency_mode_on_gpus_keeps_the_throughput_inter_op_rule() -> None:
+    """One inter-op thread is Intel's rule for CPU inference (each op on every intra-op
+    thread); the p4d's 8 A100s under MirroredStrategy are not told it. Without a usable GPU
+    (the T4 capture's driver is too old for TF 2.21) latency mode keeps one thread."""
+    gpus = plan(detect(P4D_HOST), knowledge=KNOWLEDGE, mode="latency")
+    assert gpus.distribution is not None
+    assert gpus.distribution.strategy.value == "MirroredStrategy"
+    throughput = plan(detect(P4D_HOST), knowledge=KNOWLEDGE)
+    inter = gpus.threads.inter_op
+    assert inter.value == throughput.threads.inter_op.value != 1
+    assert "latency mode on a slice with 8 GPUs" in inter.reason
+    assert "real-time-inference" not in inter.reason
+    cpu = plan(detect(T4_HOST), knowledge=KNOWLEDGE, mode="latency")
+    assert cpu.distribution is None and cpu.threads.inter_op.value == 1
+    assert "real-time-inference" in cpu.threads.inter_op.reason
