@@ -285,3 +285,13 @@ def test_latency_mode_on_gpus_keeps_the_throughput_inter_op_rule() -> None:
     cpu = plan(detect(T4_HOST), knowledge=KNOWLEDGE, mode="latency")
     assert cpu.distribution is None and cpu.threads.inter_op.value == 1
     assert "real-time-inference" in cpu.threads.inter_op.reason
+
+
+def test_unknown_compute_capability_names_every_gpu() -> None:
+    """The p4d capture's 8 A100s have no compute capability (topo -m only): all are named,
+    and a slice names its own."""
+    hw = detect(P4D_HOST)
+    whole = plan(hw, knowledge=KNOWLEDGE)
+    assert "compute capability unknown for GPUs 0-7:" in whole.precision.reason
+    half = plan(hw, knowledge=KNOWLEDGE, instances=2, instance=1)
+    assert "compute capability unknown for GPUs 4-7:" in half.precision.reason

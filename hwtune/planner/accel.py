@@ -8,6 +8,7 @@ bf16 through oneDNN, and only with oneDNN on.
 
 from __future__ import annotations
 
+from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Intent, Setting
 from hwtune.planner import cuda_compat, gpu_units
@@ -140,10 +141,8 @@ def eligible_precisions(hw: Hardware, gpus: tuple[Gpu, ...]) -> tuple[tuple[str,
         ccs = {gpu.index: version_tuple(gpu.compute_capability or "") for gpu in gpus}
         unknown = [index for index, cc in ccs.items() if not cc]
         if unknown:
-            return (
-                (),
-                f"compute capability unknown for GPU {unknown[0]}: no policy can be vouched for",
-            )
+            named = f"GPUs {format_cpulist(unknown)}" if len(unknown) > 1 else f"GPU {unknown[0]}"
+            return (), f"compute capability unknown for {named}: no policy can be vouched for"
         lowest = min(ccs.values())
         shown = ".".join(str(p) for p in lowest)
         if lowest >= (8, 0):
