@@ -2,7 +2,8 @@
 
 `build_host(root)` lays out what the probes read for a 24-CPU, 2-socket Haswell node (the
 verbatim cpuinfo capture in tests/data/daemon, SOURCES.md there) with cgroup v1 limits and two
-Tesla T4s (the T4 `nvidia-smi -q -x` capture in tests/data/gpu, its <gpu> element twice);
+Tesla T4s (the T4 `nvidia-smi -q -x` capture in tests/data/gpu, its <gpu> element twice) under
+an installed TensorFlow 2.14 CUDA build, whose CUDA 11.8 the capture's driver (CUDA 11.7) runs;
 `Host` has the edits the tests make (CPU offline, quota, GPUs, config). `DaemonProcess` starts
 `python -m hwtune daemon` with a datagram socket bound in the test as `$NOTIFY_SOCKET`, records
 every notification and the stderr log, and sends signals.
@@ -125,7 +126,12 @@ def build_host(root: Path, *, gpus: int = 2) -> Host:
         _write(node_dir / f"node{node}/meminfo", f"Node {node} MemTotal:       32768000 kB\n")
     _write(root / "sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n")
     if gpus:
+        from tests.gpu_roots import add_cuda_11_tensorflow
+
         _write(root / "nvidia-smi-q.xml", gpu_xml(gpus))
+        # the T4 capture's driver (CUDA 11.7) runs TensorFlow's GPU build only up to 2.14 (CUDA
+        # 11.8): TF 2.15+ is CUDA 12 and would plan for the CPU
+        add_cuda_11_tensorflow(root, root.parent / f"{root.name}-site")
     return Host(root)
 
 

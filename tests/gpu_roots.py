@@ -68,3 +68,35 @@ def hardware(
     listing: Path | None = None,
 ) -> Hardware:
     return detect(root(tmp_path, cpu, xml=xml, topo=topo, listing=listing))
+
+
+# TensorFlow 2.14 is the last release built with CUDA 11 (11.8, cuDNN 8.7: tensorflow.org/install
+# /source, "Tested build configurations"; 2.15 moved to CUDA 12.2). The T4 capture's driver
+# (515.105.01, CUDA 11.7) cannot load the CUDA 12 of 2.15 and later, so a plan that runs on its
+# GPU needs such a TensorFlow installed; under it the driver runs CUDA 11.8 by minor version
+# compatibility.
+CUDA_11_BUILD_INFO = (
+    "import collections\nbuild_info = collections.OrderedDict([('cpu_compiler', "
+    "'/usr/lib/llvm-16/bin/clang'), ('cuda_compute_capabilities', ['sm_35', 'sm_50', 'sm_60', "
+    "'sm_70', 'sm_75', 'compute_80']), ('cuda_version', '11.8'), ('cudnn_version', '8'), "
+    "('is_cuda_build', True), ('is_rocm_build', False), ('is_tensorrt_build', True)])\n"
+)
+
+
+def add_cuda_11_tensorflow(dest: Path, site: Path) -> None:
+    """Write `dest/tensorflow.json` for a TensorFlow 2.14.1 CUDA build (CUDA 11.8) in `site`."""
+    from hwtune.probes.issues import IssueLog
+    from hwtune.probes.tensorflow import save_tf_snapshot
+    from tests.test_probe_tensorflow import make_site
+
+    make_site(site, dist="tensorflow", version="2.14.1", build_info=CUDA_11_BUILD_INFO)
+    save_tf_snapshot(dest, IssueLog(), search_path=[str(site)])
+
+
+def t4_under_cuda_11(tmp_path: Path) -> Path:
+    """The T4 host capture with a TensorFlow 2.14.1 CUDA build (CUDA 11.8) installed."""
+    dest = tmp_path / "t4-tf214"
+    shutil.copytree(T4_HOST, dest)
+    (dest / "expected_profile.json").unlink(missing_ok=True)
+    add_cuda_11_tensorflow(dest, tmp_path / "site-tf214")
+    return dest

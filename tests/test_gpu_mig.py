@@ -30,8 +30,8 @@ from tests.gpu_roots import (
     MIG_LIST,
     MIXED_MIG_LIST,
     P4D_HOST,
-    T4_HOST,
     hardware,
+    t4_under_cuda_11,
 )
 from tests.test_plan_invariants import KNOWLEDGE
 from tests.test_runtime import clean_env, needs_tf  # noqa: F401 - the fixture is used below
@@ -108,8 +108,11 @@ def test_instances_sharing_a_slice_get_growth_and_a_limit(tmp_path: Path) -> Non
     )
 
 
-def test_two_instances_on_one_t4_share_it_with_a_limit_and_the_async_allocator() -> None:
-    profile = plan(detect(T4_HOST), knowledge=KNOWLEDGE, instances=2, instance=1)
+def test_two_instances_on_one_t4_share_it_with_a_limit_and_the_async_allocator(
+    tmp_path: Path,
+) -> None:
+    hw = detect(t4_under_cuda_11(tmp_path))  # the capture's driver (CUDA 11.7) needs CUDA 11
+    profile = plan(hw, knowledge=KNOWLEDGE, instances=2, instance=1)
     assert profile.env["CUDA_VISIBLE_DEVICES"].value == "0"
     assert profile.env["TF_FORCE_GPU_ALLOW_GROWTH"].value == "true"
     assert profile.env["TF_GPU_ALLOCATOR"].value == "cuda_malloc_async"
@@ -157,7 +160,7 @@ def test_env_and_config_proto_agree_on_devices(tmp_path: Path) -> None:
 
 @needs_tf
 def test_config_proto_caps_an_instance_sharing_a_gpu(tmp_path: Path) -> None:
-    out = _apply(tmp_path, T4_HOST, "--instances", "2", "--instance", "1")
+    out = _apply(tmp_path, t4_under_cuda_11(tmp_path), "--instances", "2", "--instance", "1")
     parsed = _parse_config_proto((out / "tf_config.pbtxt").read_text())
     limit = (15360 * MIB // 2 - 1050 * MIB) // MIB
     assert parsed["growth"] is True
@@ -193,11 +196,11 @@ def test_configure_applies_the_limit_to_every_gpu_tensorflow_sees(
     assert seen["gpu_memory"] == "not applied (6630 MiB): TensorFlow sees no GPU"
 
 
-def test_the_cached_payload_carries_the_limit() -> None:
+def test_the_cached_payload_carries_the_limit(tmp_path: Path) -> None:
     from hwtune.apply.cache import payload_from_planned
     from hwtune.pipeline.request import Planned
 
-    hw = detect(T4_HOST)
+    hw = detect(t4_under_cuda_11(tmp_path))
     profile = plan(hw, knowledge=KNOWLEDGE, instances=2, instance=1)
     assert profile.gpu_memory is not None
     payload = payload_from_planned(Planned(hardware=hw, profile=profile))

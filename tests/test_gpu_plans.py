@@ -26,6 +26,7 @@ from tests.gpu_roots import (
     P4D_HOST,
     T4_HOST,
     hardware,
+    t4_under_cuda_11,
 )
 from tests.test_plan_invariants import KNOWLEDGE
 
@@ -104,23 +105,44 @@ def test_nccl_is_planned_on_pcie_and_nvlink_alike(tmp_path: Path, topo: Path) ->
 # -- 5. XLA on GPU follows evidence --------------------------------------------------------
 
 
-def test_xla_on_a_gpu_stays_off_without_a_model_kind() -> None:
-    hw = detect(T4_HOST)
+def test_xla_on_a_gpu_stays_off_without_a_model_kind(tmp_path: Path) -> None:
+    hw = detect(t4_under_cuda_11(tmp_path))
     unknown = plan(hw, knowledge=KNOWLEDGE)
     assert unknown.jit.level.value == "off"
     assert "TF_XLA_FLAGS" not in unknown.env
     assert "jit_compile=True" in unknown.jit.level.reason and "flags.h" in unknown.jit.level.reason
-    for model, cited in (("dense", "BERT MLPerf"), ("conv", "se-resnext101-32x4d")):
-        profile = plan(hw, knowledge=KNOWLEDGE, model=model)
+    for model, precision, cited in (
+        ("dense", "eligible", "BERT MLPerf"),
+        ("conv", "auto", "mixed precision + XLA trained SE-ResNeXt101"),
+    ):
+        profile = plan(hw, knowledge=KNOWLEDGE, model=model, precision=precision)
         assert profile.env["TF_XLA_FLAGS"].value == "--tf_xla_auto_jit=2"
         assert cited in profile.jit.level.reason
+
+
+def test_xla_on_a_gpu_running_a_conv_model_in_float32_stays_off(tmp_path: Path) -> None:
+    """The SE-ResNeXt101 gain is mixed precision + XLA against mixed precision alone: a float32
+    plan (the T4 with --precision eligible, the p4d's GPUs of unknown capability with --precision
+    auto) is not told that figure, and keeps XLA off."""
+    for hw, precision in (
+        (detect(t4_under_cuda_11(tmp_path)), "eligible"),
+        (detect(P4D_HOST), "auto"),
+    ):
+        profile = plan(hw, knowledge=KNOWLEDGE, model="conv", precision=precision)
+        assert profile.distribution is not None and profile.precision.enabled is None
+        assert profile.jit.level.value == "off"
+        assert "TF_XLA_FLAGS" not in profile.env
+        reason = profile.jit.level.reason
+        assert "in float32" in reason and "1.58" not in reason
+        assert "published only with XLA on" in reason
 
 
 # -- 6 and 11. precision and layout --------------------------------------------------------
 
 
 def test_auto_precision_and_layout_follow_the_compute_capability(tmp_path: Path) -> None:
-    t4 = plan(detect(T4_HOST), knowledge=KNOWLEDGE, precision="auto")  # CC 7.5
+    t4_hw = detect(t4_under_cuda_11(tmp_path))
+    t4 = plan(t4_hw, knowledge=KNOWLEDGE, precision="auto")  # CC 7.5
     assert t4.precision.enabled == "mixed_float16"
     assert t4.data_format.value == "channels_last"
     a100 = plan(
@@ -133,7 +155,7 @@ def test_auto_precision_and_layout_follow_the_compute_capability(tmp_path: Path)
     )
     assert a100.data_format.value == "channels_last"
     assert "generic_layout_optimizer.cc" in a100.data_format.reason
-    fp32 = plan(detect(T4_HOST), knowledge=KNOWLEDGE)  # --precision eligible: float32 runs
+    fp32 = plan(t4_hw, knowledge=KNOWLEDGE)  # --precision eligible: float32 runs
     assert fp32.data_format.value == "channels_first"
 
 
@@ -175,6 +197,36 @@ def test_an_old_driver_is_a_plan_warning_naming_both_versions() -> None:
     assert "525.60.13" in warning
 
 
+def test_a_driver_too_old_for_the_cuda_major_gets_the_cpu_plan() -> None:
+    """The T4 capture's driver (CUDA 11.7) cannot load TF 2.21's CUDA 12: TensorFlow finds no
+    GPU, so nothing is planned for one (the plan used to run the T4 and warn at once)."""
+    hw = detect(T4_HOST)
+    profile = plan(hw, knowledge=KNOWLEDGE, model="conv", precision="auto")
+    (warning,) = profile.warnings
+    assert "TensorFlow cannot use the GPU" in warning
+    assert profile.distribution is None and profile.allow_soft_placement is None
+    assert profile.instance.gpus == ()
+    assert "TF_GPU_THREAD_MODE" not in profile.env
+    assert "515.105.01 supports CUDA 11.7" in left(profile, "TF_GPU_THREAD_MODE")
+    assert profile.data_format.value == "channels_last" and "CPU" in profile.data_format.reason
+    assert profile.precision.eligible == () and profile.precision.enabled is None
+    assert profile.jit.level.value == "off" and "on a CPU" in profile.jit.level.reason
+    assert profile.int8 is not None and not any(
+        route.device.startswith("gpu") for route in profile.int8.routes
+    )
+
+
+def test_a_driver_of_the_same_cuda_major_keeps_the_gpu(tmp_path: Path) -> None:
+    """Minor version compatibility: the same T4 driver runs an installed TF 2.14 (CUDA 11.8),
+    and the A100 capture's driver (CUDA 12.2) runs TF 2.21's CUDA 12.5.1; both warn only."""
+    t4 = plan(detect(t4_under_cuda_11(tmp_path)), knowledge=KNOWLEDGE)
+    assert t4.instance.gpus == (0,) and t4.distribution is not None
+    assert "minor version compatibility" in " ".join(t4.warnings)
+    a100 = plan(hardware(tmp_path, HASWELL, xml=A100_MIG_XML), knowledge=KNOWLEDGE)
+    assert a100.instance.gpus and a100.distribution is not None
+    assert "CUDA 12.2" in " ".join(a100.warnings)
+
+
 def test_an_old_driver_under_an_installed_tensorflow_is_a_detect_issue(tmp_path: Path) -> None:
     from hwtune.probes.issues import IssueLog
     from hwtune.probes.tensorflow import save_tf_snapshot
@@ -213,3 +265,33 @@ def test_a_tensorflow_newer_than_the_knowledge_keeps_the_newest_minimum() -> Non
     assert profile.distribution is None and "TF_GPU_THREAD_MODE" not in profile.env
     reason = {item.name: item.reason for item in profile.left_out}["CUDA_VISIBLE_DEVICES"]
     assert f"2.99.0 (as {KNOWLEDGE.newest_tf.key})" in reason
+
+
+# -- latency mode with GPUs ------------------------------------------------------------------
+
+
+def test_latency_mode_on_gpus_keeps_the_throughput_inter_op_rule() -> None:
+    """One inter-op thread is Intel's rule for CPU inference (each op on every intra-op
+    thread); the p4d's 8 A100s under MirroredStrategy are not told it. Without a usable GPU
+    (the T4 capture's driver is too old for TF 2.21) latency mode keeps one thread."""
+    gpus = plan(detect(P4D_HOST), knowledge=KNOWLEDGE, mode="latency")
+    assert gpus.distribution is not None
+    assert gpus.distribution.strategy.value == "MirroredStrategy"
+    throughput = plan(detect(P4D_HOST), knowledge=KNOWLEDGE)
+    inter = gpus.threads.inter_op
+    assert inter.value == throughput.threads.inter_op.value != 1
+    assert "latency mode on a slice with 8 GPUs" in inter.reason
+    assert "real-time-inference" not in inter.reason
+    cpu = plan(detect(T4_HOST), knowledge=KNOWLEDGE, mode="latency")
+    assert cpu.distribution is None and cpu.threads.inter_op.value == 1
+    assert "real-time-inference" in cpu.threads.inter_op.reason
+
+
+def test_unknown_compute_capability_names_every_gpu() -> None:
+    """The p4d capture's 8 A100s have no compute capability (topo -m only): all are named,
+    and a slice names its own."""
+    hw = detect(P4D_HOST)
+    whole = plan(hw, knowledge=KNOWLEDGE)
+    assert "compute capability unknown for GPUs 0-7:" in whole.precision.reason
+    half = plan(hw, knowledge=KNOWLEDGE, instances=2, instance=1)
+    assert "compute capability unknown for GPUs 4-7:" in half.precision.reason

@@ -14,7 +14,7 @@ from hwtune.planner import plan
 from hwtune.planner.knowledge import load_knowledge
 from hwtune.probes import detect
 from tests import gpu_roots
-from tests.conftest import DATA
+from tests.conftest import DATA, run_cli
 from tests.plan_builders import CASCADELAKE_FLAGS, make_hardware, tf_info
 
 HOSTS = DATA / "hosts"
@@ -87,7 +87,8 @@ def test_onednn_route_needs_onednn_on() -> None:
 def test_gpu_capabilities_from_real_captures(tmp_path: Path) -> None:
     (tmp_path / "t4").mkdir()
     (tmp_path / "k80").mkdir()
-    t4 = gpu_roots.hardware(tmp_path / "t4", gpu_roots.T4_HOST, xml=gpu_roots.T4_XML)
+    # the T4's driver (CUDA 11.7) runs TensorFlow 2.14 (CUDA 11.8), the last with TF-TRT in reach
+    t4 = detect(gpu_roots.t4_under_cuda_11(tmp_path / "t4"))
     assert [r[1:3] for r in _routes(t4) if r[0].startswith("gpu")] == [
         ("INT8 Tensor Cores", "TF-TRT INT8")
     ]
@@ -181,8 +182,29 @@ def test_nfd_labels_from_hardware_alone(
 
 
 def test_nfd_labels_gpu_precision_and_int8(tmp_path: Path) -> None:
-    t4 = gpu_roots.hardware(tmp_path, gpu_roots.T4_HOST, xml=gpu_roots.T4_XML)
+    t4 = detect(gpu_roots.t4_under_cuda_11(tmp_path))
     found = nfd.labels(t4, plan(t4, knowledge=KNOWLEDGE))
     assert found["mixed-float16"] == "true"  # 7.5: float16 tensor cores, no bfloat16 ones
     assert "mixed-bfloat16" not in found
     assert found["int8-tensorrt"] == "true"
+
+
+def test_tf_trt_follows_the_planned_tensorflow_not_only_an_installed_one(tmp_path: Path) -> None:
+    """No TensorFlow installed: the plan is for the newest known (2.21), whose CUDA builds have
+    no TensorRT since 2.18 (tf-build.md §1c), so TF-TRT is not usable; asked for 2.17 it is.
+    `hwtune explain int8` says the same as the plan."""
+    root = gpu_roots.root(tmp_path, gpu_roots.HASWELL, xml=gpu_roots.A100_MIG_XML)
+    hw = detect(root)  # A100, compute capability 8.0; driver CUDA 12.2 runs TF 2.21's 12.5.1
+    assert hw.tensorflow is None
+    newest = _routes(hw)
+    assert newest == [("gpu 0", "INT8 Tensor Cores", "TF-TRT INT8", False)]
+    profile = plan(hw, knowledge=KNOWLEDGE)
+    assert profile.int8 is not None
+    assert "TensorFlow 2.21" in profile.int8.routes[0].note
+    assert "no longer carries it (last: 2.17)" in profile.int8.routes[0].note
+    assert "no route usable as planned" in profile.int8.reason
+    assert _routes(hw, tf_version="2.17") == [("gpu 0", "INT8 Tensor Cores", "TF-TRT INT8", True)]
+    shown = run_cli(["explain", "int8", "--root", str(root)])
+    assert shown.exit_status == 0, shown.stderr
+    assert "TF-TRT INT8 (not usable as planned)" in shown.stdout
+    assert "no longer carries it (last: 2.17)" in shown.stdout

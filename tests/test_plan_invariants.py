@@ -26,7 +26,8 @@ OPENMP_KNOBS = ("OMP_", "KMP_")
 
 def check_invariants(hw: Hardware, profile: Profile, knowledge: Knowledge = KNOWLEDGE) -> None:
     intent = profile.intent
-    gpus, _ = gpus_tensorflow_can_use(hw)
+    planned = knowledge.tf_by_version.get(profile.bazel.tf_version) if profile.bazel else None
+    gpus, _ = gpus_tensorflow_can_use(hw, planned, knowledge)
     slices = split(hw, intent.instances, gpus)
     mine = slices[intent.instance]
     # Intra-op threads never exceed the effective CPUs of the instance (rules and measurements;

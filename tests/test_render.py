@@ -25,6 +25,8 @@ from hwtune.apply.render import (
 )
 from hwtune.errors import ApplyError
 from tests.apply_profiles import HOSTILE, hostile_values, make_hardware, make_profile
+from tests.conftest import DATA, run_cli
+from tests.gpu_roots import t4_under_cuda_11
 
 SHELLS = [s for s in ("bash", "dash") if shutil.which(s)]
 
@@ -150,7 +152,7 @@ def test_render_all_names_and_bazelrc() -> None:
 
 def test_tf_config_lists_gpus_only_for_a_slice() -> None:
     text = render_tf_config(make_profile(jit="autoclustering"))
-    assert "intra_op_parallelism_threads: 2" in text and "global_jit_level: ON_1" in text
+    assert "intra_op_parallelism_threads: 2" in text and "global_jit_level: ON_2" in text
     assert "gpu_options" not in text
     split = make_profile(instances=((0,), (1,)), index=1, gpus=((0,), (1, 2)))
     assert 'visible_device_list: "1,2"' in render_tf_config(split)
@@ -270,3 +272,28 @@ def test_env_command_formats_and_refusal(tmp_path: Path) -> None:
     refused = run_cli(["env", "--format", "dotenv", "--set", "HW_X=a\nb"], environ)
     assert refused.exit_status == 1 and refused.stdout == ""
     assert "HW_X" in refused.stderr and "docker" in refused.stderr and "hint:" in refused.stderr
+
+
+def test_tf_config_jit_level_matches_the_env_files_and_says_what_a_cpu_needs(
+    tmp_path: Path,
+) -> None:
+    """`--tf_xla_auto_jit=2` in the env files is global_jit_level ON_2 (config.proto: ON_1 = 1,
+    ON_2 = 2), and on a CPU the pbtxt says the level alone clusters nothing without
+    --tf_xla_cpu_global_jit; on a GPU it says nothing of the kind."""
+    cpu_out, gpu_out = tmp_path / "cpu", tmp_path / "gpu"
+    host = DATA / "hosts" / "utillinux-x86_64-epyc_7451"
+    done = run_cli(["apply", "--output", str(cpu_out), "--root", str(host), "--model", "dense"])
+    assert done.exit_status == 0, done.stderr
+    env = (cpu_out / "hwtune.env").read_text()
+    assert "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit" in env
+    pbtxt = (cpu_out / "tf_config.pbtxt").read_text()
+    assert "global_jit_level: ON_2" in pbtxt and "ON_1" not in pbtxt
+    (note,) = [line for line in pbtxt.splitlines() if "tf_xla_cpu_global_jit" in line]
+    assert note.startswith("# ") and "which hwtune's env files set" in note
+
+    t4 = t4_under_cuda_11(tmp_path)
+    done = run_cli(["apply", "--output", str(gpu_out), "--root", str(t4), "--model", "dense"])
+    assert done.exit_status == 0, done.stderr
+    assert "--tf_xla_auto_jit=2" in (gpu_out / "hwtune.env").read_text()
+    pbtxt = (gpu_out / "tf_config.pbtxt").read_text()
+    assert "global_jit_level: ON_2" in pbtxt and "tf_xla_cpu_global_jit" not in pbtxt

@@ -372,7 +372,8 @@ def test_eval_hwtune_env_in_bash_sizes_tensorflows_pools(
     # environment (TF's C++ runtime reads TF_NUM_*), so the getter reports 0 ("default").
     assert seen["getter"] == 0
     assert seen["config"] == [intra, inter]
-    assert seen["jit"] == (-1 if profile.jit.level.value == "off" else 1)  # OFF / ON_1
+    levels = {"off": -1, "on": 1, "autoclustering": 2}  # OFF, ON_1, ON_2 (config.proto)
+    assert seen["jit"] == levels[str(profile.jit.level.value)]
     assert seen["items"] == [0, 2, 4, 6]
 
 

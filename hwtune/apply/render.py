@@ -81,10 +81,19 @@ OUTPUT_FILES = (
     HARDWARE_FILE,
 )
 
-# profile.jit.level -> ConfigProto OptimizerOptions.GlobalJitLevel (config.proto). TF's own
-# tf.config.optimizer.set_jit("autoclustering") and set_jit(True) both select ON_1
-# (tensorflow/python/eager/context.py, `optimizer_jit`), so "on" maps there too.
-_JIT_LEVELS = {"off": "OFF", "autoclustering": "ON_1", "on": "ON_1", "default": "DEFAULT"}
+# profile.jit.level -> ConfigProto OptimizerOptions.GlobalJitLevel (config.proto: OFF = -1,
+# DEFAULT = 0, ON_1 = 1, ON_2 = 2), the same level the env files give TF_XLA_FLAGS
+# (planner/accel.py XLA_FLAGS): autoclustering is --tf_xla_auto_jit=2, so ON_2; "on" is
+# --tf_xla_auto_jit=1, so ON_1. (tf.config.optimizer.set_jit("autoclustering") selects ON_1,
+# tensorflow/python/eager/context.py; config.proto says the levels do not differ "at present".)
+_JIT_LEVELS = {"off": "OFF", "autoclustering": "ON_2", "on": "ON_1", "default": "DEFAULT"}
+# On a CPU, global_jit_level clusters nothing unless --tf_xla_cpu_global_jit is in TF_XLA_FLAGS
+# (tensorflow/compiler/jit/flags.cc: "Enables global JIT compilation for CPU via
+# SessionOptions"; planner/accel.py CPU_XLA_FLAG).
+_CPU_JIT_NOTE = (
+    "# XLA on a CPU: global_jit_level alone compiles nothing there; TensorFlow also needs "
+    "TF_XLA_FLAGS=--tf_xla_cpu_global_jit (tensorflow/compiler/jit/flags.cc){exported}"
+)
 
 
 class EnvEntry(NamedTuple):
@@ -328,6 +337,12 @@ def render_tf_config(profile: Profile) -> str:
     if level not in _JIT_LEVELS:
         raise ApplyError(
             f"profile jit.level is {profile.jit.level.value!r}", hint=f"one of {list(_JIT_LEVELS)}"
+        )
+    if not profile.instance.gpus and _JIT_LEVELS[level] in ("ON_1", "ON_2"):
+        flags = profile.env.get("TF_XLA_FLAGS")
+        exported = flags is not None and "--tf_xla_cpu_global_jit" in str(flags.value).split()
+        lines.append(
+            _CPU_JIT_NOTE.format(exported=", which hwtune's env files set" if exported else "")
         )
     lines += [
         "graph_options {",

@@ -66,7 +66,7 @@ class Threads:
 
 @dataclass(frozen=True, slots=True)
 class Jit:
-    level: Setting  # "off" | "autoclustering" | "on" (global_jit_level ON_1)
+    level: Setting  # "off" | "autoclustering" (global_jit_level ON_2) | "on" (ON_1)
 
 
 @dataclass(frozen=True, slots=True)

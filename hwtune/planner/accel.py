@@ -8,10 +8,11 @@ bf16 through oneDNN, and only with oneDNN on.
 
 from __future__ import annotations
 
+from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Intent, Setting
-from hwtune.planner import gpu_units
-from hwtune.planner.knowledge import TfVersionEntry, version_tuple
+from hwtune.planner import cuda_compat, gpu_units
+from hwtune.planner.knowledge import Knowledge, TfVersionEntry, default_knowledge, version_tuple
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # tensorflow.org/xla "Auto-clustering": on GPU, TF_XLA_FLAGS=--tf_xla_auto_jit=2 (global_jit_level
@@ -76,14 +77,17 @@ GPU_XLA_REASONS: dict[str, tuple[str, str]] = {
 
 
 def gpus_tensorflow_can_use(
-    hw: Hardware, planned: TfVersionEntry | None = None
+    hw: Hardware, planned: TfVersionEntry | None = None, knowledge: Knowledge | None = None
 ) -> tuple[tuple[Gpu, ...], str]:
     """The GPUs TensorFlow will run on, and why none when it will not.
 
     A GPU below the version's minimum compute capability is ignored by TensorFlow itself
     ("Ignoring visible gpu device ... The minimum required Cuda capability is ...",
     tensorflow/core/common_runtime/gpu/gpu_device.cc), so the plan leaves it out too, as it does
-    a GPU in MIG mode with no MIG device to run on (`idle_mig_warnings` says so).
+    a GPU in MIG mode with no MIG device to run on (`idle_mig_warnings` says so). A driver
+    whose CUDA is of an older major release than the CUDA TensorFlow is built with (the
+    installed build's, else `planned`'s wheels) cannot load it, so no GPU is usable at all
+    (`cuda_compat.driver_cannot_load`); the plan warns about the driver too.
     """
     if not hw.gpus:
         return (), "no NVIDIA GPU found"
@@ -93,6 +97,9 @@ def gpus_tensorflow_can_use(
             f"the installed TensorFlow ({tf.distribution} {tf.version}) is built without CUDA, "
             f"so it cannot use the {len(hw.gpus)} GPU{'s' if len(hw.gpus) > 1 else ''}"
         )
+    driver = cuda_compat.driver_cannot_load(hw, planned, knowledge or default_knowledge())
+    if driver:
+        return (), driver
     idle_mig = _idle_mig(hw)
     minimum = version_tuple(planned.min_cuda_cc)[:2] if planned is not None else ()
     too_old = [
@@ -134,10 +141,8 @@ def eligible_precisions(hw: Hardware, gpus: tuple[Gpu, ...]) -> tuple[tuple[str,
         ccs = {gpu.index: version_tuple(gpu.compute_capability or "") for gpu in gpus}
         unknown = [index for index, cc in ccs.items() if not cc]
         if unknown:
-            return (
-                (),
-                f"compute capability unknown for GPU {unknown[0]}: no policy can be vouched for",
-            )
+            named = f"GPUs {format_cpulist(unknown)}" if len(unknown) > 1 else f"GPU {unknown[0]}"
+            return (), f"compute capability unknown for {named}: no policy can be vouched for"
         lowest = min(ccs.values())
         shown = ".".join(str(p) for p in lowest)
         if lowest >= (8, 0):
@@ -221,19 +226,37 @@ CPU_DENSE_ONE_THREAD_REASON = (
 )
 
 
+# The SE-ResNeXt101 figures are mixed precision + XLA against mixed precision alone; the same
+# README publishes its float32 (V100) and TF32 (A100) training throughputs only with XLA on, so
+# no cited source shows what XLA does for a float32 convolutional model: left off there.
+GPU_CONV_FLOAT32_REASON = (
+    "convolutional model on a GPU in float32: the measured XLA gain for convolutions "
+    "(NVIDIA DeepLearningExamples, TensorFlow/Classification/ConvNets/se-resnext101-32x4d) "
+    "compares mixed precision + XLA with mixed precision alone, and its float32/TF32 training "
+    "throughputs are published only with XLA on, so nothing cited shows XLA pays in float32; "
+    "left off, as auto-jit is experimental (tensorflow/compiler/jit/flags.h) and recompiles on "
+    "new input shapes — use --precision auto where mixed precision is eligible, or let "
+    "`hwtune tune` measure it"
+)
+
+
 def jit_rule(
     on_gpu: bool,
     model: str = "unknown",
     *,
+    precision: str | None = None,
     intra: int = 0,
     onednn: bool = False,
     avx512: bool = False,
 ) -> Setting:
-    """XLA's level for the instance; `intra` (its intra-op threads), `onednn` and `avx512`
-    (the CPU has AVX-512F) matter on a CPU only, where a dense model with one thread runs
-    faster on oneDNN's AVX-512 kernels alone."""
+    """XLA's level for the instance; `precision` (the enabled Keras policy, None for float32)
+    matters on a GPU only, where the convolutional evidence is with mixed precision; `intra`
+    (its intra-op threads), `onednn` and `avx512` (the CPU has AVX-512F) matter on a CPU
+    only, where a dense model with one thread runs faster on oneDNN's AVX-512 kernels alone."""
     table = GPU_XLA_REASONS if on_gpu else CPU_XLA_REASONS
     level, reason = table.get(model, table["unknown"])
+    if on_gpu and model == "conv" and precision is None:
+        return Setting("off", GPU_CONV_FLOAT32_REASON)
     if not on_gpu and model == "dense" and intra == 1 and onednn and avx512:
         return Setting("off", CPU_DENSE_ONE_THREAD_REASON)
     return Setting(level, reason)

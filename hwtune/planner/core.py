@@ -203,7 +203,7 @@ def plan(
     tf_asked_by = overrides.origin("tf_version") if overrides.tf_version is not None else None
     planned_tf, _ = resolve_tf_version(hw, resolved, knowledge, tf_asked_by)
     tf_gpus, no_gpu_reason = accel.gpus_tensorflow_can_use(
-        hw, planned_tf or _newer_than_known(hw, knowledge)
+        hw, planned_tf or _newer_than_known(hw, knowledge), knowledge
     )
     slices = split(hw, resolved.instances, tf_gpus)
     mine = slices[resolved.instance]
@@ -248,6 +248,7 @@ def plan(
     jit_rule = accel.jit_rule(
         on_gpu,
         resolved.model,
+        precision=precision.enabled,
         intra=int(intra.value or 0),
         onednn=knobs.onednn_on(onednn),
         avx512="avx512f" in hw.cpu.flags,
@@ -308,7 +309,7 @@ def plan(
         if on_gpu
         else None,
         gpu_memory=gpu_mem,
-        int8=plan_int8(hw, mine.gpus, onednn, knowledge),
+        int8=plan_int8(hw, mine.gpus, onednn, knowledge, planned_tf),
         left_out=tuple(left_out),
         fingerprint=plan_fingerprint,
         warnings=(

@@ -54,6 +54,21 @@ def driver_problem(
     )
 
 
+def driver_cannot_load(
+    hw: Hardware, planned: TfVersionEntry | None, knowledge: Knowledge
+) -> str | None:
+    """Why the driver cannot load the CUDA of the TensorFlow that will run at all (its CUDA is
+    of an older major release family, so minor version compatibility does not apply), or None.
+    TensorFlow then finds no GPU ("CUDA driver version is insufficient for CUDA runtime
+    version") and runs on the CPU."""
+    needed, who = tf_cuda(hw, planned)
+    have = version_tuple(hw.cuda_driver_version or "")[:1]
+    want = version_tuple(needed or "")[:1]
+    if not needed or not have or not want or have >= want:
+        return None
+    return driver_problem(hw.gpu_driver, hw.cuda_driver_version, needed, who, knowledge)
+
+
 def newer_than_build(
     gpus: tuple[Gpu, ...], planned: TfVersionEntry | None, who: str, knowledge: Knowledge
 ) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Int8, Int8Route, Setting
 from hwtune.planner.knobs import onednn_on
-from hwtune.planner.knowledge import Int8Feature, Knowledge, version_tuple
+from hwtune.planner.knowledge import Int8Feature, Knowledge, TfVersionEntry, version_tuple
 from hwtune.planner.knowledge import Int8Route as RouteEntry
 
 # Without a dot-product instruction an x86 int8 multiply-accumulate takes three (VPMADDUBSW,
@@ -28,11 +28,19 @@ NO_FEATURE_REASON = (
 X86_NOTE = " (three x86 instructions per VNNI one)"
 
 
-def plan_int8(hw: Hardware, gpus: tuple[Gpu, ...], onednn: Setting, knowledge: Knowledge) -> Int8:
+def plan_int8(
+    hw: Hardware,
+    gpus: tuple[Gpu, ...],
+    onednn: Setting,
+    knowledge: Knowledge,
+    planned: TfVersionEntry | None = None,
+) -> Int8:
     """The int8 routes of this slice's CPU and GPUs, and whether any exists.
 
     `gpus` are the slice's GPUs that TensorFlow can use (a CPU-only build uses none), so a GPU
-    route is only offered where TensorFlow could take it.
+    route is only offered where TensorFlow could take it. `planned` is the TensorFlow version
+    the plan is for (asked, installed, or the newest known when none is installed); a route
+    that version no longer carries is not usable.
     """
     routes_by_key = {route.key: route for route in knowledge.int8_routes}
     found: list[Int8Route] = []
@@ -44,13 +52,13 @@ def plan_int8(hw: Hardware, gpus: tuple[Gpu, ...], onednn: Setting, knowledge: K
         for key in feature.routes:
             route = routes_by_key.get(key)
             if route is not None:
-                found.append(_cpu_route(hw, feature, route, onednn))
+                found.append(_cpu_route(hw, feature, route, onednn, planned))
     gpu_features = [f for f in knowledge.int8_features if f.device == "gpu" and f.min_cc]
     for feature, members in _best_gpu_features(gpus, gpu_features):
         for key in feature.routes:
             route = routes_by_key.get(key)
             if route is not None:
-                found.append(_gpu_route(hw, members, feature, route))
+                found.append(_gpu_route(hw, members, feature, route, planned))
     unknown = [str(g.index) for g in gpus if not version_tuple(g.compute_capability or "")]
     unknown_note = (
         f"; compute capability unknown for GPU {','.join(unknown)}: its int8 support cannot be "
@@ -77,7 +85,11 @@ def plan_int8(hw: Hardware, gpus: tuple[Gpu, ...], onednn: Setting, knowledge: K
 
 
 def _cpu_route(
-    hw: Hardware, feature: Int8Feature, route: RouteEntry, onednn: Setting
+    hw: Hardware,
+    feature: Int8Feature,
+    route: RouteEntry,
+    onednn: Setting,
+    planned: TfVersionEntry | None,
 ) -> Int8Route:
     shown = [flag for flag in feature.flags_any if flag in hw.cpu.flags]
     note = f"CPU shows {', '.join(shown)}"
@@ -88,7 +100,7 @@ def _cpu_route(
             f"; this plan sets TF_ENABLE_ONEDNN_OPTS={onednn.value} ({onednn.reason}): "
             "set it to 1 for int8 inference jobs"
         )
-    tf_note, tf_ok = _tf_window(hw, route)
+    tf_note, tf_ok = _tf_window(hw, route, planned)
     return Int8Route(
         device="cpu",
         feature=feature.name,
@@ -101,11 +113,15 @@ def _cpu_route(
 
 
 def _gpu_route(
-    hw: Hardware, members: tuple[Gpu, ...], feature: Int8Feature, route: RouteEntry
+    hw: Hardware,
+    members: tuple[Gpu, ...],
+    feature: Int8Feature,
+    route: RouteEntry,
+    planned: TfVersionEntry | None,
 ) -> Int8Route:
     ccs = sorted({g.compute_capability or "" for g in members}, key=version_tuple)
     note = f"compute capability {', '.join(ccs)} ≥ {feature.min_cc}"
-    tf_note, tf_ok = _tf_window(hw, route)
+    tf_note, tf_ok = _tf_window(hw, route, planned)
     return Int8Route(
         device="gpu " + ",".join(str(g.index) for g in members),
         feature=feature.name,
@@ -117,15 +133,27 @@ def _gpu_route(
     )
 
 
-def _tf_window(hw: Hardware, route: RouteEntry) -> tuple[str, bool]:
-    """A note on the installed TensorFlow against the route's last version, and whether it fits."""
+def _tf_window(
+    hw: Hardware, route: RouteEntry, planned: TfVersionEntry | None
+) -> tuple[str, bool]:
+    """A note on the TensorFlow the plan is for against the route's last version, and whether
+    it fits: the planned version (asked, installed, or the newest known), else the installed
+    one (a version the knowledge lacks)."""
     if not route.tf_max:
         return "", True
     tf = hw.tensorflow
-    if tf is None:
+    if planned is not None:
+        version = planned.key
+        installed = tf is not None and version_tuple(tf.version)[:2] == version_tuple(version)[:2]
+        who = f"TensorFlow {tf.version}" if installed and tf else f"TensorFlow {version}"
+        if tf is None:
+            who += " (none installed: the version planned for)"
+    elif tf is not None:
+        version, who = tf.version, f"TensorFlow {tf.version}"
+    else:
         return f"; needs TensorFlow ≤ {route.tf_max} (no TensorFlow found)", True
-    if version_tuple(tf.version)[:2] > version_tuple(route.tf_max)[:2]:
-        return f"; TensorFlow {tf.version} no longer carries it (last: {route.tf_max})", False
+    if version_tuple(version)[:2] > version_tuple(route.tf_max)[:2]:
+        return f"; {who} no longer carries it (last: {route.tf_max})", False
     return "", True
 
 

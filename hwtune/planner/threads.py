@@ -31,6 +31,8 @@ the ops' threads come from:
 
 from __future__ import annotations
 
+import dataclasses
+
 from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Intent, Setting
@@ -98,6 +100,20 @@ def inter_op(
     """`intra`: the intra-op threads planned (a user's or a measured count included);
     `ceiling`: the rule's own intra-op count (the slice's physical cores, or its CPU budget
     when that is smaller), which a larger given count does not raise the inter-op pool beyond."""
+    if intent.mode == "latency" and mine.gpus:
+        # Intel's one-inter-op-thread rule is for CPU inference; nothing backs it for a slice
+        # whose math runs on GPUs, so the throughput rule holds there.
+        throughput = dataclasses.replace(intent, mode="throughput")
+        kept = inter_op(hw, throughput, mine, intra, ceiling=ceiling)
+        count = len(mine.gpus)
+        return Setting(
+            kept.value,
+            f"latency mode on a slice with {count} GPU{'s' if count > 1 else ''}: the "
+            "one-inter-op-thread rule is for CPU inference, where each op uses every "
+            f"intra-op thread; here the math runs on the GPU{'s' if count > 1 else ''} and the "
+            "inter-op pool schedules ops around it (kernel launches, ops without a GPU "
+            "kernel), so the throughput rule is kept — " + kept.reason,
+        )
     if intent.mode == "latency":
         return Setting(
             1,
