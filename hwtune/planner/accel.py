@@ -28,7 +28,7 @@ CPU_XLA_REASONS: dict[str, tuple[str, str]] = {
         "dense model on a CPU: XLA fuses the elementwise ops and the optimizer update between "
         "the matmuls (a 3×512 Keras MLP trained 1.3-1.45× faster on a 2-vCPU EPYC VM, TF 2.21); "
         "Keras keeps XLA off on CPU-only machines unless compile() gets "
-        "jit_compile=report.jit_compile",
+        "jit_compile=True",
     ),
     "conv": (
         "off",
