@@ -216,8 +216,8 @@ CPU_DENSE_ONE_THREAD_REASON = (
     "dense model with one intra-op thread and oneDNN's AVX-512 kernels: XLA off, as a 3×512 "
     "Keras MLP ran 1.05-1.07× faster without it (two one-thread copies, and one copy alone on "
     "a CPU: paired rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21), though with two threads XLA "
-    "made it 1.2× faster; the grid's best in a 1-CPU quota and for two copies kept XLA off too "
-    "(hwtune's repository, bench/results/amd-epyc-znver4-2cpu-kvm.md, S3 and S4)"
+    "made it 1.2× faster; in a full benchmark on the same VM, the best of a grid of settings "
+    "kept XLA off too, both in a 1-CPU quota and for two copies at once"
 )
 
 

@@ -223,17 +223,19 @@ def _budget(
 # CNN jobs (issue 17, unpaired rounds on a machine that swings ±20% between minutes) did not
 # reproduce: paired, the CNN pair was level. A pinned process also sizes TensorFlow's pools,
 # tf.data's CPU budget among them, from its affinity (tsl port.cc NumSchedulableCPUs reads
-# sched_getaffinity), which is the likely cause of the pipeline's gain.
+# sched_getaffinity), which is the likely cause of the pipeline's gain. The full-benchmark
+# figures: bench/results/amd-epyc-znver4-2cpu-kvm-3pass.md (S4 and S8, the folklore recipe's
+# pinned copies) and bench/results/amd-epyc-znver4-2cpu-kvm-pinned.md. Reasons state the
+# figures, not these paths: bench/ is not in the installed package.
 MEASURED_PINNING = (
     "on a 2-vCPU EPYC Zen 4 VM (KVM, TF 2.21), two copies of a job, each with one intra-op "
-    "thread and pinned to its own CPU, against the same copies left unpinned, 16 paired rounds "
-    "(hwtune's repository, bench/results/pinning-amd-epyc-znver4-2cpu-kvm.md): a tf.data "
-    "pipeline 1.27x [1.23-1.31], a transformer block 1.00x [0.96-1.04], a CNN 0.99x "
-    "[0.97-1.02], batch inference 1.01x [1.00-1.02]; in the full benchmark (bench/results/"
-    "amd-epyc-znver4-2cpu-kvm-3pass.md, 24 paired rounds) the folklore recipe's pinned copies "
-    "ran at 1.04x [1.01-1.06] of unpinned ones for two MLPs (S4) and 1.01x [0.99-1.04] for a "
-    "CNN beside an MLP (S8), and with these copies pinned too, both were level with the recipe "
-    "(bench/results/amd-epyc-znver4-2cpu-kvm-pinned.md, 16 paired rounds)"
+    "thread and pinned to its own CPU, against the same copies left unpinned, 16 paired rounds: "
+    "a tf.data pipeline 1.27x [1.23-1.31], a transformer block 1.00x [0.96-1.04], a CNN 0.99x "
+    "[0.97-1.02], batch inference 1.01x [1.00-1.02]; in a full benchmark on the same VM (24 "
+    "paired rounds), copies set up as TensorFlow's and Intel's CPU guides advise, each bound "
+    "to its own cores with numactl, ran at 1.04x [1.01-1.06] of unpinned copies for two MLPs "
+    "and 1.01x [0.99-1.04] for a CNN beside an MLP, and with hwtune's copies pinned too, both "
+    "were level with that recipe (16 paired rounds)"
 )
 
 

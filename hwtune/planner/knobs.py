@@ -76,7 +76,7 @@ def onednn(hw: Hardware, intra: int, bf16_on_cpu: bool, bf16_enabled: bool) -> S
             "one intra-op thread on an x86 CPU without bf16: oneDNN stays on, as its kernels, "
             "limited to AVX2 or to AVX-512 without bf16, trained a small Keras CNN 1.54-1.68× "
             "faster with one thread than with oneDNN off, and a 3×512 MLP 1.03-1.08× (paired "
-            "rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21, hwtune's bench/paired_arms.py); "
+            "rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21); "
             "tensorflow/tensorflow#56350 reports the opposite for one model on Sapphire "
             "Rapids, so `hwtune tune` measures it",
         )
