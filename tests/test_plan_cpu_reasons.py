@@ -83,3 +83,35 @@ def test_measured_reasons_cite_no_file_users_lack(shared_hw: Path, tmp_path: Pat
     assert "2-vCPU EPYC Zen 4 VM" in all_text(profiles[1])
     assert profiles[2].jit.level.value == "off"
     assert "1-CPU quota" in profiles[2].jit.level.reason
+
+
+def test_no_int8_route_reason_is_true_on_cpus_with_other_int8_instructions(
+    shared_hw: Path, tmp_path: Path
+) -> None:
+    # A64FX has SVE's SDOT/UDOT, POWER9 vmsumubm, POWER10 MMA xvi8ger4: int8 dot products
+    # exist there, just none that TensorFlow's int8 routes use.
+    for name in (
+        "archspec-rocky8-a64fx",
+        "archspec-rhel8-power9",
+        "archspec-unknown-power10",
+    ):
+        profile = planned(cpuinfo_root(shared_hw / f"{name}.cpuinfo", tmp_path / name))
+        assert profile.int8 is not None and not profile.int8.eligible
+        reason = profile.int8.reason
+        assert "no int8 dot-product instructions" not in reason, name
+        assert "no int8 instruction that TensorFlow's int8 routes use" in reason, name
+        assert "three x86 instructions" not in reason, name
+    haswell = planned(HOSTS / "spack-rhel7-haswell")
+    assert haswell.int8 is not None
+    assert "three x86 instructions per VNNI one" in haswell.int8.reason
+
+
+def test_cpu_bf16_reason_on_power10_is_not_x86_framed(shared_hw: Path, tmp_path: Path) -> None:
+    # POWER10's MMA has bf16 outer products (xvbf16ger2): "neither avx512_bf16 nor amx_bf16"
+    # is x86's vocabulary, and says nothing true about this CPU.
+    root = cpuinfo_root(shared_hw / "archspec-unknown-power10.cpuinfo", tmp_path / "p10")
+    reason = planned(root).precision.reason
+    assert "neither avx512_bf16" not in reason
+    assert "ppc64le" in reason and "x86" in reason
+    x86 = planned(HOSTS / "spack-rhel7-haswell").precision.reason
+    assert "neither avx512_bf16 nor amx_bf16" in x86

@@ -162,6 +162,11 @@ def eligible_precisions(hw: Hardware, gpus: tuple[Gpu, ...]) -> tuple[tuple[str,
             "through x86's AVX512_BF16 and AMX-BF16 (mixed_bfloat16 on Arm has not been "
             "measured); no GPU is used"
         )
+    if hw.cpu.arch not in ("x86_64", "unknown"):
+        return (), (
+            f"hwtune plans CPU bf16 only through x86's AVX512_BF16 and AMX-BF16, not on this "
+            f"{hw.cpu.arch} CPU, and no GPU is used"
+        )
     return (), "CPU has neither avx512_bf16 nor amx_bf16, and no GPU is used"
 
 
