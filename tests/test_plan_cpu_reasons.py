@@ -115,3 +115,19 @@ def test_cpu_bf16_reason_on_power10_is_not_x86_framed(shared_hw: Path, tmp_path:
     assert "ppc64le" in reason and "x86" in reason
     x86 = planned(HOSTS / "spack-rhel7-haswell").precision.reason
     assert "neither avx512_bf16 nor amx_bf16" in x86
+
+
+def test_ppc64le_reasons_do_not_claim_onednn() -> None:
+    # TensorFlow builds oneDNN only for x86-64 and aarch64: the OpenMP knobs' and data
+    # format's reasons must not say it runs here.
+    profile = planned(HOSTS / "cpufeatures-ppc64le-power9-w8-fragment")
+    assert profile.env["TF_ENABLE_ONEDNN_OPTS"].value == "0"
+    omp = {item.name: item.reason for item in profile.left_out}["OMP_NUM_THREADS"]
+    assert "oneDNN on its Eigen" not in omp
+    assert "no oneDNN on ppc64le" in omp
+    assert profile.data_format.value == "channels_last"
+    assert "oneDNN" not in profile.data_format.reason
+    x86 = planned(HOSTS / "spack-rhel7-haswell")
+    assert "oneDNN kernels" in x86.data_format.reason
+    x86_omp = {item.name: item.reason for item in x86.left_out}["OMP_NUM_THREADS"]
+    assert "runs oneDNN on its Eigen thread pool" in x86_omp

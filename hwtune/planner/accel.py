@@ -252,7 +252,9 @@ def xla_flags(level: str, on_gpu: bool) -> str | None:
     return flags if on_gpu else f"{flags} {CPU_XLA_FLAG}"
 
 
-def data_format_rule(on_gpu: bool, precision: str | None = None) -> Setting:
+def data_format_rule(
+    on_gpu: bool, precision: str | None = None, *, onednn: bool = True
+) -> Setting:
     """channels_last on a GPU once float16/bfloat16 runs on tensor cores (the precision is only
     enabled where the capability allows it: ≥ 7.0 for float16, ≥ 8.0 for bfloat16)."""
     if on_gpu and precision in ("mixed_float16", "mixed_bfloat16"):
@@ -270,8 +272,9 @@ def data_format_rule(on_gpu: bool, precision: str | None = None) -> Setting:
             "convolutions into NCHW on a GPU when they run in float32 "
             "(grappler/optimizers/generic_layout_optimizer.cc), so NCHW saves the transposes",
         )
+    kernels = "CPU and oneDNN kernels" if onednn else "CPU kernels"
     return Setting(
         "channels_last",
-        "CPU: NHWC is the layout TensorFlow's CPU and oneDNN kernels are fastest with "
+        f"CPU: NHWC is the layout TensorFlow's {kernels} are fastest with "
         "(TensorFlow performance guide: channels_last on CPU)",
     )
