@@ -131,3 +131,12 @@ def test_ppc64le_reasons_do_not_claim_onednn() -> None:
     assert "oneDNN kernels" in x86.data_format.reason
     x86_omp = {item.name: item.reason for item in x86.left_out}["OMP_NUM_THREADS"]
     assert "runs oneDNN on its Eigen thread pool" in x86_omp
+
+
+def test_tf_data_pool_mentions_smt_siblings_only_where_there_are_some() -> None:
+    for name in ("spack-rhel7-haswell", "haswell-tesla-t4-gpu", "archspec-amazon-graviton2"):
+        reason = planned(HOSTS / name).tf_data.private_threadpool_size.reason
+        assert "SMT" not in reason, name
+    # EPYC 7451: two threads per core in the capture's core table
+    epyc = planned(HOSTS / "utillinux-x86_64-epyc_7451").tf_data.private_threadpool_size
+    assert "SMT siblings included" in epyc.reason
