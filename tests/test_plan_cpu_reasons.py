@@ -140,3 +140,18 @@ def test_tf_data_pool_mentions_smt_siblings_only_where_there_are_some() -> None:
     # EPYC 7451: two threads per core in the capture's core table
     epyc = planned(HOSTS / "utillinux-x86_64-epyc_7451").tf_data.private_threadpool_size
     assert "SMT siblings included" in epyc.reason
+
+
+def test_an_assumed_cpu_list_is_not_stated_as_detected(shared_hw: Path, tmp_path: Path) -> None:
+    # One record, "processor : 2", and no online/affinity list: detect says "no CPU list known
+    # (assumed 1)"; the plan's reasons must say the same, not "CPUs 0" as if detected.
+    root = cpuinfo_root(shared_hw / "archspec-unknown-sapphirerapids.cpuinfo", tmp_path / "spr")
+    profile = planned(root)
+    intra = profile.threads.intra_op
+    assert intra.value == 1
+    assert "CPUs 0" not in intra.reason
+    assert "no CPU list known: 1 CPU assumed" in intra.reason
+    assert "per-CPU core ids unknown: 1 CPUs" not in intra.reason
+    pool = profile.tf_data.private_threadpool_size.reason
+    assert "1 CPU assumed" in pool and "SMT siblings" not in pool
+    assert "1 CPU assumed" in profile.tf_data.autotune_cpu_budget.reason

@@ -91,6 +91,17 @@ def usable_cpus(hw: Hardware) -> tuple[int, ...]:
     return tuple(range(min(count, MAX_CPU)))
 
 
+def cpus_assumed(hw: Hardware) -> bool:
+    """Whether `usable_cpus` made its list up: no usable, affinity, cpuset or online list was
+    detected, so it numbers as many CPUs as were counted (or assumed) from 0."""
+    return not hw.limits.usable_cpus and not hw.cpu.online_cpus
+
+
+def assumed_note(count: int) -> str:
+    """How a reason names a slice whose CPUs were assumed, as `hwtune detect` says it."""
+    return f"no CPU list known: {count} CPU{'s' if count != 1 else ''} assumed"
+
+
 def physical_cores(hw: Hardware, cpus: tuple[int, ...]) -> list[Core]:
     """Group `cpus` into physical cores (SMT siblings share a core index), in NUMA order."""
     topology: dict[int, LogicalCpu] = {lc.cpu: lc for lc in hw.cpu.topology}
@@ -203,6 +214,8 @@ def _budget(
     measured = hw.limits.effective_cpus if hw.limits.known else usable_count
     effective = max(1, min(measured or usable_count, usable_count))
     if effective >= usable_count:
+        if cpus_assumed(hw):
+            return logical, f"{logical} CPU{'s' if logical != 1 else ''} ({assumed_note(logical)})"
         return logical, f"{logical} usable CPUs"
     # A quota is shared by every process of the cgroup: each slice gets its proportion.
     share = max(1, effective * logical // usable_count)

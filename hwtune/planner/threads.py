@@ -34,7 +34,7 @@ from __future__ import annotations
 from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Intent, Setting
-from hwtune.planner.instances import Slice
+from hwtune.planner.instances import Slice, assumed_note, cpus_assumed
 
 # bench/paired_arms.py, two inter-op threads against one with two intra-op threads, 16
 # paired rounds per workload (bench/results/inter-op-amd-epyc-znver4-2cpu-kvm.md).
@@ -61,14 +61,15 @@ def intra_op(hw: Hardware, intent: Intent, mine: Slice) -> Setting:
     physical = len(cores)
     guessed = [core for core in cores if not core.known]
     per_core = hw.cpu.threads_per_core or 1
-    if guessed and per_core > 1:
+    assumed = cpus_assumed(hw)
+    if guessed and per_core > 1 and not assumed:
         # No per-CPU core ids (an lscpu summary without its table): count cores from the
         # summary's threads per core rather than take every CPU for a core.
         physical = physical - len(guessed) + max(1, -(-len(guessed) // per_core))
         hybrid_note += (
             f"; per-CPU core ids unknown: {len(guessed)} CPUs at {per_core} threads per core"
         )
-    where = f"CPUs {format_cpulist(mine.cpus)}"
+    where = assumed_note(len(mine.cpus)) if assumed else f"CPUs {format_cpulist(mine.cpus)}"
     if mine.numa_nodes:
         where += f", NUMA node{'s' if len(mine.numa_nodes) > 1 else ''} " + ",".join(
             str(n) for n in mine.numa_nodes
