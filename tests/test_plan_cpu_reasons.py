@@ -155,3 +155,57 @@ def test_an_assumed_cpu_list_is_not_stated_as_detected(shared_hw: Path, tmp_path
     pool = profile.tf_data.private_threadpool_size.reason
     assert "1 CPU assumed" in pool and "SMT siblings" not in pool
     assert "1 CPU assumed" in profile.tf_data.autotune_cpu_budget.reason
+
+
+def lscpu_summary_root(capture: Path, root: Path) -> Path:
+    """The capture's lscpu summary alone: its `lscpu -p` tables (per-CPU core ids) cut off."""
+    root.mkdir(parents=True)
+    text = capture.read_text()
+    cut = text.find("# The following is the parsable format")
+    (root / "lscpu.txt").write_text(text if cut < 0 else text[:cut])
+    return root
+
+
+def test_c3_instances_do_not_share_smt_siblings() -> None:
+    # The C3 capture has no per-CPU core ids; its NUMA lists (0-21,88-109 ...) show x86's
+    # numbering, CPU n and n+88 on one core. Each instance holds both or neither.
+    hw = detect(HOSTS / "alamb-gcp-c3-xeon8481c-spr-vm")
+    profile = plan(hw, knowledge=KNOWLEDGE, instances=3)
+    for slice_ in profile.instances:
+        mine = set(slice_.cpus)
+        assert all((n + 88 in mine) == (n in mine) for n in range(88)), slice_.cpus
+    assert [len(s.cpus) for s in profile.instances] == [60, 58, 58]  # 30, 29, 29 of 88 cores
+    assert profile.pinning is not None
+    assert "29+ physical cores" in profile.pinning.reason
+    assert "CPU n and n+88 taken as SMT siblings" in profile.pinning.reason
+    assert profile.threads.intra_op.value == 30
+    one = plan(hw, knowledge=KNOWLEDGE)
+    assert one.threads.intra_op.value == 88  # unchanged: 176 CPUs at 2 threads per core
+
+
+def test_sibling_pairing_matches_captured_core_ids(tmp_path: Path) -> None:
+    # util-linux's EPYC 7451 capture has both the summary and the per-CPU table: pairing from
+    # the summary's NUMA lists must give the table's cores.
+    from hwtune.planner.instances import physical_cores, sibling_offset, usable_cpus
+
+    capture = DATA / "hosts" / "utillinux-x86_64-epyc_7451"
+    full = detect(capture)
+    table = {core.cpus for core in physical_cores(full, usable_cpus(full))}
+    assert all(len(cpus) == 2 for cpus in table)
+    summary = detect(lscpu_summary_root(capture / "lscpu.txt", tmp_path / "epyc"))
+    assert not any(lc.core is not None for lc in summary.cpu.topology)
+    assert sibling_offset(summary) == 48
+    inferred = physical_cores(summary, usable_cpus(summary))
+    assert {core.cpus for core in inferred} == table
+    assert all(core.inferred for core in inferred)
+
+
+def test_pinning_without_core_ids_or_numbering_says_logical_cpus(tmp_path: Path) -> None:
+    # Meteor Lake numbers a P-core's threads next to each other (1,2): with its table cut off,
+    # one NUMA node shows no numbering, so no pairing is guessed and no core count claimed.
+    capture = HOSTS / "utillinux-x86_64-meteor_lake" / "lscpu.txt"
+    hw = detect(lscpu_summary_root(capture, tmp_path / "mtl"))
+    profile = plan(hw, knowledge=KNOWLEDGE, instances=2)
+    assert profile.pinning is not None
+    assert "physical cores" not in profile.pinning.reason
+    assert "11+ logical CPUs (per-CPU core ids unknown" in profile.pinning.reason

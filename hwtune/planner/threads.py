@@ -34,7 +34,7 @@ from __future__ import annotations
 from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Intent, Setting
-from hwtune.planner.instances import Slice, assumed_note, cpus_assumed
+from hwtune.planner.instances import Slice, assumed_note, cpus_assumed, sibling_note
 
 # bench/paired_arms.py, two inter-op threads against one with two intra-op threads, 16
 # paired rounds per workload (bench/results/inter-op-amd-epyc-znver4-2cpu-kvm.md).
@@ -69,6 +69,8 @@ def intra_op(hw: Hardware, intent: Intent, mine: Slice) -> Setting:
         hybrid_note += (
             f"; per-CPU core ids unknown: {len(guessed)} CPUs at {per_core} threads per core"
         )
+    if any(core.inferred for core in cores):
+        hybrid_note += f"; {sibling_note(hw)}"
     where = assumed_note(len(mine.cpus)) if assumed else f"CPUs {format_cpulist(mine.cpus)}"
     if mine.numa_nodes:
         where += f", NUMA node{'s' if len(mine.numa_nodes) > 1 else ''} " + ",".join(
