@@ -209,3 +209,14 @@ def test_pinning_without_core_ids_or_numbering_says_logical_cpus(tmp_path: Path)
     assert profile.pinning is not None
     assert "physical cores" not in profile.pinning.reason
     assert "11+ logical CPUs (per-CPU core ids unknown" in profile.pinning.reason
+
+
+def test_bazel_plan_passes_use_pywrap_rules_from_tf_2_20() -> None:
+    # TensorFlow's source-build guide: `bazel build //tensorflow/tools/pip_package:wheel
+    # --repo_env=USE_PYWRAP_RULES=1 --repo_env=WHEEL_NAME=...` for 2.20 and 2.21, not before.
+    host = HOSTS / "spack-rhel7-haswell"
+    for version, expected in (("2.19", False), ("2.20", True), ("2.21", True)):
+        bazel = planned(host, tf_version=version).bazel
+        assert bazel is not None
+        assert ("--repo_env=USE_PYWRAP_RULES=1" in bazel.options) is expected, version
+        assert ("build --repo_env=USE_PYWRAP_RULES=1" in bazel.bazelrc) is expected, version

@@ -327,6 +327,13 @@ def plan_bazel(
                     "the last --repo_env wins",
                 )
     reasons.extend(f"cuda: {note}" for note in cap_notes)
+    if tf.pywrap_rules:
+        add(
+            "--repo_env=USE_PYWRAP_RULES=1",
+            f"TF {tf.key}'s wheel build uses the pywrap rules (TensorFlow's build-from-source "
+            "guide: bazel build //tensorflow/tools/pip_package:wheel "
+            "--repo_env=USE_PYWRAP_RULES=1, from TF 2.20 on)",
+        )
     if tf.wheel_name_env:
         wheel = "tensorflow" if caps else "tensorflow_cpu"
         add(f"--repo_env=WHEEL_NAME={wheel}", f"{tf.pip_target} names the wheel from WHEEL_NAME")
