@@ -220,3 +220,19 @@ def test_bazel_plan_passes_use_pywrap_rules_from_tf_2_20() -> None:
         assert bazel is not None
         assert ("--repo_env=USE_PYWRAP_RULES=1" in bazel.options) is expected, version
         assert ("build --repo_env=USE_PYWRAP_RULES=1" in bazel.bazelrc) is expected, version
+
+
+def test_c3_fallback_march_keeps_avx512_bf16() -> None:
+    # The C3 guest shows avx512_bf16 but not AMX, so sapphirerapids falls back to
+    # icelake-server, whose -march does not imply AVX512_BF16 (cooperlake's and
+    # sapphirerapids' do): the plan adds it back rather than drop it silently.
+    bazel = planned(HOSTS / "alamb-gcp-c3-xeon8481c-spr-vm").bazel
+    assert bazel is not None
+    assert "--copt=-march=icelake-server" in bazel.options
+    assert "--copt=-mavx512bf16" in bazel.options
+    assert "--copt=-mavx512fp16" not in bazel.options  # the guest does not show it
+    assert "--copt=-mamx-tile" not in bazel.options
+    # No fallback, nothing added: Haswell builds with -march=haswell alone.
+    haswell = planned(HOSTS / "spack-rhel7-haswell").bazel
+    assert haswell is not None
+    assert not [o for o in haswell.options if o.startswith("--copt=-mavx")]
