@@ -236,3 +236,18 @@ def test_c3_fallback_march_keeps_avx512_bf16() -> None:
     haswell = planned(HOSTS / "spack-rhel7-haswell").bazel
     assert haswell is not None
     assert not [o for o in haswell.options if o.startswith("--copt=-mavx")]
+
+
+def test_meteor_lake_reasons_state_the_p_e_split() -> None:
+    # util-linux's Meteor Lake: 6 P-cores (CPUs 0-11, two threads each), 10 E-cores (12-21).
+    host = HOSTS / "utillinux-x86_64-meteor_lake"
+    one = planned(host)
+    assert one.threads.intra_op.value == 16  # the setting stays: every core, throughput
+    assert "6 performance cores and 10 efficiency cores" in one.threads.intra_op.reason
+    second = planned(host, instances=2, instance=1)
+    assert second.threads.intra_op.value == 8
+    assert "8 efficiency cores" in second.threads.intra_op.reason
+    assert "performance cores" not in second.threads.intra_op.reason
+    assert second.pinning is not None
+    assert "instance 0 has 6 performance cores and 2 efficiency cores" in second.pinning.reason
+    assert "instance 1 has 8 efficiency cores" in second.pinning.reason

@@ -328,6 +328,14 @@ def pinning(hw: Hardware, slices: Sequence[Sequence[int]]) -> Pinning:
         if any(core.inferred for core in cores):
             own += f"; {sibling_note(hw)}"
         own += ")"
+    kinds = [kinds_note(layout) for layout in layouts]
+    if any(kinds):
+        # A hybrid part: cores are dealt in order, so the slices need not be alike.
+        own += "; on this hybrid part " + "; ".join(
+            f"instance {index} has {note}" for index, note in enumerate(kinds) if note
+        )
+        if len(set(kinds)) > 1:
+            own += " (an E-core runs an op's shard slower than a P-core)"
     return Pinning(
         True,
         f"each of the {len(slices)} instances pinned to {own}, as Intel's multi-instance "
@@ -335,6 +343,22 @@ def pinning(hw: Hardware, slices: Sequence[Sequence[int]]) -> Pinning:
         "tf.data's included, to its CPUs instead of the machine's, and does not migrate onto "
         f"its neighbours' CPUs; {MEASURED_PINNING}",
     )
+
+
+def kinds_note(cores: Sequence[Core]) -> str:
+    """What a hybrid part's slice holds: "6 performance cores and 2 efficiency cores"; "" where
+    no core kind is known (not a hybrid part)."""
+    counts: dict[str, int] = {}
+    for core in cores:
+        if core.kind is not None:
+            counts[core.kind] = counts.get(core.kind, 0) + 1
+    order = ("performance", "efficiency", "low-power-efficiency", "unknown")
+    parts = [
+        f"{counts[kind]} {kind} core{'s' if counts[kind] != 1 else ''}"
+        for kind in order
+        if counts.get(kind)
+    ]
+    return " and ".join(parts) if len(parts) <= 2 else ", ".join(parts)
 
 
 def _cores(count: int) -> str:

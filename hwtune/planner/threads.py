@@ -34,7 +34,13 @@ from __future__ import annotations
 from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Intent, Setting
-from hwtune.planner.instances import Slice, assumed_note, cpus_assumed, sibling_note
+from hwtune.planner.instances import (
+    Slice,
+    assumed_note,
+    cpus_assumed,
+    kinds_note,
+    sibling_note,
+)
 
 # bench/paired_arms.py, two inter-op threads against one with two intra-op threads, 16
 # paired rounds per workload (bench/results/inter-op-amd-epyc-znver4-2cpu-kvm.md).
@@ -58,6 +64,11 @@ def intra_op(hw: Hardware, intent: Intent, mine: Slice) -> Setting:
                 f"; latency mode leaves out the {len(others)} efficiency cores (an op waits for "
                 "its slowest shard; OpenVINO's LATENCY hint also uses P-cores)"
             )
+    elif kinds_note(cores):
+        # Throughput on a hybrid part: every core gets a thread, and the reason says which.
+        hybrid_note = f"; a hybrid part: this slice holds {kinds_note(cores)}, each given a thread"
+        if any(core.kind == "performance" for core in cores):
+            hybrid_note += " in throughput mode (latency mode uses only the performance cores)"
     physical = len(cores)
     guessed = [core for core in cores if not core.known]
     per_core = hw.cpu.threads_per_core or 1
