@@ -14,7 +14,7 @@ from hwtune.models.convert import dump
 from hwtune.models.profile import Profile
 from hwtune.planner import plan
 from hwtune.probes import detect
-from tests.conftest import DATA
+from tests.conftest import DATA, run_cli
 from tests.test_plan_invariants import KNOWLEDGE
 
 HOSTS = DATA / "hosts"
@@ -251,3 +251,18 @@ def test_meteor_lake_reasons_state_the_p_e_split() -> None:
     assert second.pinning is not None
     assert "instance 0 has 6 performance cores and 2 efficiency cores" in second.pinning.reason
     assert "instance 1 has 8 efficiency cores" in second.pinning.reason
+
+
+def test_explain_takes_a_bazel_option_as_its_setting() -> None:
+    # explain's help says SETTING may be "a bazel option", which looks like a flag to argparse.
+    root = str(HOSTS / "cpufeatures-ppc64le-power9-w8-fragment")
+    result = run_cli(["explain", "--copt=-mcpu=power9", "--root", root], {})
+    assert result.exit_status == 0, result.stderr
+    assert result.stdout.startswith("--copt=-mcpu=power9\n")
+    assert run_cli(["explain", "--root", root, "--", "--copt=-mcpu=power9"], {}).exit_status == 0
+    # Split in two words it cannot be told from flags: the usage error says how to pass it.
+    split = run_cli(["explain", "--root", root, "--copt", "-mcpu=power9"], {})
+    assert split.exit_status == 2
+    assert "a bazel option is one word" in split.stderr
+    missing = run_cli(["explain", "--root", root], {})
+    assert missing.exit_status == 2 and "required: SETTING" in missing.stderr
