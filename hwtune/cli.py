@@ -105,9 +105,16 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
         # argparse writes usage and errors to sys.std*: send them to this Environment's.
         with contextlib.redirect_stdout(env.stdout), contextlib.redirect_stderr(env.stderr):
             args, extra = parser.parse_known_args(argv)
-            if extra:
+            command = getattr(args, "_command", None)
+            # A command may take what argparse left over (explain: a bazel option, which
+            # looks like a flag) and may name its own usage error.
+            finish = getattr(_load(command), "finish_args", None) if command else None
+            problem = finish(args, extra) if finish is not None else None
+            if problem is None and extra and finish is None:
+                problem = f"unrecognized arguments: {' '.join(extra)}"
+            if problem:
                 owner = getattr(args, "_parser", None) or parser
-                owner.error(f"unrecognized arguments: {' '.join(extra)}")
+                owner.error(problem)
     except SystemExit as exit_:  # argparse exits 2 on bad usage, 0 on --help
         return int(exit_.code or 0)
     except KeyboardInterrupt:

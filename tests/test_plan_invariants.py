@@ -16,6 +16,7 @@ from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Intent, Profile
 from hwtune.planner import Knowledge, load_knowledge, plan
 from hwtune.planner.accel import gpus_tensorflow_can_use
+from hwtune.planner.cpu_target import ADD_BACK
 from hwtune.planner.instances import physical_cores, split, usable_cpus
 from hwtune.planner.knowledge import version_tuple
 from tests.plan_builders import ZEN4_FLAGS, make_gpus, make_hardware, tf_info
@@ -81,7 +82,13 @@ def check_invariants(hw: Hardware, profile: Profile, knowledge: Knowledge = KNOW
             if option.startswith("--config="):
                 assert option.removeprefix("--config=") in tf.configs
             # Every -march/-mcpu is accepted by that version's compiler, and by this CPU.
-            if option.startswith("--copt=-m"):
+            added = {flag: (feature, clang) for feature, (flag, clang) in ADD_BACK.items()}
+            if option.removeprefix("--copt=") in added:
+                # An extension a fallback -march left out: the CPU shows it, clang knows it.
+                feature, clang_min = added[option.removeprefix("--copt=")]
+                assert feature in hw.cpu.flags
+                assert version_tuple(clang_min) <= version_tuple(tf.clang)
+            elif option.startswith("--copt=-m"):
                 flag = option.removeprefix("--copt=")
                 tune = flag.startswith("-mtune=")  # tuning emits nothing: no flags to check
                 name = flag.partition("=")[2]

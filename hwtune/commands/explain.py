@@ -19,11 +19,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "setting",
         metavar="SETTING",
+        nargs="?",  # a bazel option looks like a flag: finish_args takes it from the leftovers
         help="an environment variable (KMP_AFFINITY), a profile field (threads.intra_op, "
-        "jit.level, precision, tf_data.prefetch) or a bazel option",
+        "jit.level, precision, tf_data.prefetch) or a bazel option, as one word "
+        "(--copt=-march=znver4; or after --: hwtune explain --root DIR -- --copt=...)",
     )
     add_plan_arguments(parser)
     add_strict_argument(parser)
+
+
+def finish_args(args: argparse.Namespace, extra: list[str]) -> str | None:
+    """Take a bazel option argparse left over as SETTING (`explain --copt=-mcpu=power9`);
+    the usage error otherwise, or None."""
+    if args.setting is None and len(extra) == 1 and extra[0].startswith("--") and "=" in extra[0]:
+        args.setting = extra[0]
+        return None
+    if extra:
+        return (
+            f"unrecognized arguments: {' '.join(extra)} (a bazel option is one word, "
+            "--copt=-march=NAME, or goes after --)"
+        )
+    if args.setting is None:
+        return (
+            "the following arguments are required: SETTING (a bazel option is one word, "
+            "--copt=-march=NAME, or goes after --)"
+        )
+    return None
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:

@@ -227,7 +227,7 @@ def _signals(signals: dict[str, str]) -> list[Finding]:
             else f"no `Compiled cluster using XLA!` in TF's log (XLA service: {xla})",
             "nothing to do"
             if xla == "compiled"
-            else "where `hwtune plan` plans XLA, pass `jit_compile=report.jit_compile` to "
+            else "where `hwtune plan` plans XLA, pass `jit_compile=True` to "
             "`model.compile` (TF's INFO log must be on: TF_CPP_MIN_LOG_LEVEL=0)",
         )
     )

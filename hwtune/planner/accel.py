@@ -29,7 +29,7 @@ CPU_XLA_REASONS: dict[str, tuple[str, str]] = {
         "dense model on a CPU: XLA fuses the elementwise ops and the optimizer update between "
         "the matmuls (a 3×512 Keras MLP trained 1.3-1.45× faster on a 2-vCPU EPYC VM, TF 2.21); "
         "Keras keeps XLA off on CPU-only machines unless compile() gets "
-        "jit_compile=report.jit_compile",
+        "jit_compile=True",
     ),
     "conv": (
         "off",
@@ -167,6 +167,11 @@ def eligible_precisions(hw: Hardware, gpus: tuple[Gpu, ...]) -> tuple[tuple[str,
             "through x86's AVX512_BF16 and AMX-BF16 (mixed_bfloat16 on Arm has not been "
             "measured); no GPU is used"
         )
+    if hw.cpu.arch not in ("x86_64", "unknown"):
+        return (), (
+            f"hwtune plans CPU bf16 only through x86's AVX512_BF16 and AMX-BF16, not on this "
+            f"{hw.cpu.arch} CPU, and no GPU is used"
+        )
     return (), "CPU has neither avx512_bf16 nor amx_bf16, and no GPU is used"
 
 
@@ -221,8 +226,8 @@ CPU_DENSE_ONE_THREAD_REASON = (
     "dense model with one intra-op thread and oneDNN's AVX-512 kernels: XLA off, as a 3×512 "
     "Keras MLP ran 1.05-1.07× faster without it (two one-thread copies, and one copy alone on "
     "a CPU: paired rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21), though with two threads XLA "
-    "made it 1.2× faster; the grid's best in a 1-CPU quota and for two copies kept XLA off too "
-    "(hwtune's repository, bench/results/amd-epyc-znver4-2cpu-kvm.md, S3 and S4)"
+    "made it 1.2× faster; in a full benchmark on the same VM, the best of a grid of settings "
+    "kept XLA off too, both in a 1-CPU quota and for two copies at once"
 )
 
 
@@ -270,7 +275,9 @@ def xla_flags(level: str, on_gpu: bool) -> str | None:
     return flags if on_gpu else f"{flags} {CPU_XLA_FLAG}"
 
 
-def data_format_rule(on_gpu: bool, precision: str | None = None) -> Setting:
+def data_format_rule(
+    on_gpu: bool, precision: str | None = None, *, onednn: bool = True
+) -> Setting:
     """channels_last on a GPU once float16/bfloat16 runs on tensor cores (the precision is only
     enabled where the capability allows it: ≥ 7.0 for float16, ≥ 8.0 for bfloat16)."""
     if on_gpu and precision in ("mixed_float16", "mixed_bfloat16"):
@@ -288,8 +295,9 @@ def data_format_rule(on_gpu: bool, precision: str | None = None) -> Setting:
             "convolutions into NCHW on a GPU when they run in float32 "
             "(grappler/optimizers/generic_layout_optimizer.cc), so NCHW saves the transposes",
         )
+    kernels = "CPU and oneDNN kernels" if onednn else "CPU kernels"
     return Setting(
         "channels_last",
-        "CPU: NHWC is the layout TensorFlow's CPU and oneDNN kernels are fastest with "
+        f"CPU: NHWC is the layout TensorFlow's {kernels} are fastest with "
         "(TensorFlow performance guide: channels_last on CPU)",
     )

@@ -22,7 +22,7 @@ from string import Template
 from hwtune.errors import KnowledgeError, PlanError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Bazel, Intent, LeftOut
-from hwtune.planner.cpu_target import choose_target, tune_target
+from hwtune.planner.cpu_target import added_back, choose_target, tune_target
 from hwtune.planner.knowledge import Knowledge, TfVersionEntry, version_tuple
 
 
@@ -267,8 +267,11 @@ def plan_bazel(
         if model and model != hw.cpu.microarch:
             why += f"; visible flags decide -march: {hw.cpu.microarch_basis}"
         add(f"--copt={target.flag}", why)
+        extra = added_back(hw, tf, knowledge, target)
+        for flag, extra_why in extra:
+            add(f"--copt={flag}", extra_why)
         tune, tune_why = tune_target(hw, tf, knowledge, target)
-        flags = target.flag
+        flags = " ".join([target.flag] + [flag for flag, _ in extra])
         if tune:
             add(f"--copt=-mtune={tune}", tune_why)
             flags += f" -mtune={tune}"
@@ -276,6 +279,8 @@ def plan_bazel(
             add(
                 f"--host_copt={target.flag}", "built on this machine, so tools may use its ISA too"
             )
+            for flag, _ in extra:
+                add(f"--host_copt={flag}", "built on this machine, so tools may use it too")
             if tune:
                 add(f"--host_copt=-mtune={tune}", "tools built here run here too")
             env["CC_OPT_FLAGS"] = f"{flags} -Wno-sign-compare"
@@ -327,6 +332,13 @@ def plan_bazel(
                     "the last --repo_env wins",
                 )
     reasons.extend(f"cuda: {note}" for note in cap_notes)
+    if tf.pywrap_rules:
+        add(
+            "--repo_env=USE_PYWRAP_RULES=1",
+            f"TF {tf.key}'s wheel build uses the pywrap rules (TensorFlow's build-from-source "
+            "guide: bazel build //tensorflow/tools/pip_package:wheel "
+            "--repo_env=USE_PYWRAP_RULES=1, from TF 2.20 on)",
+        )
     if tf.wheel_name_env:
         wheel = "tensorflow" if caps else "tensorflow_cpu"
         add(f"--repo_env=WHEEL_NAME={wheel}", f"{tf.pip_target} names the wheel from WHEEL_NAME")

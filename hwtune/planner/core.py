@@ -261,7 +261,7 @@ def plan(
         left_out.append(LeftOut("TF_XLA_FLAGS", f"left out: XLA stays off — {jit.reason}"))
     data_format = layers.pick(
         "data_format",
-        accel.data_format_rule(on_gpu, precision.enabled),
+        accel.data_format_rule(on_gpu, precision.enabled, onednn=knobs.onednn_on(onednn)),
         overrides.data_format,
         "data_format",
     )

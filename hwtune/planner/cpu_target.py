@@ -64,6 +64,46 @@ def tune_target(
     return None, ""
 
 
+# ISA extensions a fallback -march can leave out while the CPU shows them, as the compiler
+# flag that adds one back and the oldest clang that knows it (clang release notes: AVX512_BF16
+# in 9, AMX in 12, AVX-VNNI in 12, AVX512_FP16 in 14). Kernel flag names, as `requires` uses.
+ADD_BACK: dict[str, tuple[str, str]] = {
+    "avx512_vnni": ("-mavx512vnni", "6"),
+    "avx512_bf16": ("-mavx512bf16", "9"),
+    "avx_vnni": ("-mavxvnni", "12"),
+    "avx512_fp16": ("-mavx512fp16", "14"),
+    "amx_tile": ("-mamx-tile", "12"),
+    "amx_bf16": ("-mamx-bf16", "12"),
+    "amx_int8": ("-mamx-int8", "12"),
+}
+
+
+def added_back(
+    hw: Hardware, tf: TfVersionEntry, knowledge: Knowledge, target: CompilerTarget
+) -> list[tuple[str, str]]:
+    """(flag, why) for each extension the microarchitecture's own target would emit and the
+    CPU shows, but the fallback `target` -march does not imply: sapphirerapids → icelake-server
+    (AMX masked by a hypervisor) drops AVX512_BF16, which the guest still has."""
+    first = knowledge.compiler_by_name.get(hw.cpu.microarch or "")
+    if first is None or first.key == target.key:
+        return []
+    found = []
+    for feature in first.requires:
+        if feature in target.requires or feature not in hw.cpu.flags or feature not in ADD_BACK:
+            continue
+        flag, clang_min = ADD_BACK[feature]
+        if version_tuple(clang_min) > version_tuple(tf.clang):
+            continue
+        found.append(
+            (
+                flag,
+                f"{target.flag} leaves out {feature}, which {first.key} has and this CPU shows: "
+                f"added back (clang ≥ {clang_min} knows {flag})",
+            )
+        )
+    return found
+
+
 def choose_target(
     hw: Hardware, tf: TfVersionEntry, knowledge: Knowledge
 ) -> tuple[CompilerTarget | None, list[str]]:

@@ -19,12 +19,19 @@ AUTOTUNE = -1  # tf.data.AUTOTUNE
 
 def tf_data(hw: Hardware, intent: Intent, mine: Slice) -> TfData:
     cpus = mine.budget
+    # Siblings only where the slice has them: a core with two CPUs, or CPUs without core ids
+    # on a machine whose summary gives more than one thread per core (as threads.py counts).
+    unknown = [core for core in mine.cores if not core.known]
+    smt = any(len(core.cpus) > 1 for core in mine.cores) or (
+        (hw.cpu.threads_per_core or 1) > 1 and len(unknown) > 1
+    )
+    pool = (
+        ", SMT siblings included (input stages wait on memory and I/O, where SMT helps)"
+        if smt
+        else ": tf.data's own pool, sized to the slice rather than the host"
+    )
     return TfData(
-        private_threadpool_size=Setting(
-            cpus,
-            f"the slice's {mine.budget_reason}, SMT siblings included (input stages wait on "
-            "memory and I/O, where SMT helps)",
-        ),
+        private_threadpool_size=Setting(cpus, f"the slice's {mine.budget_reason}{pool}"),
         autotune_cpu_budget=Setting(
             cpus,
             f"the slice's {mine.budget_reason}; tf.data's default counts the host's cores",

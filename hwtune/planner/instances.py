@@ -36,6 +36,8 @@ class Core:
     socket: int | None
     kind: str | None
     known: bool = True  # False: no topology for this CPU, so it stands for itself
+    # Siblings paired by numbering (`sibling_offset`), not read from per-CPU core ids.
+    inferred: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,46 @@ def usable_cpus(hw: Hardware) -> tuple[int, ...]:
     return tuple(range(min(count, MAX_CPU)))
 
 
+def cpus_assumed(hw: Hardware) -> bool:
+    """Whether `usable_cpus` made its list up: no usable, affinity, cpuset or online list was
+    detected, so it numbers as many CPUs as were counted (or assumed) from 0."""
+    return not hw.limits.usable_cpus and not hw.cpu.online_cpus
+
+
+def assumed_note(count: int) -> str:
+    """How a reason names a slice whose CPUs were assumed, as `hwtune detect` says it."""
+    return f"no CPU list known: {count} CPU{'s' if count != 1 else ''} assumed"
+
+
+def sibling_offset(hw: Hardware) -> int | None:
+    """k where CPU n and n + k are SMT siblings, for an x86 machine without per-CPU core ids
+    whose NUMA lists show that numbering; None where nothing shows it.
+
+    x86 firmware lists the first thread of every core before any second thread, and Linux
+    numbers CPUs in that order, so two-thread cores pair n with n + logical/2. Every capture
+    with per-CPU core ids and uniform SMT reads so (util-linux's epyc_7451: CPU n and n + 48 of
+    96 share a core, its NUMA lists 0-5,48-53 ...), but not all machines do: a hybrid Meteor
+    Lake numbers a P-core's threads 1,2, and QEMU guests number siblings next to each other. So
+    the pairing is taken only where the NUMA lists show it: two or more nodes, each holding
+    n + k exactly when it holds n (a node of adjacent siblings would be one run, 0-43, not two
+    halves). One node or no node lists: None, and each CPU stands for itself.
+    """
+    cpu = hw.cpu
+    if cpu.arch != "x86_64" or cpu.threads_per_core != 2 or cpu.core_types:
+        return None
+    everything = set(cpu.online_cpus) or set(range(cpu.logical_cpus or 0))
+    if not everything or len(everything) % 2 or everything != set(range(len(everything))):
+        return None
+    k = len(everything) // 2
+    nodes = [set(node.cpus) for node in hw.numa if node.cpus]
+    if len(nodes) < 2 or set().union(*nodes) != everything:
+        return None
+    for members in nodes:
+        if any((n + k in members) != (n in members) for n in range(k)):
+            return None
+    return k
+
+
 def physical_cores(hw: Hardware, cpus: tuple[int, ...]) -> list[Core]:
     """Group `cpus` into physical cores (SMT siblings share a core index), in NUMA order."""
     topology: dict[int, LogicalCpu] = {lc.cpu: lc for lc in hw.cpu.topology}
@@ -98,6 +140,9 @@ def physical_cores(hw: Hardware, cpus: tuple[int, ...]) -> list[Core]:
     for numa_node in hw.numa:
         for cpu in numa_node.cpus:
             node_of.setdefault(cpu, numa_node.id)
+    offset = (
+        sibling_offset(hw) if not any(lc.core is not None for lc in topology.values()) else None
+    )
     groups: dict[tuple[object, ...], list[int]] = {}
     info: dict[tuple[object, ...], tuple[int | None, int | None, str | None]] = {}
     for cpu in cpus:
@@ -105,6 +150,8 @@ def physical_cores(hw: Hardware, cpus: tuple[int, ...]) -> list[Core]:
         node = lc.node if lc is not None and lc.node is not None else node_of.get(cpu)
         if lc is not None and lc.core is not None:
             key: tuple[object, ...] = ("core", lc.socket, lc.core)
+        elif offset is not None:  # no core ids, but the numbering shows the siblings
+            key = ("pair", cpu % offset)
         else:  # no topology for this CPU: count it as its own core (no SMT assumed)
             key = ("cpu", cpu)
         groups.setdefault(key, []).append(cpu)
@@ -115,7 +162,8 @@ def physical_cores(hw: Hardware, cpus: tuple[int, ...]) -> list[Core]:
             node=info[key][0],
             socket=info[key][1],
             kind=info[key][2],
-            known=key[0] == "core",
+            known=key[0] != "cpu",
+            inferred=key[0] == "pair",
         )
         for key, members in groups.items()
     ]
@@ -203,6 +251,8 @@ def _budget(
     measured = hw.limits.effective_cpus if hw.limits.known else usable_count
     effective = max(1, min(measured or usable_count, usable_count))
     if effective >= usable_count:
+        if cpus_assumed(hw):
+            return logical, f"{logical} CPU{'s' if logical != 1 else ''} ({assumed_note(logical)})"
         return logical, f"{logical} usable CPUs"
     # A quota is shared by every process of the cgroup: each slice gets its proportion.
     share = max(1, effective * logical // usable_count)
@@ -223,17 +273,19 @@ def _budget(
 # CNN jobs (issue 17, unpaired rounds on a machine that swings ±20% between minutes) did not
 # reproduce: paired, the CNN pair was level. A pinned process also sizes TensorFlow's pools,
 # tf.data's CPU budget among them, from its affinity (tsl port.cc NumSchedulableCPUs reads
-# sched_getaffinity), which is the likely cause of the pipeline's gain.
+# sched_getaffinity), which is the likely cause of the pipeline's gain. The full-benchmark
+# figures: bench/results/amd-epyc-znver4-2cpu-kvm-3pass.md (S4 and S8, the folklore recipe's
+# pinned copies) and bench/results/amd-epyc-znver4-2cpu-kvm-pinned.md. Reasons state the
+# figures, not these paths: bench/ is not in the installed package.
 MEASURED_PINNING = (
     "on a 2-vCPU EPYC Zen 4 VM (KVM, TF 2.21), two copies of a job, each with one intra-op "
-    "thread and pinned to its own CPU, against the same copies left unpinned, 16 paired rounds "
-    "(hwtune's repository, bench/results/pinning-amd-epyc-znver4-2cpu-kvm.md): a tf.data "
-    "pipeline 1.27x [1.23-1.31], a transformer block 1.00x [0.96-1.04], a CNN 0.99x "
-    "[0.97-1.02], batch inference 1.01x [1.00-1.02]; in the full benchmark (bench/results/"
-    "amd-epyc-znver4-2cpu-kvm-3pass.md, 24 paired rounds) the folklore recipe's pinned copies "
-    "ran at 1.04x [1.01-1.06] of unpinned ones for two MLPs (S4) and 1.01x [0.99-1.04] for a "
-    "CNN beside an MLP (S8), and with these copies pinned too, both were level with the recipe "
-    "(bench/results/amd-epyc-znver4-2cpu-kvm-pinned.md, 16 paired rounds)"
+    "thread and pinned to its own CPU, against the same copies left unpinned, 16 paired rounds: "
+    "a tf.data pipeline 1.27x [1.23-1.31], a transformer block 1.00x [0.96-1.04], a CNN 0.99x "
+    "[0.97-1.02], batch inference 1.01x [1.00-1.02]; in a full benchmark on the same VM (24 "
+    "paired rounds), copies set up as TensorFlow's and Intel's CPU guides advise, each bound "
+    "to its own cores with numactl, ran at 1.04x [1.01-1.06] of unpinned copies for two MLPs "
+    "and 1.01x [0.99-1.04] for a CNN beside an MLP, and with hwtune's copies pinned too, both "
+    "were level with that recipe (16 paired rounds)"
 )
 
 
@@ -261,18 +313,69 @@ def pinning(hw: Hardware, slices: Sequence[Sequence[int]]) -> Pinning:
             "there: remote memory costs bandwidth and latency (numactl's --cpunodebind/"
             "--membind, as Intel's multi-instance launchers use)",
         )
-    smallest = min(len(physical_cores(hw, tuple(sorted(cpus)))) for cpus in slices)
+    layouts = [physical_cores(hw, tuple(sorted(cpus))) for cpus in slices]
+    cores = [core for layout in layouts for core in layout]
+    smallest = min(len(layout) for layout in layouts)
+    if any(not core.known for core in cores):
+        # Without core ids a CPU stands for itself: two instances may hold siblings of one core.
+        fewest = min(sum(len(core.cpus) for core in layout) for layout in layouts)
+        own = (
+            f"its own {_cpus(fewest)} (per-CPU core ids unknown: SMT siblings of one core may "
+            "go to different instances)"
+        )
+    else:
+        own = f"its own {_cores(smallest)} (never shared"
+        if any(core.inferred for core in cores):
+            own += f"; {sibling_note(hw)}"
+        own += ")"
+    kinds = [kinds_note(layout) for layout in layouts]
+    if any(kinds):
+        # A hybrid part: cores are dealt in order, so the slices need not be alike.
+        own += "; on this hybrid part " + "; ".join(
+            f"instance {index} has {note}" for index, note in enumerate(kinds) if note
+        )
+        if len(set(kinds)) > 1:
+            own += " (an E-core runs an op's shard slower than a P-core)"
     return Pinning(
         True,
-        f"each of the {len(slices)} instances pinned to its own {_cores(smallest)} (never "
-        "shared), as Intel's multi-instance launchers bind them (numactl --physcpubind): a "
-        "pinned copy sizes TensorFlow's pools, tf.data's included, to its CPUs instead of "
-        f"the machine's, and does not migrate onto its neighbours' cores; {MEASURED_PINNING}",
+        f"each of the {len(slices)} instances pinned to {own}, as Intel's multi-instance "
+        "launchers bind them (numactl --physcpubind): a pinned copy sizes TensorFlow's pools, "
+        "tf.data's included, to its CPUs instead of the machine's, and does not migrate onto "
+        f"its neighbours' CPUs; {MEASURED_PINNING}",
     )
+
+
+def kinds_note(cores: Sequence[Core]) -> str:
+    """What a hybrid part's slice holds: "6 performance cores and 2 efficiency cores"; "" where
+    no core kind is known (not a hybrid part)."""
+    counts: dict[str, int] = {}
+    for core in cores:
+        if core.kind is not None:
+            counts[core.kind] = counts.get(core.kind, 0) + 1
+    order = ("performance", "efficiency", "low-power-efficiency", "unknown")
+    parts = [
+        f"{counts[kind]} {kind} core{'s' if counts[kind] != 1 else ''}"
+        for kind in order
+        if counts.get(kind)
+    ]
+    return " and ".join(parts) if len(parts) <= 2 else ", ".join(parts)
 
 
 def _cores(count: int) -> str:
     return "physical core" if count == 1 else f"{count}+ physical cores"
+
+
+def _cpus(count: int) -> str:
+    return "logical CPU" if count == 1 else f"{count}+ logical CPUs"
+
+
+def sibling_note(hw: Hardware) -> str:
+    """How inferred siblings were paired, for reasons (see `sibling_offset`)."""
+    k = sibling_offset(hw)
+    return (
+        f"per-CPU core ids unknown: CPU n and n+{k} taken as SMT siblings, the numbering x86 "
+        "firmware gives and this machine's NUMA lists show"
+    )
 
 
 def _whole_nodes(hw: Hardware, cpus: Sequence[int]) -> bool:

@@ -21,11 +21,20 @@ from hwtune.planner.knowledge import Int8Route as RouteEntry
 # Boost on Second Generation Intel Xeon Scalable Processors", 2019): int8 kernels still run, but
 # the speed-up over float32 that makes quantizing worth it mostly goes.
 NO_FEATURE_REASON = (
-    "no int8 dot-product instructions (AVX512-VNNI, AVX-VNNI, AMX-INT8, Arm I8MM or dot product) "
-    "on this CPU{gpu}: int8 kernels fall back to multi-instruction sequences{x86}, so quantizing "
-    "gains little"
+    "no int8 instruction that TensorFlow's int8 routes use (AVX512-VNNI, AVX-VNNI, AMX-INT8, "
+    "Arm I8MM or dot product) on this CPU{gpu}: {tail}"
 )
+# What the routes do without one. On aarch64 XNNPACK and oneDNN/ACL fall back to NEON
+# multiply-accumulate sequences (SVE's SDOT/UDOT, as on A64FX, is not what they use); POWER's
+# int8 instructions (vmsumubm, POWER10 MMA xvi8ger4) are used by no TensorFlow int8 route.
 X86_NOTE = " (three x86 instructions per VNNI one)"
+FALLBACK_TAIL = (
+    "int8 kernels fall back to multi-instruction sequences{x86}, so quantizing gains little"
+)
+OTHER_ARCH_TAIL = (
+    "hwtune knows no TensorFlow int8 route for {arch} CPUs, so quantizing is not planned as a "
+    "speed-up"
+)
 
 
 def plan_int8(
@@ -70,8 +79,12 @@ def plan_int8(
         gpu = (
             " and no GPU with DP4A (compute capability ≥ 6.1)" if len(unknown) < len(gpus) else ""
         )
-        x86 = X86_NOTE if hw.cpu.arch == "x86_64" else ""
-        reason = NO_FEATURE_REASON.format(gpu=gpu, x86=x86) + unknown_note
+        if hw.cpu.arch in ("x86_64", "aarch64", "unknown"):
+            x86 = X86_NOTE if hw.cpu.arch == "x86_64" else ""
+            tail = FALLBACK_TAIL.format(x86=x86)
+        else:
+            tail = OTHER_ARCH_TAIL.format(arch=hw.cpu.arch)
+        reason = NO_FEATURE_REASON.format(gpu=gpu, tail=tail) + unknown_note
         return Int8(eligible=False, routes=(), reason=reason)
     features = sorted({route.feature for route in found})
     usable = [route for route in found if route.usable]

@@ -19,6 +19,14 @@ EIGEN_REASON = (
     "{what} has no effect (TensorFlow issue #56697, "
     "https://github.com/tensorflow/tensorflow/issues/56697)"
 )
+# Where TensorFlow builds no oneDNN (the `onednn` rule below), there is no oneDNN to run: its
+# CPU kernels are Eigen's, on the same pool.
+EIGEN_NO_ONEDNN_REASON = (
+    "left out: this TensorFlow runs its CPU kernels on its Eigen thread pool (no OpenMP "
+    "linked; no oneDNN on {arch}), so {what} has no effect (TensorFlow issue #56697, "
+    "https://github.com/tensorflow/tensorflow/issues/56697)"
+)
+ONEDNN_ARCHES = ("x86_64", "aarch64", "unknown")
 
 # Intel's TensorFlow CPU BKMs (Model Zoo per-model config.json, e.g. ResNet50 v1.5; the ITEX
 # launcher; PyTorch's run_cpu): compact,1,0 puts one thread per core before any SMT sibling;
@@ -40,7 +48,7 @@ def onednn_on(setting: Setting) -> bool:
 def onednn(hw: Hardware, intra: int, bf16_on_cpu: bool, bf16_enabled: bool) -> Setting:
     """TF_ENABLE_ONEDNN_OPTS, planned together with CPU bf16: `bf16_on_cpu` says the CPU runs
     bf16 (eligible), `bf16_enabled` whether the intent turns it on (--precision auto)."""
-    if hw.cpu.arch not in ("x86_64", "aarch64", "unknown"):
+    if hw.cpu.arch not in ONEDNN_ARCHES:
         return Setting(
             "0",
             f"TensorFlow builds oneDNN only for x86-64 and aarch64, not {hw.cpu.arch}",
@@ -76,7 +84,7 @@ def onednn(hw: Hardware, intra: int, bf16_on_cpu: bool, bf16_enabled: bool) -> S
             "one intra-op thread on an x86 CPU without bf16: oneDNN stays on, as its kernels, "
             "limited to AVX2 or to AVX-512 without bf16, trained a small Keras CNN 1.54-1.68× "
             "faster with one thread than with oneDNN off, and a 3×512 MLP 1.03-1.08× (paired "
-            "rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21, hwtune's bench/paired_arms.py); "
+            "rounds on a 2-vCPU EPYC Zen 4 VM, TF 2.21); "
             "tensorflow/tensorflow#56350 reports the opposite for one model on Sapphire "
             "Rapids, so `hwtune tune` measures it",
         )
@@ -121,8 +129,10 @@ def openmp_env(
             basis = " (no TensorFlow found: planned for stock TensorFlow)"
         elif tf.threading_runtime_basis:  # its first clause says what was looked at
             basis = f" (detected: {tf.threading_runtime_basis.split(';')[0]})"
+        template = EIGEN_REASON if hw.cpu.arch in ONEDNN_ARCHES else EIGEN_NO_ONEDNN_REASON
         left = [
-            LeftOut(name, EIGEN_REASON.format(what=_what(name)) + basis) for name in OPENMP_KNOBS
+            LeftOut(name, template.format(what=_what(name), arch=hw.cpu.arch) + basis)
+            for name in OPENMP_KNOBS
         ]
         return {}, left, None
     library = tf.openmp_library or "an OpenMP runtime"

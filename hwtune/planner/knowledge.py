@@ -40,6 +40,8 @@ class TfVersionEntry:
     gcc_min: str | None = None
     python: str | None = None
     wheel_name_env: bool = False  # the :wheel target takes --repo_env=WHEEL_NAME
+    # The wheel build takes --repo_env=USE_PYWRAP_RULES=1 (TF's install docs from 2.20 on)
+    pywrap_rules: bool = False
     notes: str = ""
 
 

@@ -36,7 +36,13 @@ import dataclasses
 from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Intent, Setting
-from hwtune.planner.instances import Slice
+from hwtune.planner.instances import (
+    Slice,
+    assumed_note,
+    cpus_assumed,
+    kinds_note,
+    sibling_note,
+)
 
 # bench/paired_arms.py, two inter-op threads against one with two intra-op threads, 16
 # paired rounds per workload (bench/results/inter-op-amd-epyc-znver4-2cpu-kvm.md).
@@ -60,17 +66,25 @@ def intra_op(hw: Hardware, intent: Intent, mine: Slice) -> Setting:
                 f"; latency mode leaves out the {len(others)} efficiency cores (an op waits for "
                 "its slowest shard; OpenVINO's LATENCY hint also uses P-cores)"
             )
+    elif kinds_note(cores):
+        # Throughput on a hybrid part: every core gets a thread, and the reason says which.
+        hybrid_note = f"; a hybrid part: this slice holds {kinds_note(cores)}, each given a thread"
+        if any(core.kind == "performance" for core in cores):
+            hybrid_note += " in throughput mode (latency mode uses only the performance cores)"
     physical = len(cores)
     guessed = [core for core in cores if not core.known]
     per_core = hw.cpu.threads_per_core or 1
-    if guessed and per_core > 1:
+    assumed = cpus_assumed(hw)
+    if guessed and per_core > 1 and not assumed:
         # No per-CPU core ids (an lscpu summary without its table): count cores from the
         # summary's threads per core rather than take every CPU for a core.
         physical = physical - len(guessed) + max(1, -(-len(guessed) // per_core))
         hybrid_note += (
             f"; per-CPU core ids unknown: {len(guessed)} CPUs at {per_core} threads per core"
         )
-    where = f"CPUs {format_cpulist(mine.cpus)}"
+    if any(core.inferred for core in cores):
+        hybrid_note += f"; {sibling_note(hw)}"
+    where = assumed_note(len(mine.cpus)) if assumed else f"CPUs {format_cpulist(mine.cpus)}"
     if mine.numa_nodes:
         where += f", NUMA node{'s' if len(mine.numa_nodes) > 1 else ''} " + ",".join(
             str(n) for n in mine.numa_nodes
