@@ -76,7 +76,8 @@ def test_a_gpu_tensorflow_no_longer_supports_is_said_plainly(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("version", ["2.15", "2.16", "2.17"])
 def test_legacy_cuda_builds_switch_tensorrt_off_after_the_configs(version: str) -> None:
-    profile = plan(detect(T4_HOST), knowledge=KNOWLEDGE, tf_version=version)
+    # The p4d's A100s: the T4 capture's driver (CUDA 11.7) gets no CUDA build of 2.15+ at all.
+    profile = plan(detect(P4D_HOST), knowledge=KNOWLEDGE, tf_version=version)
     opts = options(profile)
     assert opts.index("--repo_env=TF_NEED_TENSORRT=0") > opts.index("--config=cuda_clang")
     assert profile.bazel is not None
@@ -86,7 +87,8 @@ def test_legacy_cuda_builds_switch_tensorrt_off_after_the_configs(version: str) 
 
 
 def test_hermetic_builds_have_no_tensorrt_line() -> None:
-    profile = plan(detect(T4_HOST), knowledge=KNOWLEDGE, tf_version="2.18")
+    profile = plan(detect(P4D_HOST), knowledge=KNOWLEDGE, tf_version="2.18")
+    assert "--config=cuda_clang" in options(profile)
     assert not any("TENSORRT" in option for option in options(profile))
 
 
@@ -214,6 +216,10 @@ def test_a_driver_too_old_for_the_cuda_major_gets_the_cpu_plan() -> None:
     assert profile.int8 is not None and not any(
         route.device.startswith("gpu") for route in profile.int8.routes
     )
+    # The source build too: a CUDA build of TF 2.21 would not load on that driver either.
+    assert not [o for o in options(profile) if "cuda" in o.lower()], options(profile)
+    assert "so the build is CPU-only" in left(profile, "bazel.cuda")
+    assert "515.105.01 supports CUDA 11.7" in left(profile, "bazel.cuda")
 
 
 def test_a_driver_of_the_same_cuda_major_keeps_the_gpu(tmp_path: Path) -> None:
@@ -225,6 +231,7 @@ def test_a_driver_of_the_same_cuda_major_keeps_the_gpu(tmp_path: Path) -> None:
     a100 = plan(hardware(tmp_path, HASWELL, xml=A100_MIG_XML), knowledge=KNOWLEDGE)
     assert a100.instance.gpus and a100.distribution is not None
     assert "CUDA 12.2" in " ".join(a100.warnings)
+    assert "--config=cuda_clang" in options(a100)
 
 
 def test_an_old_driver_under_an_installed_tensorflow_is_a_detect_issue(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from hwtune.errors import KnowledgeError, PlanError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Bazel, Intent, LeftOut
 from hwtune.planner.cpu_target import added_back, choose_target, tune_target
+from hwtune.planner.cuda_compat import driver_problem
 from hwtune.planner.knowledge import Knowledge, TfVersionEntry, version_tuple
 
 
@@ -190,6 +191,17 @@ def _dotted(cc: tuple[int, ...]) -> str:
     return ".".join(str(p) for p in cc)
 
 
+def _driver_cannot_run_build(hw: Hardware, tf: TfVersionEntry, knowledge: Knowledge) -> str | None:
+    """Why this machine's NVIDIA driver cannot load the CUDA `tf` is built with (an older
+    major release family: no minor version compatibility), or None."""
+    have = version_tuple(hw.cuda_driver_version or "")[:1]
+    want = version_tuple(tf.cuda_version or "")[:1]
+    if not have or not want or have >= want:
+        return None
+    who = f"a TensorFlow {tf.key} CUDA build (CUDA {tf.cuda_version})"
+    return driver_problem(hw.gpu_driver, hw.cuda_driver_version, tf.cuda_version, who, knowledge)
+
+
 def plan_bazel(
     hw: Hardware,
     intent: Intent,
@@ -221,8 +233,14 @@ def plan_bazel(
                 f"--config={name}: left out, TensorFlow {tf.key}'s .bazelrc has no build:{name}"
             )
 
-    caps, cap_notes = cuda_capabilities(gpus, tf) if gpus else (None, [])
     left: list[LeftOut] = []
+    driver = _driver_cannot_run_build(hw, tf, knowledge) if gpus else None
+    if driver:
+        # A CUDA build this driver cannot load runs on the CPU alone (as the runtime plan says):
+        # the GPU part of the build would be hours of work no job here can use.
+        gpus = ()
+        left.append(LeftOut("bazel.cuda", f"left out, so the build is CPU-only: {driver}"))
+    caps, cap_notes = cuda_capabilities(gpus, tf) if gpus else (None, [])
     if gpus and not caps:
         lowest = min(version_tuple(g.compute_capability or "")[:2] for g in gpus)
         older = [
