@@ -21,7 +21,8 @@ The instances die with hwtune (PR_SET_PDEATHSIG), even when it is killed with SI
 Job control reaches them too: on SIGTSTP, SIGTTIN or SIGTTOU hwtune sends it to every group
 and stops itself; SIGCONT is forwarded.
 When hwtune's stdout (or stderr) is gone, say under `| head`, it closes its ends of the
-instances' pipes for that stream, so they see SIGPIPE as they would writing to `head`.
+instances' pipes for that stream, so they see SIGPIPE as they would writing to `head`; any other
+failure to write it (ENOSPC, EIO) is the same, noted once on the other stream.
 
 Signals during start-up: the forwarded signals are blocked while an instance is forked and
 exec'd, and unblocked once it is registered, so one that arrives meanwhile is delivered then
@@ -459,21 +460,14 @@ class Launcher:
             except HwtuneError:
                 self._stop_started()
                 raise
-            exited_at: dict[int, float] = {}
-            while selector.get_map() or len(self.statuses) < len(self.children):
-                for key, _ in selector.select(timeout=_POLL_S):
-                    index, fd_number = key.data
-                    chunk = os.read(key.fd, 65536)
-                    if chunk:
-                        self._emit(index, fd_number, partial, chunk)
-                    else:
-                        self._close(
-                            selector, cast(IO[bytes], key.fileobj), index, fd_number, partial
-                        )
-                self._close_gone_streams(selector, partial)
-                self._reap(exited_at)
-                self._close_orphaned_pipes(selector, exited_at, partial)
-                self._enforce_fail_fast()
+            try:
+                self._relay(selector, partial)
+            except BaseException:
+                # hwtune failing here (a bug, MemoryError) must not leave the instances to
+                # PR_SET_PDEATHSIG's SIGKILL when it exits: they get SIGTERM first, as when
+                # one could not start, and hwtune waits for them before the error goes on.
+                self._stop_started()
+                raise
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -483,6 +477,25 @@ class Launcher:
         if self._first_failure is not None:  # not the siblings fail_fast killed
             return exit_status(self._first_failure)
         return max((exit_status(code) for code in self.statuses.values()), default=0)
+
+    def _relay(
+        self, selector: selectors.BaseSelector, partial: dict[tuple[int, int], bytes]
+    ) -> None:
+        """Relay the instances' output and reap them until every one ended and its pipes
+        closed."""
+        exited_at: dict[int, float] = {}
+        while selector.get_map() or len(self.statuses) < len(self.children):
+            for key, _ in selector.select(timeout=_POLL_S):
+                index, fd_number = key.data
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    self._emit(index, fd_number, partial, chunk)
+                else:
+                    self._close(selector, cast(IO[bytes], key.fileobj), index, fd_number, partial)
+            self._close_gone_streams(selector, partial)
+            self._reap(exited_at)
+            self._close_orphaned_pipes(selector, exited_at, partial)
+            self._enforce_fail_fast()
 
     def _stop_started(self) -> None:
         """An instance could not start: stop those already running (SIGTERM, then SIGKILL
@@ -526,12 +539,35 @@ class Launcher:
         try:
             stream.write(data)
             stream.flush()
-        except BrokenPipeError:
-            # `hwtune exec … | head`: the reader is gone. Relaying stops, and the instances'
-            # pipes for this stream are closed (_close_gone_streams), so each one's next
-            # write to it gets SIGPIPE (EPIPE where ignored, pipe(7)) and it ends on its own,
-            # as it would writing to `head` itself. The other stream is relayed on.
+        except OSError as err:
+            # `hwtune exec … | head`: the reader is gone (EPIPE). Relaying stops, and the
+            # instances' pipes for this stream are closed (_close_gone_streams), so each one's
+            # next write to it gets SIGPIPE (EPIPE where ignored, pipe(7)) and it ends on its
+            # own, as it would writing to `head` itself. The other stream is relayed on.
+            # Any other failure (ENOSPC on a full disk, EIO) is the same for the instances:
+            # the stream cannot take their output, and hwtune must not die of it (its death
+            # would SIGKILL them all, PR_SET_PDEATHSIG); the other stream is told why.
             self._gone.add(fd_number)
+            if not isinstance(err, BrokenPipeError):
+                self._note_gone(fd_number, err)
+
+    def _note_gone(self, fd_number: int, err: OSError) -> None:
+        """Say once, on the other stream, that relaying `fd_number` stopped and why."""
+        other = 2 if fd_number == 1 else 1
+        if other in self._gone:
+            return
+        name = "stdout" if fd_number == 1 else "stderr"
+        code = errno.errorcode.get(err.errno or 0, str(err.errno))
+        text = (
+            f"hwtune exec: cannot write to its {name} ({err.strerror or err} [{code}]); "
+            f"the instances' {name} is no longer relayed, their pipes to it are closed\n"
+        )
+        stream = self.out[other]
+        try:
+            stream.write(text.encode())
+            stream.flush()
+        except OSError:
+            self._gone.add(other)
 
     def _close(
         self,

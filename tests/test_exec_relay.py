@@ -1,0 +1,91 @@
+"""`hwtune exec --instances N` relaying output to streams that fail, block or are closed:
+real processes, real pipes, real devices."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hwtune.apply.launch import InstanceSpec, Launcher
+from tests.apply_profiles import PYTHON
+
+HWTUNE = [PYTHON, "-m", "hwtune"]
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "SLURM_", "OMPI_"))}
+    env.update(
+        XDG_CACHE_HOME=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "config"), **extra
+    )
+    env.pop("LOCAL_RANK", None)
+    return env
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (ENOSPC on write)")
+def test_a_stdout_that_fails_with_enospc_is_a_gone_stream_not_a_crash(tmp_path: Path) -> None:
+    """`hwtune exec --instances 2 -- CMD > /dev/full`: before, the ENOSPC was a traceback,
+    exit 1, and every instance SIGKILLed by PR_SET_PDEATHSIG as hwtune died."""
+    script = (
+        'trap "" PIPE\n'  # a write to the closed stdout pipe is EPIPE, not a death
+        "echo start\n"
+        "sleep 1\n"
+        'echo "still alive $HWTUNE_INSTANCE" >&2\n'
+        f"touch {tmp_path}/done.$HWTUNE_INSTANCE\n"
+    )
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run(
+            [*HWTUNE, "exec", "--instances", "2", "--", "sh", "-c", script],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(tmp_path),
+            timeout=120,
+        )
+    err = result.stderr
+    assert result.returncode == 0, err
+    assert "Traceback" not in err
+    assert err.count("cannot write to its stdout (No space left on device [ENOSPC])") == 1, err
+    assert "[0] still alive 0" in err.splitlines() and "[1] still alive 1" in err.splitlines()
+    assert sorted(p.name for p in tmp_path.glob("done.*")) == ["done.0", "done.1"]
+
+
+class _FailingRelay(Launcher):
+    """A Launcher whose relay loop fails (a bug, a MemoryError) once every instance said it
+    is up (its trap is set)."""
+
+    up = 0
+
+    def _emit(
+        self, index: int, fd_number: int, partial: dict[tuple[int, int], bytes], chunk: bytes
+    ) -> None:
+        self.up += chunk.count(b"up\n")
+        super()._emit(index, fd_number, partial, chunk)
+
+    def _reap(self, exited_at: dict[int, float]) -> None:
+        if self.up == len(self.specs):
+            raise RuntimeError("relay failed")
+        super()._reap(exited_at)
+
+
+def test_a_failing_relay_loop_stops_the_instances_in_order(tmp_path: Path) -> None:
+    """The instances get SIGTERM (and hwtune waits for them) before the error goes on, rather
+    than being left running, or SIGKILLed without grace when hwtune's process dies."""
+    script = f'trap "touch {tmp_path}/term.$I; exit 0" TERM\necho up\nsleep 30 &\nwait\n'
+    out = open(os.devnull, "wb")  # noqa: SIM115 - closed in finally
+    specs = [InstanceSpec(i, {**os.environ, "I": str(i)}) for i in range(2)]
+    launcher = _FailingRelay(["sh", "-c", script], specs, stdout=out, stderr=out, kill_after=10)
+    try:
+        with pytest.raises(RuntimeError, match="relay failed"):
+            launcher.run()
+        assert all(child.returncode is not None for child in launcher.children.values())
+        assert sorted(p.name for p in tmp_path.glob("term.*")) == ["term.0", "term.1"]
+    finally:
+        for child in launcher.children.values():
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+        out.close()
