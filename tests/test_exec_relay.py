@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,29 @@ def test_a_failing_relay_loop_stops_the_instances_in_order(tmp_path: Path) -> No
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
         out.close()
+
+
+def test_a_non_blocking_stdout_loses_nothing() -> None:
+    """A parent that set O_NONBLOCK on the pipe hwtune writes to, and reads it late: before,
+    the BufferedWriter dropped what EAGAIN refused (65536 of 630000 bytes arrived, exit 0)."""
+    lines, width = 3000, 100
+    script = f"import sys; sys.stdout.write(('x' * {width} + '\\n') * {lines})"
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    received: list[bytes] = []
+
+    def late_reader() -> None:
+        time.sleep(1.0)  # the pipe (64 KiB) is full long before this
+        with os.fdopen(read_end, "rb") as pipe:
+            received.append(pipe.read())
+
+    reader = threading.Thread(target=late_reader)
+    reader.start()
+    specs = [InstanceSpec(i, dict(os.environ)) for i in range(2)]
+    with open(os.devnull, "wb") as err, os.fdopen(write_end, "wb") as out:
+        status = Launcher([PYTHON, "-c", script], specs, stdout=out, stderr=err).run()
+    reader.join(timeout=60)
+    assert status == 0
+    data = received[0]
+    assert len(data) == 2 * lines * (len("[0] ") + width + 1)
+    assert sorted(set(data.splitlines())) == [b"[0] " + b"x" * width, b"[1] " + b"x" * width]

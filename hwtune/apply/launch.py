@@ -38,6 +38,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -537,8 +538,7 @@ class Launcher:
             return
         stream = self.out[fd_number]
         try:
-            stream.write(data)
-            stream.flush()
+            write_fully(stream, data)
         except OSError as err:
             # `hwtune exec … | head`: the reader is gone (EPIPE). Relaying stops, and the
             # instances' pipes for this stream are closed (_close_gone_streams), so each one's
@@ -562,10 +562,8 @@ class Launcher:
             f"hwtune exec: cannot write to its {name} ({err.strerror or err} [{code}]); "
             f"the instances' {name} is no longer relayed, their pipes to it are closed\n"
         )
-        stream = self.out[other]
         try:
-            stream.write(text.encode())
-            stream.flush()
+            write_fully(self.out[other], text.encode())
         except OSError:
             self._gone.add(other)
 
@@ -632,6 +630,47 @@ class Launcher:
         elif time.monotonic() - self._stopping_since > self.kill_after:
             for child in live:
                 _killpg(child.pid, signal.SIGKILL)
+
+
+def write_fully(stream: IO[bytes], data: bytes) -> None:
+    """Write all of `data` to `stream`, waiting for room where its descriptor is non-blocking.
+
+    A parent may hand hwtune a stdout with O_NONBLOCK set (the flag belongs to the open file,
+    shared by every process holding it): a BufferedWriter then raises BlockingIOError on
+    EAGAIN and what it did not write is lost, so the descriptor is written directly, in a loop,
+    with poll(2) for POLLOUT between tries. A stream without a descriptor (io.BytesIO) is
+    written as it is.
+    """
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        stream.write(data)
+        stream.flush()
+        return
+    while True:  # what the stream buffered before goes first
+        try:
+            stream.flush()
+            break
+        except BlockingIOError:
+            _wait_writable(fd)
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            _wait_writable(fd)
+            continue
+        view = view[written:]
+
+
+def _wait_writable(fd: int) -> None:
+    """Until `fd` can take a write, or has an error or hang-up (the next write reports it)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        poller.poll()
+    else:
+        select.select([], [fd], [fd])
 
 
 def _killpg(pgid: int, signum: int) -> None:
