@@ -117,3 +117,45 @@ def test_a_non_blocking_stdout_loses_nothing() -> None:
     data = received[0]
     assert len(data) == 2 * lines * (len("[0] ") + width + 1)
     assert sorted(set(data.splitlines())) == [b"[0] " + b"x" * width, b"[1] " + b"x" * width]
+
+
+@pytest.mark.parametrize("closed", ["stdout", "stderr", "both"])
+def test_instances_run_with_hwtunes_stdout_or_stderr_closed(tmp_path: Path, closed: str) -> None:
+    """`hwtune exec --instances 2 -- CMD >&-` (or `2>&-`): Python starts with sys.stdout (or
+    sys.stderr) None. Before: an AttributeError traceback, or exit 1 in silence with stderr
+    closed, and no instance ran. Now they run, what they write to the closed stream going to
+    /dev/null, and the other stream is relayed."""
+    redirect = {"stdout": ">&-", "stderr": "2>&-", "both": ">&- 2>&-"}[closed]
+    script = f"echo out; echo err >&2; touch {tmp_path}/ran.$HWTUNE_INSTANCE"
+    # stdout (stderr) is a real descriptor that the closed one is told apart from
+    report = tmp_path / "report"
+    wrapper = f'exec "$@" {redirect}'
+    with open(report, "wb") as sink:
+        result = subprocess.run(
+            [
+                "sh",
+                "-c",
+                wrapper,
+                "sh",
+                *HWTUNE,
+                "exec",
+                "--instances",
+                "2",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+            stdout=sink if closed == "stderr" else subprocess.DEVNULL,
+            stderr=sink if closed == "stdout" else subprocess.DEVNULL,
+            env=_env(tmp_path),
+            timeout=120,
+        )
+    assert result.returncode == 0, report.read_text()
+    assert sorted(p.name for p in tmp_path.glob("ran.*")) == ["ran.0", "ran.1"]
+    relayed = report.read_text()
+    assert "Traceback" not in relayed
+    if closed == "stdout":
+        assert sorted(relayed.splitlines()) == ["[0] err", "[1] err"], relayed
+    elif closed == "stderr":
+        assert sorted(relayed.splitlines()) == ["[0] out", "[1] out"], relayed

@@ -342,8 +342,8 @@ class Launcher:
         command: Sequence[str],
         specs: Sequence[InstanceSpec],
         *,
-        stdout: IO[bytes],
-        stderr: IO[bytes],
+        stdout: IO[bytes] | None,
+        stderr: IO[bytes] | None,
         policy: NumaPolicy = "bind",
         fail_fast: bool = False,
         kill_after: float = 10.0,
@@ -351,7 +351,7 @@ class Launcher:
     ) -> None:
         self.command = list(command)
         self.specs = list(specs)
-        self.out = {1: stdout, 2: stderr}
+        self.out = {number: s for number, s in ((1, stdout), (2, stderr)) if s is not None}
         self.policy: NumaPolicy = policy
         self.fail_fast = fail_fast
         self.kill_after = kill_after
@@ -405,8 +405,11 @@ class Launcher:
                 self.command,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                # A stream hwtune was started without (closed, `>&-`) is /dev/null for the
+                # instances, as for one started under a closed descriptor whose writes fail:
+                # they run, and what they write there goes nowhere.
+                stdout=subprocess.PIPE if 1 in self.out else subprocess.DEVNULL,
+                stderr=subprocess.PIPE if 2 in self.out else subprocess.DEVNULL,
                 preexec_fn=child_setup,
             )
         except OSError as err:
@@ -437,7 +440,8 @@ class Launcher:
                 if spec.index not in reached:
                     _killpg(child.pid, signum)
             for fd_number, pipe in ((1, child.stdout), (2, child.stderr)):
-                assert pipe is not None
+                if pipe is None:  # /dev/null: hwtune has no such stream
+                    continue
                 selector.register(pipe, selectors.EVENT_READ, (spec.index, fd_number))
                 partial[(spec.index, fd_number)] = b""
 
@@ -554,7 +558,7 @@ class Launcher:
     def _note_gone(self, fd_number: int, err: OSError) -> None:
         """Say once, on the other stream, that relaying `fd_number` stopped and why."""
         other = 2 if fd_number == 1 else 1
-        if other in self._gone:
+        if other in self._gone or other not in self.out:
             return
         name = "stdout" if fd_number == 1 else "stderr"
         code = errno.errorcode.get(err.errno or 0, str(err.errno))
