@@ -159,3 +159,35 @@ def test_instances_run_with_hwtunes_stdout_or_stderr_closed(tmp_path: Path, clos
         assert sorted(relayed.splitlines()) == ["[0] err", "[1] err"], relayed
     elif closed == "stderr":
         assert sorted(relayed.splitlines()) == ["[0] out", "[1] out"], relayed
+
+
+@pytest.mark.parametrize("instances", [[], ["--instances", "2"]])
+@pytest.mark.parametrize("by_path", [False, True])
+def test_an_executable_script_without_a_shebang_runs_under_sh(
+    tmp_path: Path, instances: list[str], by_path: bool
+) -> None:
+    """execvp(3) runs a file execve(2) refuses with ENOEXEC under /bin/sh, and so do `env`
+    and `nice` (POSIX); before, exec exited 126 for it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "job"
+    script.write_text('echo "ran with $1 as ${HWTUNE_INSTANCE:-?}"\n')
+    script.chmod(0o755)
+    env = _env(tmp_path, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    program = "job" if by_path else str(script)
+    assert subprocess.run(["env", program, "x"], env=env, capture_output=True).returncode == 0
+    result = subprocess.run(
+        [*HWTUNE, "exec", *instances, "--", program, "arg"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    if instances:
+        assert sorted(result.stdout.splitlines()) == [
+            "[0] ran with arg as 0",
+            "[1] ran with arg as 1",
+        ]
+    else:
+        assert result.stdout.startswith("ran with arg as "), result.stdout

@@ -213,11 +213,32 @@ def exec_replace(command: Sequence[str], spec: InstanceSpec, policy: NumaPolicy 
         ) from err
     saved = [(number, signal.signal(number, signal.SIG_DFL)) for number in _PYTHON_IGNORES]
     try:
-        os.execvpe(command[0], list(command), env)
+        try:
+            os.execvpe(command[0], list(command), env)
+        except OSError as err:
+            fallback = shell_fallback(command, env) if err.errno == errno.ENOEXEC else None
+            if fallback is None:
+                raise
+            os.execve(fallback[0], fallback, env)
     except OSError as err:
         for number, handler in saved:
             signal.signal(number, handler)
         raise not_started(command[0], err) from err
+
+
+def shell_fallback(command: Sequence[str], env: Mapping[str, str]) -> list[str] | None:
+    """`command` as execvp(3) runs it when execve(2) says ENOEXEC (an executable file the
+    kernel cannot load, a script without `#!`): `/bin/sh FILE ARGS…`, FILE found as execvp
+    finds it (the name itself when it has a `/`, else the first executable regular file on
+    the environment's PATH). None when there is no such file."""
+    program = command[0]
+    if "/" in program:
+        return ["/bin/sh", program, *command[1:]]
+    for directory in os.get_exec_path(env):
+        candidate = os.path.join(directory or ".", program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return ["/bin/sh", candidate, *command[1:]]
+    return None
 
 
 def not_started(program: str, err: OSError) -> CommandNotStarted:
@@ -401,21 +422,34 @@ class Launcher:
 
         env = _checked_environment(spec.env)
         try:
-            return subprocess.Popen(
-                self.command,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                # A stream hwtune was started without (closed, `>&-`) is /dev/null for the
-                # instances, as for one started under a closed descriptor whose writes fail:
-                # they run, and what they write there goes nowhere.
-                stdout=subprocess.PIPE if 1 in self.out else subprocess.DEVNULL,
-                stderr=subprocess.PIPE if 2 in self.out else subprocess.DEVNULL,
-                preexec_fn=child_setup,
-            )
+            try:
+                return self._popen(self.command, env, child_setup)
+            except OSError as err:
+                fallback = (
+                    shell_fallback(self.command, env) if err.errno == errno.ENOEXEC else None
+                )
+                if fallback is None:
+                    raise
+                return self._popen(fallback, env, child_setup)  # as execvp(3) does
         except OSError as err:
             raise not_started(self.command[0], err) from err
         except subprocess.SubprocessError as err:  # child_setup raised (e.g. an invalid CPU)
             raise HwtuneError(f"cannot start instance {spec.index}: {err}") from err
+
+    def _popen(
+        self, argv: list[str], env: dict[str, str], child_setup: Callable[[], None]
+    ) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            # A stream hwtune was started without (closed, `>&-`) is /dev/null for the
+            # instances, as for one started under a closed descriptor whose writes fail:
+            # they run, and what they write there goes nowhere.
+            stdout=subprocess.PIPE if 1 in self.out else subprocess.DEVNULL,
+            stderr=subprocess.PIPE if 2 in self.out else subprocess.DEVNULL,
+            preexec_fn=child_setup,
+        )
 
     def _start_all(
         self, selector: selectors.BaseSelector, partial: dict[tuple[int, int], bytes]
