@@ -191,3 +191,24 @@ def test_an_executable_script_without_a_shebang_runs_under_sh(
         ]
     else:
         assert result.stdout.startswith("ran with arg as "), result.stdout
+
+
+@pytest.mark.parametrize("instances", [[], ["--instances", "2"]])
+def test_an_inherited_entry_with_an_empty_name_is_dropped_with_a_note(
+    tmp_path: Path, instances: list[str]
+) -> None:
+    """`env '=weird' hwtune exec -- CMD`: execve took the entry, but Python cannot pass it on.
+    Before: exec refused to run anything, with a hint to fix "config file [env], --set or the
+    profile", none of which set it."""
+    result = subprocess.run(
+        ["env", "=weird", *HWTUNE, "exec", *instances, "--", "sh", "-c", "echo ran"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    expected = ["[0] ran", "[1] ran"] if instances else ["ran"]
+    assert sorted(result.stdout.splitlines()) == expected
+    assert "dropping the inherited environment entry '=weird'" in result.stderr
+    assert "config file" not in result.stderr

@@ -350,6 +350,28 @@ def _checked_environment(env: Mapping[str, str]) -> dict[str, str]:
     return dict(env)
 
 
+def passable_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The inherited `environ` without the entries no program can be given, and a note for
+    each one dropped.
+
+    The caller's environment may hold an entry execve(2) took but Python cannot pass on
+    (`env '=x' hwtune exec …` gives a variable with an empty name: os.execve and Popen refuse
+    the whole environment for it). It is not hwtune's to fix: it is dropped, said on stderr,
+    and the command runs; the planned variables are still checked (`_checked_environment`).
+    """
+    kept: dict[str, str] = {}
+    notes: list[str] = []
+    for name, value in environ.items():
+        if not name or "=" in name or "\0" in name or "\0" in value:
+            notes.append(
+                f"dropping the inherited environment entry {f'{name}={value}'!r}: "
+                "a variable with an empty name (or a NUL or '=' in it) cannot be passed on"
+            )
+        else:
+            kept[name] = value
+    return kept, notes
+
+
 def exit_status(returncode: int) -> int:
     """A child's status as a shell reports it: 128+N for a death by signal N."""
     return 128 - returncode if returncode < 0 else returncode

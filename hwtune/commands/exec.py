@@ -63,6 +63,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         instance_pinning,
         instance_slice,
         merge_environment,
+        passable_environment,
     )
     from hwtune.apply.marker import in_exec_copy
     from hwtune.pipeline.request import load_hardware, profile_for
@@ -97,6 +98,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     # Several instances are pinned only where their slices are big enough (the planner's rule)
     # or where `hwtune tune` measured that pinning wins: the profile's `pinning`.
     pinning = instance_pinning(first.profile, hardware)
+    inherited, dropped = passable_environment(env.environ)
+    for note in dropped:
+        print(f"hwtune exec: {note}", file=env.stderr)
     # A plain `hwtune exec -- CMD` in a copy an outer exec started (a wrapper script's) runs
     # CMD as that copy: its index, GPUs and CPU binding are the outer launch's and stay. Its
     # own plan would re-pin by the rule (not as the outer exec's --no-pin or tuned pick
@@ -116,7 +120,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         )
         mine = instance_slice(planned.profile, index)
         child_env, notes = merge_environment(
-            env.environ,
+            inherited,
             env_for_instance(planned.profile, index, hardware=hardware),
             keep_launch=as_copy,
         )
