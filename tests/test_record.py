@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 from pathlib import Path
@@ -113,3 +114,47 @@ def test_forked_pool_workers_leave_no_record(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("configure-") == 1  # the parent's own, while it runs
     assert list((run / "hwtune").iterdir()) == []  # and none once it exited
+
+
+SLEEPER = (
+    "import hwtune, os, sys, time; hwtune.configure(tensorflow=False); "
+    "from hwtune.apply.record import record_path; "
+    "print(record_path(os.environ, os.getpid()), flush=True); time.sleep(60)"
+)
+
+
+def test_a_record_left_by_a_signal_death_is_removed_by_the_next_configure(tmp_path: Path) -> None:
+    """SIGTERM (scancel, docker stop) ends a job without atexit: its record stayed forever.
+    The next configure() of the user removes it, and one naming a recycled pid, but not the
+    record of a process still running."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "TF_"))}
+    env.update(
+        XDG_RUNTIME_DIR=str(tmp_path / "run"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+    )
+    (tmp_path / "run").mkdir()
+    killed = subprocess.Popen([PYTHON, "-c", SLEEPER], stdout=subprocess.PIPE, text=True, env=env)
+    alive = subprocess.Popen([PYTHON, "-c", SLEEPER], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert killed.stdout is not None and alive.stdout is not None
+        killed_record = Path(killed.stdout.readline().strip())
+        alive_record = Path(alive.stdout.readline().strip())
+        killed.send_signal(signal.SIGTERM)
+        assert killed.wait(timeout=30) == -signal.SIGTERM
+        assert killed_record.exists()  # atexit did not run
+        # a record naming a live pid (this one) with another start time: a recycled pid
+        recycled = killed_record.with_name(f"configure-{os.getpid()}.json")
+        recycled.write_text(json.dumps({"schema": 1, "pid": os.getpid(), "start": "1"}))
+        recycled.chmod(0o600)
+        probe = "import hwtune; hwtune.configure(tensorflow=False)"
+        subprocess.run([PYTHON, "-c", probe], env=env, timeout=120, check=True)
+        assert not killed_record.exists()
+        assert not recycled.exists()
+        assert alive_record.exists()
+    finally:
+        for process in (killed, alive):
+            process.kill()
+            process.wait()
+            assert process.stdout is not None
+            process.stdout.close()

@@ -21,7 +21,8 @@ The instances die with hwtune (PR_SET_PDEATHSIG), even when it is killed with SI
 Job control reaches them too: on SIGTSTP, SIGTTIN or SIGTTOU hwtune sends it to every group
 and stops itself; SIGCONT is forwarded.
 When hwtune's stdout (or stderr) is gone, say under `| head`, it closes its ends of the
-instances' pipes for that stream, so they see SIGPIPE as they would writing to `head`.
+instances' pipes for that stream, so they see SIGPIPE as they would writing to `head`; any other
+failure to write it (ENOSPC, EIO) is the same, noted once on the other stream.
 
 Signals during start-up: the forwarded signals are blocked while an instance is forked and
 exec'd, and unblocked once it is registered, so one that arrives meanwhile is delivered then
@@ -37,6 +38,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -211,11 +213,32 @@ def exec_replace(command: Sequence[str], spec: InstanceSpec, policy: NumaPolicy 
         ) from err
     saved = [(number, signal.signal(number, signal.SIG_DFL)) for number in _PYTHON_IGNORES]
     try:
-        os.execvpe(command[0], list(command), env)
+        try:
+            os.execvpe(command[0], list(command), env)
+        except OSError as err:
+            fallback = shell_fallback(command, env) if err.errno == errno.ENOEXEC else None
+            if fallback is None:
+                raise
+            os.execve(fallback[0], fallback, env)
     except OSError as err:
         for number, handler in saved:
             signal.signal(number, handler)
         raise not_started(command[0], err) from err
+
+
+def shell_fallback(command: Sequence[str], env: Mapping[str, str]) -> list[str] | None:
+    """`command` as execvp(3) runs it when execve(2) says ENOEXEC (an executable file the
+    kernel cannot load, a script without `#!`): `/bin/sh FILE ARGS…`, FILE found as execvp
+    finds it (the name itself when it has a `/`, else the first executable regular file on
+    the environment's PATH). None when there is no such file."""
+    program = command[0]
+    if "/" in program:
+        return ["/bin/sh", program, *command[1:]]
+    for directory in os.get_exec_path(env):
+        candidate = os.path.join(directory or ".", program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return ["/bin/sh", candidate, *command[1:]]
+    return None
 
 
 def not_started(program: str, err: OSError) -> CommandNotStarted:
@@ -327,6 +350,28 @@ def _checked_environment(env: Mapping[str, str]) -> dict[str, str]:
     return dict(env)
 
 
+def passable_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The inherited `environ` without the entries no program can be given, and a note for
+    each one dropped.
+
+    The caller's environment may hold an entry execve(2) took but Python cannot pass on
+    (`env '=x' hwtune exec …` gives a variable with an empty name: os.execve and Popen refuse
+    the whole environment for it). It is not hwtune's to fix: it is dropped, said on stderr,
+    and the command runs; the planned variables are still checked (`_checked_environment`).
+    """
+    kept: dict[str, str] = {}
+    notes: list[str] = []
+    for name, value in environ.items():
+        if not name or "=" in name or "\0" in name or "\0" in value:
+            notes.append(
+                f"dropping the inherited environment entry {f'{name}={value}'!r}: "
+                "a variable with an empty name (or a NUL or '=' in it) cannot be passed on"
+            )
+        else:
+            kept[name] = value
+    return kept, notes
+
+
 def exit_status(returncode: int) -> int:
     """A child's status as a shell reports it: 128+N for a death by signal N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -340,8 +385,8 @@ class Launcher:
         command: Sequence[str],
         specs: Sequence[InstanceSpec],
         *,
-        stdout: IO[bytes],
-        stderr: IO[bytes],
+        stdout: IO[bytes] | None,
+        stderr: IO[bytes] | None,
         policy: NumaPolicy = "bind",
         fail_fast: bool = False,
         kill_after: float = 10.0,
@@ -349,7 +394,7 @@ class Launcher:
     ) -> None:
         self.command = list(command)
         self.specs = list(specs)
-        self.out = {1: stdout, 2: stderr}
+        self.out = {number: s for number, s in ((1, stdout), (2, stderr)) if s is not None}
         self.policy: NumaPolicy = policy
         self.fail_fast = fail_fast
         self.kill_after = kill_after
@@ -399,18 +444,34 @@ class Launcher:
 
         env = _checked_environment(spec.env)
         try:
-            return subprocess.Popen(
-                self.command,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                preexec_fn=child_setup,
-            )
+            try:
+                return self._popen(self.command, env, child_setup)
+            except OSError as err:
+                fallback = (
+                    shell_fallback(self.command, env) if err.errno == errno.ENOEXEC else None
+                )
+                if fallback is None:
+                    raise
+                return self._popen(fallback, env, child_setup)  # as execvp(3) does
         except OSError as err:
             raise not_started(self.command[0], err) from err
         except subprocess.SubprocessError as err:  # child_setup raised (e.g. an invalid CPU)
             raise HwtuneError(f"cannot start instance {spec.index}: {err}") from err
+
+    def _popen(
+        self, argv: list[str], env: dict[str, str], child_setup: Callable[[], None]
+    ) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            # A stream hwtune was started without (closed, `>&-`) is /dev/null for the
+            # instances, as for one started under a closed descriptor whose writes fail:
+            # they run, and what they write there goes nowhere.
+            stdout=subprocess.PIPE if 1 in self.out else subprocess.DEVNULL,
+            stderr=subprocess.PIPE if 2 in self.out else subprocess.DEVNULL,
+            preexec_fn=child_setup,
+        )
 
     def _start_all(
         self, selector: selectors.BaseSelector, partial: dict[tuple[int, int], bytes]
@@ -435,7 +496,8 @@ class Launcher:
                 if spec.index not in reached:
                     _killpg(child.pid, signum)
             for fd_number, pipe in ((1, child.stdout), (2, child.stderr)):
-                assert pipe is not None
+                if pipe is None:  # /dev/null: hwtune has no such stream
+                    continue
                 selector.register(pipe, selectors.EVENT_READ, (spec.index, fd_number))
                 partial[(spec.index, fd_number)] = b""
 
@@ -459,21 +521,14 @@ class Launcher:
             except HwtuneError:
                 self._stop_started()
                 raise
-            exited_at: dict[int, float] = {}
-            while selector.get_map() or len(self.statuses) < len(self.children):
-                for key, _ in selector.select(timeout=_POLL_S):
-                    index, fd_number = key.data
-                    chunk = os.read(key.fd, 65536)
-                    if chunk:
-                        self._emit(index, fd_number, partial, chunk)
-                    else:
-                        self._close(
-                            selector, cast(IO[bytes], key.fileobj), index, fd_number, partial
-                        )
-                self._close_gone_streams(selector, partial)
-                self._reap(exited_at)
-                self._close_orphaned_pipes(selector, exited_at, partial)
-                self._enforce_fail_fast()
+            try:
+                self._relay(selector, partial)
+            except BaseException:
+                # hwtune failing here (a bug, MemoryError) must not leave the instances to
+                # PR_SET_PDEATHSIG's SIGKILL when it exits: they get SIGTERM first, as when
+                # one could not start, and hwtune waits for them before the error goes on.
+                self._stop_started()
+                raise
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -483,6 +538,25 @@ class Launcher:
         if self._first_failure is not None:  # not the siblings fail_fast killed
             return exit_status(self._first_failure)
         return max((exit_status(code) for code in self.statuses.values()), default=0)
+
+    def _relay(
+        self, selector: selectors.BaseSelector, partial: dict[tuple[int, int], bytes]
+    ) -> None:
+        """Relay the instances' output and reap them until every one ended and its pipes
+        closed."""
+        exited_at: dict[int, float] = {}
+        while selector.get_map() or len(self.statuses) < len(self.children):
+            for key, _ in selector.select(timeout=_POLL_S):
+                index, fd_number = key.data
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    self._emit(index, fd_number, partial, chunk)
+                else:
+                    self._close(selector, cast(IO[bytes], key.fileobj), index, fd_number, partial)
+            self._close_gone_streams(selector, partial)
+            self._reap(exited_at)
+            self._close_orphaned_pipes(selector, exited_at, partial)
+            self._enforce_fail_fast()
 
     def _stop_started(self) -> None:
         """An instance could not start: stop those already running (SIGTERM, then SIGKILL
@@ -524,14 +598,34 @@ class Launcher:
             return
         stream = self.out[fd_number]
         try:
-            stream.write(data)
-            stream.flush()
-        except BrokenPipeError:
-            # `hwtune exec … | head`: the reader is gone. Relaying stops, and the instances'
-            # pipes for this stream are closed (_close_gone_streams), so each one's next
-            # write to it gets SIGPIPE (EPIPE where ignored, pipe(7)) and it ends on its own,
-            # as it would writing to `head` itself. The other stream is relayed on.
+            write_fully(stream, data)
+        except OSError as err:
+            # `hwtune exec … | head`: the reader is gone (EPIPE). Relaying stops, and the
+            # instances' pipes for this stream are closed (_close_gone_streams), so each one's
+            # next write to it gets SIGPIPE (EPIPE where ignored, pipe(7)) and it ends on its
+            # own, as it would writing to `head` itself. The other stream is relayed on.
+            # Any other failure (ENOSPC on a full disk, EIO) is the same for the instances:
+            # the stream cannot take their output, and hwtune must not die of it (its death
+            # would SIGKILL them all, PR_SET_PDEATHSIG); the other stream is told why.
             self._gone.add(fd_number)
+            if not isinstance(err, BrokenPipeError):
+                self._note_gone(fd_number, err)
+
+    def _note_gone(self, fd_number: int, err: OSError) -> None:
+        """Say once, on the other stream, that relaying `fd_number` stopped and why."""
+        other = 2 if fd_number == 1 else 1
+        if other in self._gone or other not in self.out:
+            return
+        name = "stdout" if fd_number == 1 else "stderr"
+        code = errno.errorcode.get(err.errno or 0, str(err.errno))
+        text = (
+            f"hwtune exec: cannot write to its {name} ({err.strerror or err} [{code}]); "
+            f"the instances' {name} is no longer relayed, their pipes to it are closed\n"
+        )
+        try:
+            write_fully(self.out[other], text.encode())
+        except OSError:
+            self._gone.add(other)
 
     def _close(
         self,
@@ -596,6 +690,47 @@ class Launcher:
         elif time.monotonic() - self._stopping_since > self.kill_after:
             for child in live:
                 _killpg(child.pid, signal.SIGKILL)
+
+
+def write_fully(stream: IO[bytes], data: bytes) -> None:
+    """Write all of `data` to `stream`, waiting for room where its descriptor is non-blocking.
+
+    A parent may hand hwtune a stdout with O_NONBLOCK set (the flag belongs to the open file,
+    shared by every process holding it): a BufferedWriter then raises BlockingIOError on
+    EAGAIN and what it did not write is lost, so the descriptor is written directly, in a loop,
+    with poll(2) for POLLOUT between tries. A stream without a descriptor (io.BytesIO) is
+    written as it is.
+    """
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        stream.write(data)
+        stream.flush()
+        return
+    while True:  # what the stream buffered before goes first
+        try:
+            stream.flush()
+            break
+        except BlockingIOError:
+            _wait_writable(fd)
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            _wait_writable(fd)
+            continue
+        view = view[written:]
+
+
+def _wait_writable(fd: int) -> None:
+    """Until `fd` can take a write, or has an error or hang-up (the next write reports it)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        poller.poll()
+    else:
+        select.select([], [fd], [fd])
 
 
 def _killpg(pgid: int, signum: int) -> None:

@@ -12,7 +12,9 @@ tempfile.gettempdir() finds it), and verify reads it back.
   created. A fallback directory in a shared /tmp is used only when it is a real directory (not
   a symbolic link) owned by this user and writable by nobody else.
 - A record names its pid and the process's start time (field 22 of /proc/PID/stat), so a
-  recycled pid never inherits another process's record; it is removed when the process exits.
+  recycled pid never inherits another process's record; it is removed when the process exits
+  normally, and one left by a process killed by a signal (atexit does not run) is removed by
+  the user's next configure() (`remove_stale`).
 - The reader trusts a record only when it is owned by the process's user or by the reader,
   and writable by nobody else.
 
@@ -37,6 +39,9 @@ from hwtune.fs.trust import make_dirs
 
 RECORD_SCHEMA = 1
 MAX_RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; a MiB is no record of ours
+# Directory entries a new record's writer looks at for records of processes that are gone: one
+# per process of the user that ran configure(); past this many, the rest wait for the next.
+MAX_SWEPT = 4096
 # path -> the data last written there by this process: configure() records at its start and
 # again once TensorFlow took the settings, often with nothing new; an equal record is not
 # written again (it costs a directory check, a start-time read and a rename at job start).
@@ -85,6 +90,8 @@ def write(data: dict[str, Any], environ: Mapping[str, str] | None = None) -> str
         return path
     if not _private_dir(os.path.dirname(path)):
         return None
+    if not _written:  # once per process: its first record
+        remove_stale(os.path.dirname(path), pid)
     body = {"schema": RECORD_SCHEMA, "pid": pid, "start": start_time(pid), **data}
     temporary = f"{path}.{pid}.tmp"
     _unlink(temporary)  # left by a killed process with this pid; the directory is ours
@@ -105,6 +112,69 @@ def write(data: dict[str, Any], environ: Mapping[str, str] | None = None) -> str
         atexit.register(_remove, path, pid)
     _written[path] = dict(data)
     return path
+
+
+def remove_stale(directory: str, own: int) -> int:
+    """Remove the records in `directory` (this user's private runtime dir) whose process is
+    gone: no such pid, or a pid recycled since (another start time). How many were removed.
+
+    atexit does not run when a process dies of a signal (SIGTERM is how `scancel`, `docker
+    stop` and Kubernetes end a job; SIGKILL, the OOM killer), so its record stays; the next
+    configure() of the user clears them. Bounded: one listdir, at most MAX_SWEPT names looked
+    at, a /proc lookup each and a record read only for a pid that exists.
+    """
+    removed = 0
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    for name in names[:MAX_SWEPT]:
+        named = _record_pid(name)
+        if named is None or named[0] == own:
+            continue
+        pid, temporary = named
+        path = os.path.join(directory, name)
+        live = os.path.exists(f"/proc/{pid}")
+        if live and (temporary or _recorded_start(path) == start_time(pid)):
+            continue  # a live process's record, or the one it is writing
+        _unlink(path)
+        removed += 1
+    return removed
+
+
+def _record_pid(name: str) -> tuple[int, bool] | None:
+    """(pid, whether a temporary file) for `configure-<pid>.json` and the temporary
+    `configure-<pid>.json.<pid>.tmp` a writer killed before its rename leaves; else None."""
+    if not name.startswith("configure-"):
+        return None
+    number, _, rest = name[len("configure-") :].partition(".")
+    if not number.isascii() or not number.isdigit() or len(number) > 10:
+        return None
+    if rest == "json":
+        return int(number), False
+    if rest == f"json.{number}.tmp":
+        return int(number), True
+    return None
+
+
+def _recorded_start(path: str) -> object:
+    """The start time a record names; None when it cannot be read as one (a record being
+    replaced right now reads whole: rename(2) is atomic)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        raw = os.read(fd, MAX_RECORD_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return data.get("start") if isinstance(data, dict) else None
 
 
 def _unlink(path: str) -> None:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import sys
+from typing import BinaryIO, TextIO, cast
 
 from hwtune.cli import Environment
 from hwtune.commands.numbers import seconds
@@ -61,10 +63,15 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         instance_pinning,
         instance_slice,
         merge_environment,
+        passable_environment,
     )
     from hwtune.apply.marker import in_exec_copy
     from hwtune.pipeline.request import load_hardware, profile_for
 
+    # Started with stderr closed (`2>&-`), Python makes sys.stderr None: notes go nowhere.
+    # (print(file=None) would write them to stdout.)
+    if cast(TextIO | None, env.stderr) is None:
+        env = dataclasses.replace(env, stderr=io.StringIO())
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
@@ -91,6 +98,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     # Several instances are pinned only where their slices are big enough (the planner's rule)
     # or where `hwtune tune` measured that pinning wins: the profile's `pinning`.
     pinning = instance_pinning(first.profile, hardware)
+    inherited, dropped = passable_environment(env.environ)
+    for note in dropped:
+        print(f"hwtune exec: {note}", file=env.stderr)
     # A plain `hwtune exec -- CMD` in a copy an outer exec started (a wrapper script's) runs
     # CMD as that copy: its index, GPUs and CPU binding are the outer launch's and stay. Its
     # own plan would re-pin by the rule (not as the outer exec's --no-pin or tuned pick
@@ -110,7 +120,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         )
         mine = instance_slice(planned.profile, index)
         child_env, notes = merge_environment(
-            env.environ,
+            inherited,
             env_for_instance(planned.profile, index, hardware=hardware),
             keep_launch=as_copy,
         )
@@ -130,10 +140,10 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if len(specs) == 1:
         exec_replace(command, specs[0], args.numa_policy)
         raise HwtuneError("exec returned")  # unreachable: execve replaced this process
-    stdout = getattr(env.stdout, "buffer", None) or sys.stdout.buffer
-    stderr = getattr(env.stderr, "buffer", None) or sys.stderr.buffer
-    env.stdout.flush()
-    env.stderr.flush()
+    # A stream hwtune was started without (`>&-`: Python makes it None) is a gone one from the
+    # start: the instances still run, and their pipes to it are closed as under `| head`.
+    stdout = _binary(env.stdout, sys.stdout)
+    stderr = _binary(env.stderr, sys.stderr)
     launcher = Launcher(
         command,
         specs,
@@ -145,3 +155,16 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         prefix=not args.no_prefix,
     )
     return launcher.run()
+
+
+def _binary(stream: TextIO | None, default: TextIO | None) -> BinaryIO | None:
+    """The byte stream under `stream` (flushed), else under `default` (sys.stdout for a
+    text-only test stream); None when neither is open."""
+    for candidate in (stream, default):
+        if candidate is None:
+            continue
+        candidate.flush()
+        binary = getattr(candidate, "buffer", None)
+        if binary is not None:
+            return cast(BinaryIO, binary)
+    return None

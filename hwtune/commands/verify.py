@@ -19,11 +19,13 @@ failed; 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
 import subprocess
 import time
+from pathlib import Path
 
 from hwtune.cli import Environment
 from hwtune.commands.numbers import process_id, seconds
@@ -123,6 +125,7 @@ def command_or_pid(args: argparse.Namespace, env: Environment, tool: str) -> lis
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply.verify import Observation, compare, describe, expected_for, render_table
     from hwtune.pipeline.request import profile_for
+    from hwtune.probes import detect, is_live
 
     command = command_or_pid(args, env, "verify")
     if command is None:
@@ -157,7 +160,13 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             "or --pid of a running one",
         )
     # The process's own rank/instance variables choose its slice, as they did when it started.
-    planned = profile_for(request_from_args(args, seen.environ))
+    request = request_from_args(args, seen.environ)
+    if args.hardware is None and is_live(Path(args.root).absolute()):
+        # Its CPU affinity and cgroup quota too: a job under `taskset` or in a cgroup with a
+        # CPU quota was planned (by configure() or exec inside it) for what it may use, which
+        # the verifier, outside both, would not see in its own /proc/self.
+        request = dataclasses.replace(request, hardware=detect(args.root, pid=str(seen.pid)))
+    planned = profile_for(request)
     expected = expected_for(planned, args.numa_policy)
     checks = compare(expected, seen)
     if args.json:

@@ -33,7 +33,11 @@ def _guarded(issues: IssueLog, probe: str, fallback: T, run: Callable[[], T]) ->
 
 
 def detect(
-    root: str | os.PathLike[str] = "/", *, gpus: bool = True, tensorflow: bool = True
+    root: str | os.PathLike[str] = "/",
+    *,
+    gpus: bool = True,
+    tensorflow: bool = True,
+    pid: str = "self",
 ) -> Hardware:
     """Probe the machine under `root` and return its `Hardware`.
 
@@ -46,6 +50,8 @@ def detect(
         root: "/" for this machine, or a directory laid out as one (`hwtune snapshot` makes one).
         gpus: probe NVIDIA GPUs (NVML live, nvidia-smi captures under a root).
         tensorflow: look for an installed TensorFlow (never imports it).
+        pid: whose CPU affinity and cgroup limits are read ("self": this process's; `hwtune
+            verify --pid` gives the job's).
     """
     from hwtune.models.hardware import CpuInfo, Limits, Memory, NumaNode
     from hwtune.probes.cpu import probe_cpu
@@ -63,7 +69,10 @@ def detect(
     numa = _guarded(issues, "numa", no_nodes, lambda: probe_numa(base, issues, cpu))
     memory = _guarded(issues, "memory", Memory(), lambda: probe_memory(base, issues))
     limits = _guarded(
-        issues, "limits", Limits(), lambda: probe_limits(base, issues, cpu, memory, live=live)
+        issues,
+        "limits",
+        Limits(),
+        lambda: probe_limits(base, issues, cpu, memory, live=live, pid=pid),
     )
     gpu_report = None
     if gpus:

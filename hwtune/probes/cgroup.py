@@ -535,24 +535,37 @@ def find_controllers(root: Path, issues: IssueLog) -> dict[str, ControllerDirs] 
     return None if found is None else found[0]
 
 
-def _find(root: Path, issues: IssueLog) -> tuple[dict[str, ControllerDirs], set[str]] | None:
-    """`find_controllers`, and the controllers listed whose directory was not found."""
-    text = read_text(root, root / PROC_CGROUP, issues)
+def proc_cgroup(pid: str = "self") -> str:
+    """The membership file of process `pid` ("self": this one), relative to the root."""
+    return f"proc/{pid}/cgroup"
+
+
+def _find(
+    root: Path, issues: IssueLog, pid: str = "self"
+) -> tuple[dict[str, ControllerDirs], set[str]] | None:
+    """`find_controllers`, and the controllers listed whose directory was not found.
+
+    `pid`: whose membership is read (`hwtune verify --pid` asks for the job's own). The mount
+    table stays this process's: /proc/PID/cgroup names paths relative to the reader's cgroup
+    namespace (cgroups(7)), and they are looked up where the reader's mounts are.
+    """
+    membership = proc_cgroup(pid)
+    text = read_text(root, root / membership, issues)
     if text is None:
         issues.add(
             PROBE,
             "cgroup membership unknown: file missing; no cgroup limits applied",
-            path=PROC_CGROUP,
+            path=membership,
         )
         return None
     if not text.strip():
         # The kernel prints a line per mounted v1 hierarchy and, since Linux 4.5, always the
         # "0::" line (cgroups(7)): an empty file is a capture cut short, not "no cgroups".
         issues.add(
-            PROBE, "empty: cgroup membership unknown; no cgroup limits applied", path=PROC_CGROUP
+            PROBE, "empty: cgroup membership unknown; no cgroup limits applied", path=membership
         )
         return None
-    memberships = parse_proc_cgroup(text, issues)
+    memberships = parse_proc_cgroup(text, issues, membership)
     mountinfo = read_text(root, root / PROC_MOUNTINFO, issues, MAX_LARGE)
     if mountinfo is None:
         mounts = _fallback_mounts(root, memberships)
@@ -574,9 +587,10 @@ def _find(root: Path, issues: IssueLog) -> tuple[dict[str, ControllerDirs], set[
     return dirs, unknown
 
 
-def read_cgroup_limits(root: Path, issues: IssueLog) -> CgroupLimits:
-    """This process's cgroup limits under `root`; what is missing becomes an issue."""
-    found = _find(root, issues)
+def read_cgroup_limits(root: Path, issues: IssueLog, pid: str = "self") -> CgroupLimits:
+    """The cgroup limits of process `pid` ("self": this one) under `root`; what is missing
+    becomes an issue."""
+    found = _find(root, issues, pid)
     if found is None:
         return CgroupLimits()
     dirs, unknown = found

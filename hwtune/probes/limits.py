@@ -14,6 +14,7 @@ ceil(1.5) = 2 busy threads on a 1.5-CPU quota gets throttled every period, one o
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from pathlib import Path
@@ -26,6 +27,11 @@ from hwtune.probes.root import UnsafeRead
 from hwtune.probes.root import read_text as root_read_text
 
 STATUS = "proc/self/status"
+
+
+def proc_status(pid: str = "self") -> str:
+    """The status file of process `pid` ("self": this one), relative to the root."""
+    return f"proc/{pid}/status"
 
 
 def parse_affinity(text: str, issues: IssueLog, path: str = STATUS) -> tuple[int, ...] | None:
@@ -42,21 +48,26 @@ def parse_affinity(text: str, issues: IssueLog, path: str = STATUS) -> tuple[int
     return None
 
 
-def read_affinity(root: Path, issues: IssueLog, *, live: bool) -> tuple[int, ...] | None:
-    """The affinity mask: the status file (so --root trees work), else sched_getaffinity."""
+def read_affinity(
+    root: Path, issues: IssueLog, *, live: bool, pid: str = "self"
+) -> tuple[int, ...] | None:
+    """The affinity mask of process `pid` ("self": this one): the status file (so --root
+    trees work), else sched_getaffinity."""
+    status = proc_status(pid)
     try:
-        text = root_read_text(root, STATUS)
+        text = root_read_text(root, status)
     except UnsafeRead as err:
-        issues.add("limits", f"CPU affinity unknown: {err.strerror}", path=STATUS)
+        issues.add("limits", f"CPU affinity unknown: {err.strerror}", path=status)
         return None
     except OSError as err:
         if live and hasattr(os, "sched_getaffinity"):
-            return tuple(sorted(os.sched_getaffinity(0)))
+            with contextlib.suppress(OSError):
+                return tuple(sorted(os.sched_getaffinity(0 if pid == "self" else int(pid))))
         missing = isinstance(err, (FileNotFoundError, NotADirectoryError))
         why = "file missing" if missing else f"cannot read: {err.strerror or err}"
-        issues.add("limits", f"CPU affinity unknown: {why}", path=STATUS)
+        issues.add("limits", f"CPU affinity unknown: {why}", path=status)
         return None
-    return parse_affinity(text, issues)
+    return parse_affinity(text, issues, status)
 
 
 def _online(cpu: CpuInfo) -> tuple[int, ...] | None:
@@ -152,11 +163,13 @@ def effective_cpus(
 
 
 def probe_limits(
-    root: Path, issues: IssueLog, cpu: CpuInfo, memory: Memory, *, live: bool
+    root: Path, issues: IssueLog, cpu: CpuInfo, memory: Memory, *, live: bool, pid: str = "self"
 ) -> Limits:
-    """Affinity, cgroup cpuset/quota/memory and what they leave, under `root`."""
-    affinity = read_affinity(root, issues, live=live)
-    cgroup = read_cgroup_limits(root, issues)
+    """Affinity, cgroup cpuset/quota/memory and what they leave, under `root`, for process
+    `pid` ("self": this one; `hwtune verify --pid` asks for the job's, whose taskset or CPU
+    quota the verifier need not share)."""
+    affinity = read_affinity(root, issues, live=live, pid=pid)
+    cgroup = read_cgroup_limits(root, issues, pid)
     usable, effective, reason = effective_cpus(_online(cpu), affinity, cgroup, issues)
     limit = cgroup.memory_limit_bytes
     sizes = [b for b in (memory.total_bytes, limit) if b is not None]
