@@ -22,6 +22,7 @@ from hwtune.apply.render import ENV_FILES, env_map, render_env
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON, make_profile
+from tests.conftest import needs_two_cores
 
 HWTUNE = f"{PYTHON} -m hwtune"
 SHOW = (
@@ -86,12 +87,7 @@ def test_every_env_file_marks_its_values(name: str, tmp_path: Path) -> None:
     assert hwtune_owned(loaded) == set(env_map(profile))
 
 
-needs_two_cpus = pytest.mark.skipif(
-    len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to split between two instances"
-)
-
-
-@needs_two_cpus
+@needs_two_cores
 def test_exec_after_eval_env_gives_each_instance_its_own_threads(tmp_path: Path) -> None:
     """`eval "$(hwtune env)"` then `hwtune exec --instances 2`: the node's thread counts are
     hwtune's own, so each instance gets its slice's counts, with no "keeping" warning."""
@@ -114,7 +110,7 @@ def test_exec_after_eval_env_gives_each_instance_its_own_threads(tmp_path: Path)
         assert hwtune_owned(seen[index]) >= {"TF_NUM_INTRAOP_THREADS", "HWTUNE_INSTANCE"}
 
 
-@needs_two_cpus
+@needs_two_cores
 def test_a_value_the_user_changed_after_eval_is_kept(tmp_path: Path) -> None:
     env = _environ(tmp_path)
     result = _bash(
@@ -128,7 +124,7 @@ def test_a_value_the_user_changed_after_eval_is_kept(tmp_path: Path) -> None:
         assert json.loads(line.partition("] ")[2])["TF_NUM_INTRAOP_THREADS"] == "7"
 
 
-@needs_two_cpus
+@needs_two_cores
 def test_configure_replaces_values_an_earlier_hwtune_env_wrote(tmp_path: Path) -> None:
     env = _environ(tmp_path)
     probe = (
@@ -184,7 +180,7 @@ def test_env_files_for_other_processes_hold_the_plan_alone(tmp_path: Path) -> No
     assert f"TF_NUM_INTRAOP_THREADS={planned['TF_NUM_INTRAOP_THREADS']}" in out.splitlines()
 
 
-@needs_two_cpus
+@needs_two_cores
 def test_env_in_an_instance_of_exec_keeps_the_instance_and_unsets_stale_plan_variables(
     tmp_path: Path,
 ) -> None:
@@ -263,7 +259,7 @@ def test_configure_in_an_instance_of_exec_keeps_its_launch_variables(tmp_path: P
         assert hwtune_owned(after) >= set(kept)  # the new marker still names exec's variables
 
 
-@needs_two_cpus
+@needs_two_cores
 def test_an_instance_of_exec_stays_marked_through_evals_and_configure(tmp_path: Path) -> None:
     """Before, the marker `eval "$(hwtune env)"` wrote named the plan's variables only: after
     one eval, exec's HWTUNE_INSTANCE(S) read as the user's. Two evals and a configure() later,
