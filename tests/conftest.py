@@ -38,21 +38,24 @@ def physical_core_count() -> int:
     return usable_cores()[0]
 
 
-def two_cores_missing() -> str | None:
-    """Why a test of two instances cannot run here, or None when it can."""
+TWO_INSTANCES = "hwtune refuses `--instances 2` with fewer ('2 instances need 2 physical cores')"
+
+
+def two_cores_missing(why: str = TWO_INSTANCES) -> str | None:
+    """Why a test that needs two physical cores (`why`) cannot run here, or None when it can."""
     cores, cpus = usable_cores()
     if cores >= 2:
         return None
     return (
-        f"needs 2 usable physical cores: hwtune refuses `--instances 2` with fewer ('2 instances "
-        f"need 2 physical cores'), and this process can use {cores} (CPUs {cpus}; SMT siblings "
-        "share a core)"
+        f"needs 2 usable physical cores: {why}; this process can use {cores} (CPUs {cpus}; SMT "
+        "siblings share a core)"
     )
 
 
 # Marks a test (or one parameter set: pytest.param(..., marks=needs_two_cores)) that runs two
-# instances; it skips, saying why, where hwtune would refuse them. Checked when the test is
-# set up, so a run that selects none of them never detects the machine.
+# instances; it skips, saying why, where hwtune would refuse them. Another need for two cores
+# gives its own reason: @needs_two_cores(why="..."). Checked when the test is set up, so a run
+# that selects none of them never detects the machine.
 needs_two_cores = pytest.mark.needs_two_cores
 
 
@@ -64,8 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.get_closest_marker("needs_two_cores") is not None:
-        reason = two_cores_missing()
+    marker = item.get_closest_marker("needs_two_cores")
+    if marker is not None:
+        reason = two_cores_missing(marker.kwargs.get("why", TWO_INSTANCES))
         if reason is not None:
             pytest.skip(reason)
 
