@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 from collections.abc import Iterator, Sequence
@@ -16,6 +17,61 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 # Captures that SOURCES.md says must stay in ../shared (not copied into the project).
 SHARED_HW = REPO.parent / "shared" / "fixtures" / "hw"
+
+
+@functools.cache
+def usable_cores() -> tuple[int, str]:
+    """(physical cores, CPU list) this process may use, counted as hwtune's planner counts them
+    (planner.instances: online ∩ affinity ∩ cpuset, SMT siblings as one core): `--instances N`
+    is refused with more instances than that. os.sched_getaffinity counts logical CPUs, so a
+    2-vCPU VM presenting 1 core × 2 threads passes a "two CPUs" check and still has one core."""
+    from hwtune.models.cpulist import format_cpulist
+    from hwtune.planner.instances import physical_cores, usable_cpus
+    from hwtune.probes import detect
+
+    hw = detect("/", gpus=False, tensorflow=False)
+    cpus = usable_cpus(hw)
+    return len(physical_cores(hw, cpus)), format_cpulist(cpus)
+
+
+def physical_core_count() -> int:
+    return usable_cores()[0]
+
+
+TWO_INSTANCES = "hwtune refuses `--instances 2` with fewer ('2 instances need 2 physical cores')"
+
+
+def two_cores_missing(why: str = TWO_INSTANCES) -> str | None:
+    """Why a test that needs two physical cores (`why`) cannot run here, or None when it can."""
+    cores, cpus = usable_cores()
+    if cores >= 2:
+        return None
+    return (
+        f"needs 2 usable physical cores: {why}; this process can use {cores} (CPUs {cpus}; SMT "
+        "siblings share a core)"
+    )
+
+
+# Marks a test (or one parameter set: pytest.param(..., marks=needs_two_cores)) that runs two
+# instances; it skips, saying why, where hwtune would refuse them. Another need for two cores
+# gives its own reason: @needs_two_cores(why="..."). Checked when the test is set up, so a run
+# that selects none of them never detects the machine.
+needs_two_cores = pytest.mark.needs_two_cores
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "needs_two_cores: skips unless 2 physical cores are usable (--instances 2)"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    marker = item.get_closest_marker("needs_two_cores")
+    if marker is not None:
+        reason = two_cores_missing(marker.kwargs.get("why", TWO_INSTANCES))
+        if reason is not None:
+            pytest.skip(reason)
 
 
 @pytest.fixture(autouse=True)

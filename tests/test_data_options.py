@@ -17,6 +17,7 @@ import pytest
 from hwtune.apply.cache import CACHE_SCHEMA, cache_key, cache_path, lookup
 from hwtune.apply.fingerprint import fingerprint
 from hwtune.apply.tfdata import planned_values
+from tests.conftest import needs_two_cores
 from tests.test_runtime import clean_env, needs_tf  # noqa: F401 - a fixture, used by name
 
 PROGRAM = """
@@ -51,7 +52,14 @@ def _plan(cli, *flags: str) -> dict[str, object]:  # type: ignore[no-untyped-def
 @needs_tf
 @pytest.mark.parametrize(
     ("intent", "flags"),
-    [({}, ()), ({"instances": 2, "instance": 1}, ("--instances", "2", "--instance", "1"))],
+    [
+        ({}, ()),
+        pytest.param(
+            {"instances": 2, "instance": 1},
+            ("--instances", "2", "--instance", "1"),
+            marks=needs_two_cores,
+        ),
+    ],
 )
 def test_data_options_carry_the_plan_into_tensorflow(
     clean_env: dict[str, str],  # noqa: F811

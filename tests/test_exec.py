@@ -34,6 +34,8 @@ from hwtune.errors import CommandNotStarted, HwtuneError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON, make_profile
+from tests.conftest import needs_two_cores
+from tests.conftest import physical_core_count as _cores
 
 HWTUNE = [PYTHON, "-m", "hwtune"]
 # Prints what the child sees: its instance, its CPUs and the variables it got.
@@ -50,17 +52,6 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     )
     env.pop("LOCAL_RANK", None)
     return env
-
-
-def _cores() -> int:
-    from hwtune.planner.instances import physical_cores, usable_cpus
-    from hwtune.probes import detect
-
-    hw = detect("/", gpus=False, tensorflow=False)
-    return len(physical_cores(hw, usable_cpus(hw)))
-
-
-needs_two_cores = pytest.mark.skipif(_cores() < 2, reason="needs two usable physical cores")
 
 
 def _run_exec(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

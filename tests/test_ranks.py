@@ -14,6 +14,7 @@ from hwtune.errors import ConfigError
 from hwtune.models.hardware import CpuInfo, Hardware, Limits
 from hwtune.pipeline.ranks import already_pinned, expand_slurm_tasks, local_rank
 from hwtune.pipeline.request import PlanRequest, profile_for, resolve_share
+from tests.conftest import needs_two_cores
 
 
 @pytest.mark.parametrize(
@@ -118,13 +119,12 @@ def test_a_rank_the_launcher_pinned_is_planned_as_one_instance() -> None:
     )
 
 
+@needs_two_cores
 def test_env_differs_per_rank_and_cache_keys_differ() -> None:
     base = {
         k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "SLURM_", "OMPI_"))
     }
     base.pop("LOCAL_RANK", None)
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("needs two CPUs")
     whole = profile_for(PlanRequest(base))
     rank = profile_for(
         PlanRequest({**base, "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"})
@@ -137,11 +137,10 @@ def test_env_differs_per_rank_and_cache_keys_differ() -> None:
     assert cache_key({}, (1, 2)) != cache_key({}, (0, 2)) != cache_key({}, None)
 
 
+@needs_two_cores
 def test_env_command_prints_each_ranks_slice(tmp_path: Path) -> None:
     from tests.conftest import run_cli
 
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("needs two CPUs")
     base = {
         k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "SLURM_", "OMPI_"))
     }

@@ -631,11 +631,19 @@ def test_a_trial_keeps_its_own_settings(
 
 
 def test_jit_compile_follows_the_planned_level(clean_env: dict[str, str]) -> None:
-    """Keras needs `jit_compile=` itself on a CPU: the report says what the plan decided."""
+    """Keras needs `jit_compile=` itself on a CPU: the report says what the plan decided. The
+    level is this machine's: XLA for a dense model, except with one intra-op thread on
+    oneDNN's AVX-512 kernels (planner/accel.py, jit_rule), as on one core of an AVX-512 CPU."""
+    planned = {
+        model: profile_for(PlanRequest(clean_env, model=model)).profile.jit.level.value
+        for model in ("dense", "conv")
+    }
     dense = hwtune.configure(model="dense", tensorflow=False, use_cache=False)
     conv = hwtune.configure(model="conv", tensorflow=False, use_cache=False)
-    assert dense.jit_compile is True and dense.payload["intent"]["model"] == "dense"
-    assert conv.jit_compile is False
+    assert dense.payload["intent"]["model"] == "dense"
+    assert (dense.jit, conv.jit) == (planned["dense"], planned["conv"])
+    assert dense.jit_compile is (planned["dense"] != "off")
+    assert conv.jit_compile is (planned["conv"] != "off")
     conv.restore()
     dense.restore()
 

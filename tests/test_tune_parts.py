@@ -183,9 +183,13 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
         "print('waiting on my child', file=sys.stderr, flush=True)\n"
         "time.sleep(600)\n",
     )
-    result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=1.5).run(TrialConfig())
+    # Long enough for Python to start, spawn the child and write the pidfile on a loaded CPU.
+    timeout = 5.0
+    result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=timeout).run(
+        TrialConfig()
+    )
     assert not result.ok and result.value is None
-    assert result.failure == "timed out after 2 s (per-trial timeout)"
+    assert result.failure == f"timed out after {timeout:.0f} s (per-trial timeout)"
     assert "waiting on my child" in result.stderr_tail
     assert gone(int(pidfile.read_text()))  # the grandchild went with the group
 

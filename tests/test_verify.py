@@ -172,7 +172,7 @@ TF_SCRIPT = textwrap.dedent(
     print(json.dumps({"set_by_configure": report.env_set, "user": list(report.env_user),
                       "intra": threading.get_intra_op_parallelism_threads(),
                       "inter": threading.get_inter_op_parallelism_threads()}), flush=True)
-    time.sleep(1.5)   # let verify look at the running pools
+    time.sleep(3)   # let verify look at the running pools
     """
 )
 
@@ -215,7 +215,7 @@ def test_verify_command_exit_status(tmp_path: Path, status: int, verdict: int) -
         "--",
         PYTHON,
         "-c",
-        f"import time; time.sleep(0.5); exit({status})",
+        f"import time; time.sleep(3); exit({status})",
     ]
     result = subprocess.run(
         [*HWTUNE, "verify", "--", *command],
@@ -231,7 +231,7 @@ def test_verify_command_exit_status(tmp_path: Path, status: int, verdict: int) -
 
 def test_verify_plain_command_lacks_the_profile(tmp_path: Path) -> None:
     result = subprocess.run(
-        [*HWTUNE, "verify", "--", PYTHON, "-c", "import time; time.sleep(0.5)"],
+        [*HWTUNE, "verify", "--", PYTHON, "-c", "import time; time.sleep(3)"],
         capture_output=True,
         text=True,
         env=_env(tmp_path),
@@ -306,7 +306,7 @@ TRAIN = textwrap.dedent(
     model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8)])
     model.compile("sgd", "mse", jit_compile=sys.argv[2] == "on")
     model.fit(tf.random.normal((64, 4)), tf.random.normal((64, 8)), epochs=2, verbose=0)
-    time.sleep(1.5)   # let verify look at the running pools
+    time.sleep(3)   # let verify look at the running pools
     """
 )
 
@@ -350,7 +350,7 @@ def test_verify_an_exec_rank_expects_the_pinning_rule(tmp_path: Path) -> None:
     from hwtune.apply.launch import instance_pinning
 
     env = _env(tmp_path, SLURM_LOCALID="1", SLURM_TASKS_PER_NODE="2(x2)", SLURM_NODEID="1")
-    job = [PYTHON, "-c", "import time; time.sleep(1.5)"]
+    job = [PYTHON, "-c", "import time; time.sleep(3)"]
     result = subprocess.run(
         [*HWTUNE, "verify", "--", *HWTUNE, "exec", "--", *job],
         capture_output=True,

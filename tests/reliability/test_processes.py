@@ -23,8 +23,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import needs_two_cores
+
 from .conftest import LONG, SIGNAL_ROUNDS, Figures
 from .test_writes import base_environ
+
+# Every case runs `hwtune exec --instances 2`, which hwtune refuses on one physical core.
+pytestmark = needs_two_cores
 
 # How long a case may wait for hwtune to react before it counts as hung: a liveness bound,
 # far above the ~1 s these cases take; nothing asserts on how fast anything was.
