@@ -18,17 +18,15 @@ from typing import Any
 import pytest
 
 from hwtune.apply.launch import (
-    FORWARDED_SIGNALS,
     MPOL_BIND,
     InstanceSpec,
-    Launcher,
     env_for_instance,
-    exit_status,
     get_mempolicy,
     instance_pinning,
     merge_environment,
     set_mempolicy,
 )
+from hwtune.apply.launcher import FORWARDED_SIGNALS, Launcher, exit_status
 from hwtune.apply.marker import MARKER, hwtune_owned, marker_value
 from hwtune.errors import CommandNotStarted, HwtuneError
 from hwtune.models.hardware import Gpu, Hardware
@@ -520,7 +518,8 @@ def test_exec_pins_as_the_tuner_measured(tmp_path: Path, measured: bool) -> None
 # cores needed): a Launcher relaying to its own stdout and stderr, exiting with its status.
 SUPERVISOR = (
     "import os, sys; sys.path.insert(0, {repo!r})\n"
-    "from hwtune.apply.launch import InstanceSpec, Launcher\n"
+    "from hwtune.apply.launch import InstanceSpec\n"
+    "from hwtune.apply.launcher import Launcher\n"
     "specs = [InstanceSpec(i, {{**os.environ, 'I': str(i)}}) for i in range({count})]\n"
     "out, err = sys.stdout.buffer, sys.stderr.buffer\n"
     "sys.exit(Launcher(['sh', '-c', {script!r}], specs, stdout=out, stderr=err).run())\n"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.apply.launch import InstanceSpec, Launcher
+from hwtune.apply.launch import InstanceSpec
+from hwtune.apply.launcher import Launcher
 from tests.apply_profiles import PYTHON
 
 HWTUNE = [PYTHON, "-m", "hwtune"]

@@ -9,45 +9,24 @@ called through ctypes so numactl need not be installed), `CUDA_VISIBLE_DEVICES` 
 slice, one-core slices included, and a tune result that measured unpinned copies faster
 leaves them unpinned, their thread pools still capped to the slice.
 
-One instance replaces hwtune (execve): the command keeps hwtune's PID, terminal and signals.
-Several run as children, each in its own process group with stdin from /dev/null; their
-output is prefixed line by line with "[i] "; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
-SIGUSR2 are forwarded to every group; hwtune exits with the worst status (a signal death
-counts as 128+N, as shells report it). With `fail_fast`, the first failure terminates the
-others (SIGTERM, then SIGKILL after `kill_after` seconds) and its status is hwtune's.
-Before anything starts, every slice's CPUs are tried (in a thread of their own), so a plan
-the kernel refuses starts no instance.
-The instances die with hwtune (PR_SET_PDEATHSIG), even when it is killed with SIGKILL.
-Job control reaches them too: on SIGTSTP, SIGTTIN or SIGTTOU hwtune sends it to every group
-and stops itself; SIGCONT is forwarded.
-When hwtune's stdout (or stderr) is gone, say under `| head`, it closes its ends of the
-instances' pipes for that stream, so they see SIGPIPE as they would writing to `head`; any other
-failure to write it (ENOSPC, EIO) is the same, noted once on the other stream.
-
-Signals during start-up: the forwarded signals are blocked while an instance is forked and
-exec'd, and unblocked once it is registered, so one that arrives meanwhile is delivered then
-and reaches that instance too. SIGINT, SIGTERM and SIGQUIT (requests to stop) also keep the
-instances not yet started from starting; SIGHUP, SIGUSR1 and SIGUSR2 are only forwarded, and
-start-up goes on. A signal hwtune inherited as ignored (`nohup`) stays ignored, in the
-instances too, as it would across `execve`.
+One instance replaces hwtune (execve, `exec_replace`): the command keeps hwtune's PID,
+terminal and signals. Several run as children of hwtune (hwtune.apply.launcher), each started
+through `pin_instance` and asking the kernel to kill it when hwtune dies (PR_SET_PDEATHSIG),
+even by SIGKILL. Before anything starts, every slice's CPUs are tried (in a thread of their
+own), so a plan the kernel refuses starts no instance.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import os
-import select
-import selectors
 import signal
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal, cast
+from typing import Literal, cast
 
 from hwtune.apply.mempolicy import MPOL_BIND as MPOL_BIND
 from hwtune.apply.mempolicy import MPOL_DEFAULT as MPOL_DEFAULT
@@ -61,29 +40,6 @@ from hwtune.models.profile import InstanceSlice, Profile
 from hwtune.planner.instances import Pinning
 
 NumaPolicy = Literal["bind", "preferred", "none"]
-
-FORWARDED_SIGNALS = (
-    signal.SIGINT,
-    signal.SIGTERM,
-    signal.SIGHUP,
-    signal.SIGQUIT,
-    signal.SIGUSR1,
-    signal.SIGUSR2,
-    # Job control: the terminal sends these to its foreground process group only, which the
-    # instances (each in a group of its own) are not part of, so Ctrl-Z would stop hwtune
-    # and leave them running; `fg` and `bg` send SIGCONT to hwtune's group alone as well.
-    signal.SIGTSTP,
-    signal.SIGTTIN,
-    signal.SIGTTOU,
-    signal.SIGCONT,
-)
-# Requests to stop: after one, no further instance is started (the running ones get it).
-STOP_SIGNALS = frozenset((signal.SIGINT, signal.SIGTERM, signal.SIGQUIT))
-# Requests to suspend: once the instances have it, hwtune stops itself.
-SUSPEND_SIGNALS = frozenset((signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU))
-_POLL_S = 0.1  # how often children are polled while output is quiet
-_PIPE_GRACE_S = 2.0  # how long a dead child's pipes may stay open (a grandchild holding them)
-_MAX_PARTIAL = 64 * 1024  # a "line" longer than this is flushed without waiting for "\n"
 
 
 def instance_slice(profile: Profile, index: int) -> InstanceSlice:
@@ -176,7 +132,7 @@ def merge_environment(
     return env, notes
 
 
-def _pin(
+def pin_instance(
     cpus: tuple[int, ...],
     nodes: tuple[int, ...],
     policy: NumaPolicy,
@@ -202,10 +158,10 @@ _PYTHON_IGNORES = tuple(
 
 def exec_replace(command: Sequence[str], spec: InstanceSpec, policy: NumaPolicy = "bind") -> None:
     """Pin this process and replace it with `command` (never returns on success)."""
-    env = _checked_environment(spec.env)
-    _check_program(command)
+    env = checked_environment(spec.env)
+    check_program(command)
     try:
-        _pin(spec.cpus, spec.numa_nodes, policy, lambda text: os.write(2, text.encode()))
+        pin_instance(spec.cpus, spec.numa_nodes, policy, lambda text: os.write(2, text.encode()))
     except OSError as err:  # CPUs this kernel or cpuset will not give (a plan for elsewhere)
         raise HwtuneError(
             f"cannot pin to CPUs {format_cpulist(spec.cpus)}: {err.strerror or err}",
@@ -249,7 +205,7 @@ def not_started(program: str, err: OSError) -> CommandNotStarted:
     )
 
 
-def _check_program(command: Sequence[str]) -> None:
+def check_program(command: Sequence[str]) -> None:
     """CommandNotStarted (127) for an empty program name, as `env ""` exits.
 
     POSIX exec lists "path or file is an empty string" under ENOENT; Python's os.execvpe
@@ -281,7 +237,7 @@ def _affinity_error(cpus: tuple[int, ...]) -> OSError | None:
     return errors[0] if errors else None
 
 
-def _check_affinities(specs: Sequence[InstanceSpec]) -> None:
+def check_affinities(specs: Sequence[InstanceSpec]) -> None:
     """HwtuneError naming the first instance whose CPUs the kernel refuses, before any starts.
 
     In the child the same refusal would surface only as subprocess's "Exception occurred in
@@ -314,7 +270,7 @@ def _load_prctl() -> Callable[..., int] | None:
 _PRCTL = _load_prctl()
 
 
-def _die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
     """In the child, before exec: get SIGKILL when the parent dies (kept across execve).
 
     SIGKILL, because hwtune forwards every signal it can handle while it lives: it dies
@@ -334,7 +290,7 @@ def _die_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _checked_environment(env: Mapping[str, str]) -> dict[str, str]:
+def checked_environment(env: Mapping[str, str]) -> dict[str, str]:
     """`env` as a dict, or HwtuneError naming a variable no environment can hold.
 
     execve(2) passes "NAME=value" as C strings, so a NUL (or an "=" in a name) cannot travel;
@@ -357,7 +313,7 @@ def passable_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], li
     The caller's environment may hold an entry execve(2) took but Python cannot pass on
     (`env '=x' hwtune exec …` gives a variable with an empty name: os.execve and Popen refuse
     the whole environment for it). It is not hwtune's to fix: it is dropped, said on stderr,
-    and the command runs; the planned variables are still checked (`_checked_environment`).
+    and the command runs; the planned variables are still checked (`checked_environment`).
     """
     kept: dict[str, str] = {}
     notes: list[str] = []
@@ -370,369 +326,3 @@ def passable_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], li
         else:
             kept[name] = value
     return kept, notes
-
-
-def exit_status(returncode: int) -> int:
-    """A child's status as a shell reports it: 128+N for a death by signal N."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-class Launcher:
-    """Runs several instances at once; see the module docstring for the behaviour."""
-
-    def __init__(
-        self,
-        command: Sequence[str],
-        specs: Sequence[InstanceSpec],
-        *,
-        stdout: IO[bytes] | None,
-        stderr: IO[bytes] | None,
-        policy: NumaPolicy = "bind",
-        fail_fast: bool = False,
-        kill_after: float = 10.0,
-        prefix: bool = True,
-    ) -> None:
-        self.command = list(command)
-        self.specs = list(specs)
-        self.out = {number: s for number, s in ((1, stdout), (2, stderr)) if s is not None}
-        self.policy: NumaPolicy = policy
-        self.fail_fast = fail_fast
-        self.kill_after = kill_after
-        self.prefix = prefix
-        self.children: dict[int, subprocess.Popen[bytes]] = {}
-        self.statuses: dict[int, int] = {}
-        self._first_failure: int | None = None  # with fail_fast: the status hwtune exits with
-        self._gone: set[int] = set()  # 1, 2: hwtune's stdout, stderr whose reader is gone
-        self._stopping_since: float | None = None
-        self._stop_signal: int | None = None  # the first stop request received
-        self._handled: tuple[int, ...] = ()  # the signals forwarded (not inherited as ignored)
-        # Each signal handled, with the instances registered when it was forwarded.
-        self._received: list[tuple[int, frozenset[int]]] = []
-
-    def _forward(self, signum: int, _frame: object) -> None:
-        if signum in STOP_SIGNALS and self._stop_signal is None:
-            self._stop_signal = signum
-        for child in self.children.values():
-            if child.returncode is None:
-                _killpg(child.pid, signum)
-        self._received.append((signum, frozenset(self.children)))
-        if signum in SUSPEND_SIGNALS:
-            # Then stop as the job's leader, as supervisors do (dumb-init stops itself this
-            # way): SIGSTOP, which cannot be caught, so this handler does not run again; the
-            # shell sees hwtune stopped, and its SIGCONT on `fg`/`bg` is forwarded in turn.
-            os.kill(os.getpid(), signal.SIGSTOP)
-
-    def _start(self, spec: InstanceSpec) -> subprocess.Popen[bytes]:
-        """Fork and exec one instance; call it with the forwarded signals blocked.
-
-        Blocked, because one arriving between fork and exec would run hwtune's handler in
-        the child and be lost at exec. The child restores the default actions first, then
-        unblocks, so a signal pending in it acts on the real command. Popen returns only once
-        the exec succeeded (it waits for its error pipe to close), so by then the child leads
-        its own process group and `_forward`'s killpg reaches it.
-        """
-        handled = self._handled
-        parent = os.getpid()
-
-        def child_setup() -> None:  # runs in the child between fork and exec
-            _die_with_parent(parent)
-            for sig in handled:
-                signal.signal(sig, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
-            os.setpgid(0, 0)
-            _pin(spec.cpus, spec.numa_nodes, self.policy, lambda text: os.write(2, text.encode()))
-
-        env = _checked_environment(spec.env)
-        try:
-            try:
-                return self._popen(self.command, env, child_setup)
-            except OSError as err:
-                fallback = (
-                    shell_fallback(self.command, env) if err.errno == errno.ENOEXEC else None
-                )
-                if fallback is None:
-                    raise
-                return self._popen(fallback, env, child_setup)  # as execvp(3) does
-        except OSError as err:
-            raise not_started(self.command[0], err) from err
-        except subprocess.SubprocessError as err:  # child_setup raised (e.g. an invalid CPU)
-            raise HwtuneError(f"cannot start instance {spec.index}: {err}") from err
-
-    def _popen(
-        self, argv: list[str], env: dict[str, str], child_setup: Callable[[], None]
-    ) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            argv,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            # A stream hwtune was started without (closed, `>&-`) is /dev/null for the
-            # instances, as for one started under a closed descriptor whose writes fail:
-            # they run, and what they write there goes nowhere.
-            stdout=subprocess.PIPE if 1 in self.out else subprocess.DEVNULL,
-            stderr=subprocess.PIPE if 2 in self.out else subprocess.DEVNULL,
-            preexec_fn=child_setup,
-        )
-
-    def _start_all(
-        self, selector: selectors.BaseSelector, partial: dict[tuple[int, int], bytes]
-    ) -> None:
-        for spec in self.specs:
-            # A signal arriving while this thread has them blocked stays pending and is handled
-            # (and forwarded to this instance too) once they are unblocked, after the instance
-            # is registered. But the kernel may deliver it to another thread instead (the NVML
-            # probe's, if it is stuck), and then CPython runs the handler in this thread at
-            # its next bytecode, possibly inside Popen, before the instance is registered: so
-            # what was handled meanwhile without reaching it is forwarded to it afterwards.
-            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
-            try:
-                if self._stop_signal is not None:
-                    return
-                handled_before = len(self._received)
-                child = self._start(spec)
-                self.children[spec.index] = child
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-            for signum, reached in self._received[handled_before:]:
-                if spec.index not in reached:
-                    _killpg(child.pid, signum)
-            for fd_number, pipe in ((1, child.stdout), (2, child.stderr)):
-                if pipe is None:  # /dev/null: hwtune has no such stream
-                    continue
-                selector.register(pipe, selectors.EVENT_READ, (spec.index, fd_number))
-                partial[(spec.index, fd_number)] = b""
-
-    def run(self) -> int:
-        _check_program(self.command)
-        _check_affinities(self.specs)  # nothing starts if one instance cannot be pinned
-        previous: dict[int, Any] = {}
-        for sig in FORWARDED_SIGNALS:
-            handler = signal.getsignal(sig)
-            if handler == signal.SIG_IGN:
-                continue  # inherited as ignored (nohup): stays ignored, as across execve
-            # None: a handler not installed from Python, which cannot be put back as it was
-            previous[sig] = signal.SIG_DFL if handler is None else handler
-            signal.signal(sig, self._forward)
-        self._handled = tuple(previous)
-        selector = selectors.DefaultSelector()
-        partial: dict[tuple[int, int], bytes] = {}
-        try:
-            try:
-                self._start_all(selector, partial)
-            except HwtuneError:
-                self._stop_started()
-                raise
-            try:
-                self._relay(selector, partial)
-            except BaseException:
-                # hwtune failing here (a bug, MemoryError) must not leave the instances to
-                # PR_SET_PDEATHSIG's SIGKILL when it exits: they get SIGTERM first, as when
-                # one could not start, and hwtune waits for them before the error goes on.
-                self._stop_started()
-                raise
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            selector.close()
-        if not self.children and self._stop_signal is not None:
-            return 128 + self._stop_signal  # stopped before any instance started
-        if self._first_failure is not None:  # not the siblings fail_fast killed
-            return exit_status(self._first_failure)
-        return max((exit_status(code) for code in self.statuses.values()), default=0)
-
-    def _relay(
-        self, selector: selectors.BaseSelector, partial: dict[tuple[int, int], bytes]
-    ) -> None:
-        """Relay the instances' output and reap them until every one ended and its pipes
-        closed."""
-        exited_at: dict[int, float] = {}
-        while selector.get_map() or len(self.statuses) < len(self.children):
-            for key, _ in selector.select(timeout=_POLL_S):
-                index, fd_number = key.data
-                chunk = os.read(key.fd, 65536)
-                if chunk:
-                    self._emit(index, fd_number, partial, chunk)
-                else:
-                    self._close(selector, cast(IO[bytes], key.fileobj), index, fd_number, partial)
-            self._close_gone_streams(selector, partial)
-            self._reap(exited_at)
-            self._close_orphaned_pipes(selector, exited_at, partial)
-            self._enforce_fail_fast()
-
-    def _stop_started(self) -> None:
-        """An instance could not start: stop those already running (SIGTERM, then SIGKILL
-        after `kill_after`), so none outlives hwtune with nobody reading its output."""
-        live = [c for c in self.children.values() if c.poll() is None]
-        for child in live:
-            _killpg(child.pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.kill_after
-        for child in live:
-            try:
-                child.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _killpg(child.pid, signal.SIGKILL)
-                child.wait()
-        for child in self.children.values():
-            for pipe in (child.stdout, child.stderr):
-                if pipe is not None:
-                    pipe.close()
-
-    def _emit(
-        self, index: int, fd_number: int, partial: dict[tuple[int, int], bytes], chunk: bytes
-    ) -> None:
-        data = partial[(index, fd_number)] + chunk
-        *lines, rest = data.split(b"\n")
-        if len(rest) > _MAX_PARTIAL:
-            lines.append(rest)
-            rest = b""
-        partial[(index, fd_number)] = rest
-        if lines:
-            self._write(
-                index, fd_number, b"".join(self._tag(index) + line + b"\n" for line in lines)
-            )
-
-    def _tag(self, index: int) -> bytes:
-        return f"[{index}] ".encode() if self.prefix else b""
-
-    def _write(self, index: int, fd_number: int, data: bytes) -> None:
-        if fd_number in self._gone:
-            return
-        stream = self.out[fd_number]
-        try:
-            write_fully(stream, data)
-        except OSError as err:
-            # `hwtune exec … | head`: the reader is gone (EPIPE). Relaying stops, and the
-            # instances' pipes for this stream are closed (_close_gone_streams), so each one's
-            # next write to it gets SIGPIPE (EPIPE where ignored, pipe(7)) and it ends on its
-            # own, as it would writing to `head` itself. The other stream is relayed on.
-            # Any other failure (ENOSPC on a full disk, EIO) is the same for the instances:
-            # the stream cannot take their output, and hwtune must not die of it (its death
-            # would SIGKILL them all, PR_SET_PDEATHSIG); the other stream is told why.
-            self._gone.add(fd_number)
-            if not isinstance(err, BrokenPipeError):
-                self._note_gone(fd_number, err)
-
-    def _note_gone(self, fd_number: int, err: OSError) -> None:
-        """Say once, on the other stream, that relaying `fd_number` stopped and why."""
-        other = 2 if fd_number == 1 else 1
-        if other in self._gone or other not in self.out:
-            return
-        name = "stdout" if fd_number == 1 else "stderr"
-        code = errno.errorcode.get(err.errno or 0, str(err.errno))
-        text = (
-            f"hwtune exec: cannot write to its {name} ({err.strerror or err} [{code}]); "
-            f"the instances' {name} is no longer relayed, their pipes to it are closed\n"
-        )
-        try:
-            write_fully(self.out[other], text.encode())
-        except OSError:
-            self._gone.add(other)
-
-    def _close(
-        self,
-        selector: selectors.BaseSelector,
-        pipe: IO[bytes],
-        index: int,
-        fd_number: int,
-        partial: dict[tuple[int, int], bytes],
-    ) -> None:
-        selector.unregister(pipe)
-        rest = partial.pop((index, fd_number), b"")
-        if rest:
-            self._write(index, fd_number, self._tag(index) + rest + b"\n")
-        pipe.close()
-
-    def _close_gone_streams(
-        self, selector: selectors.BaseSelector, partial: dict[tuple[int, int], bytes]
-    ) -> None:
-        """Close hwtune's read end of every instance's pipe to a stream whose reader is gone.
-
-        Done between selects, not in _write: a pipe closed there may still be in the events
-        the current select returned, and its descriptor number reused meanwhile.
-        """
-        for key in list(selector.get_map().values()):
-            index, fd_number = key.data
-            if fd_number in self._gone:
-                self._close(selector, cast(IO[bytes], key.fileobj), index, fd_number, partial)
-
-    def _reap(self, exited_at: dict[int, float]) -> None:
-        for index, child in self.children.items():
-            if index not in self.statuses and child.poll() is not None:
-                self.statuses[index] = child.returncode
-                exited_at[index] = time.monotonic()
-                if self.fail_fast and child.returncode != 0 and self._first_failure is None:
-                    # The failure that set fail_fast off: the siblings killed after it are
-                    # hwtune's doing, and their 143 or 137 would hide its status.
-                    self._first_failure = child.returncode
-
-    def _close_orphaned_pipes(
-        self,
-        selector: selectors.BaseSelector,
-        exited_at: dict[int, float],
-        partial: dict[tuple[int, int], bytes],
-    ) -> None:
-        now = time.monotonic()
-        for key in list(selector.get_map().values()):
-            index, fd_number = key.data
-            if index in exited_at and now - exited_at[index] > _PIPE_GRACE_S:
-                self._close(selector, cast(IO[bytes], key.fileobj), index, fd_number, partial)
-
-    def _enforce_fail_fast(self) -> None:
-        if not self.fail_fast:
-            return
-        failed = any(code != 0 for code in self.statuses.values())
-        live = [c for c in self.children.values() if c.returncode is None]
-        if not failed or not live:
-            return
-        if self._stopping_since is None:
-            self._stopping_since = time.monotonic()
-            for child in live:
-                _killpg(child.pid, signal.SIGTERM)
-        elif time.monotonic() - self._stopping_since > self.kill_after:
-            for child in live:
-                _killpg(child.pid, signal.SIGKILL)
-
-
-def write_fully(stream: IO[bytes], data: bytes) -> None:
-    """Write all of `data` to `stream`, waiting for room where its descriptor is non-blocking.
-
-    A parent may hand hwtune a stdout with O_NONBLOCK set (the flag belongs to the open file,
-    shared by every process holding it): a BufferedWriter then raises BlockingIOError on
-    EAGAIN and what it did not write is lost, so the descriptor is written directly, in a loop,
-    with poll(2) for POLLOUT between tries. A stream without a descriptor (io.BytesIO) is
-    written as it is.
-    """
-    try:
-        fd = stream.fileno()
-    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
-        stream.write(data)
-        stream.flush()
-        return
-    while True:  # what the stream buffered before goes first
-        try:
-            stream.flush()
-            break
-        except BlockingIOError:
-            _wait_writable(fd)
-    view = memoryview(data)
-    while view:
-        try:
-            written = os.write(fd, view)
-        except BlockingIOError:
-            _wait_writable(fd)
-            continue
-        view = view[written:]
-
-
-def _wait_writable(fd: int) -> None:
-    """Until `fd` can take a write, or has an error or hang-up (the next write reports it)."""
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(fd, select.POLLOUT)
-        poller.poll()
-    else:
-        select.select([], [fd], [fd])
-
-
-def _killpg(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
-        os.killpg(pgid, signum)

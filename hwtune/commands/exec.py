@@ -57,7 +57,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply.launch import (
         InstanceSpec,
-        Launcher,
         env_for_instance,
         exec_replace,
         instance_pinning,
@@ -65,6 +64,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         merge_environment,
         passable_environment,
     )
+    from hwtune.apply.launcher import Launcher
     from hwtune.apply.marker import in_exec_copy
     from hwtune.pipeline.request import load_hardware, profile_for
 
