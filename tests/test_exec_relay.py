@@ -15,17 +15,9 @@ import pytest
 from hwtune.apply.launch import InstanceSpec
 from hwtune.apply.launcher import Launcher
 from tests.apply_profiles import PYTHON
+from tests.test_exec import _env
 
 HWTUNE = [PYTHON, "-m", "hwtune"]
-
-
-def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "SLURM_", "OMPI_"))}
-    env.update(
-        XDG_CACHE_HOME=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "config"), **extra
-    )
-    env.pop("LOCAL_RANK", None)
-    return env
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (ENOSPC on write)")
