@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from hwtune.apply import record
 from tests.apply_profiles import PYTHON
@@ -145,7 +148,10 @@ def test_a_record_left_by_a_signal_death_is_removed_by_the_next_configure(tmp_pa
         assert killed_record.exists()  # atexit did not run
         # a record naming a live pid (this one) with another start time: a recycled pid
         recycled = killed_record.with_name(f"configure-{os.getpid()}.json")
-        recycled.write_text(json.dumps({"schema": 1, "pid": os.getpid(), "start": "1"}))
+        namespace = os.readlink("/proc/self/ns/pid")
+        recycled.write_text(
+            json.dumps({"schema": 1, "pid": os.getpid(), "start": "1", "pid_namespace": namespace})
+        )
         recycled.chmod(0o600)
         probe = "import hwtune; hwtune.configure(tensorflow=False)"
         subprocess.run([PYTHON, "-c", probe], env=env, timeout=120, check=True)
@@ -158,3 +164,35 @@ def test_a_record_left_by_a_signal_death_is_removed_by_the_next_configure(tmp_pa
             process.wait()
             assert process.stdout is not None
             process.stdout.close()
+
+
+def test_a_record_of_another_pid_namespace_is_never_swept(tmp_path: Path) -> None:
+    """A container sharing the runtime directory numbers its processes apart: its configure()
+    found no /proc entry for a live host process's pid and removed that process's record."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1) to start a process in a new PID namespace")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "TF_"))}
+    env.update(XDG_RUNTIME_DIR=str(tmp_path / "run"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    (tmp_path / "run").mkdir()
+    host = subprocess.Popen([PYTHON, "-c", SLEEPER], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert host.stdout is not None
+        host_record = Path(host.stdout.readline().strip())
+        # Its pid, gone in the new namespace (pid 1 there is the writer itself).
+        probe = "from hwtune.apply import record; print(record.write({'env': {}}))"
+        inside = subprocess.run(
+            ["unshare", "-pf", "--mount-proc", PYTHON, "-c", probe],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if inside.returncode != 0:
+            pytest.skip(f"unshare could not make a PID namespace here: {inside.stderr[-300:]}")
+        assert inside.stdout.strip().endswith("configure-1.json"), inside.stdout
+        assert host_record.exists()
+    finally:
+        host.kill()
+        host.wait()
+        assert host.stdout is not None
+        host.stdout.close()

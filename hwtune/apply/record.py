@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import stat
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,13 @@ def write(data: dict[str, Any], environ: Mapping[str, str] | None = None) -> str
         return None
     if not _written:  # once per process: its first record
         remove_stale(os.path.dirname(path), pid)
-    body = {"schema": RECORD_SCHEMA, "pid": pid, "start": start_time(pid), **data}
+    body = {
+        "schema": RECORD_SCHEMA,
+        "pid": pid,
+        "start": start_time(pid),
+        "pid_namespace": pid_namespace(),
+        **data,
+    }
     temporary = f"{path}.{pid}.tmp"
     _unlink(temporary)  # left by a killed process with this pid; the directory is ours
     try:
@@ -120,9 +127,17 @@ def remove_stale(directory: str, own: int) -> int:
 
     atexit does not run when a process dies of a signal (SIGTERM is how `scancel`, `docker
     stop` and Kubernetes end a job; SIGKILL, the OOM killer), so its record stays; the next
-    configure() of the user clears them. Bounded: one listdir, at most MAX_SWEPT names looked
-    at, a /proc lookup each and a record read only for a pid that exists.
+    configure() of the user clears them. Only records written in this process's PID namespace
+    are judged: a container sharing the directory (/tmp, $XDG_RUNTIME_DIR) numbers its
+    processes apart, and its live ones have no /proc entry here; without a namespace to
+    compare (no /proc, a record of an older hwtune), nothing is removed. A temporary file is
+    removed once its pid is gone here and it is older than STALE_TEMPORARY_S (a writer in
+    another namespace renames it within milliseconds). Bounded: one listdir, at most
+    MAX_SWEPT names looked at, a /proc lookup and one small read each.
     """
+    here = pid_namespace()
+    if here is None:
+        return 0
     removed = 0
     try:
         names = os.listdir(directory)
@@ -134,12 +149,37 @@ def remove_stale(directory: str, own: int) -> int:
             continue
         pid, temporary = named
         path = os.path.join(directory, name)
-        live = os.path.exists(f"/proc/{pid}")
-        if live and (temporary or _recorded_start(path) == start_time(pid)):
-            continue  # a live process's record, or the one it is writing
-        _unlink(path)
-        removed += 1
+        if _is_stale(path, pid, temporary, here):
+            _unlink(path)
+            removed += 1
     return removed
+
+
+# How old a leftover temporary record must be before the sweep removes it: a writer holds one
+# only between its open and its rename, microseconds apart.
+STALE_TEMPORARY_S = 60.0
+
+
+def _is_stale(path: str, pid: int, temporary: bool, here: str) -> bool:
+    live = os.path.exists(f"/proc/{pid}")
+    if temporary:
+        try:
+            age = time.time() - os.lstat(path).st_mtime
+        except OSError:
+            return False
+        return not live and age > STALE_TEMPORARY_S
+    recorded = _recorded_fields(path)
+    if recorded.get("pid_namespace") != here:
+        return False  # another namespace's process, or unknown: not ours to judge
+    return not (live and recorded.get("start") == start_time(pid))
+
+
+def pid_namespace() -> str | None:
+    """This process's PID namespace ("pid:[4026531836]", namespaces(7)); None without /proc."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
 
 
 def _record_pid(name: str) -> tuple[int, bool] | None:
@@ -157,24 +197,24 @@ def _record_pid(name: str) -> tuple[int, bool] | None:
     return None
 
 
-def _recorded_start(path: str) -> object:
-    """The start time a record names; None when it cannot be read as one (a record being
-    replaced right now reads whole: rename(2) is atomic)."""
+def _recorded_fields(path: str) -> dict[str, Any]:
+    """The fields of a record; empty when it cannot be read as one (a record being replaced
+    right now reads whole: rename(2) is atomic)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return None
+        return {}
     try:
         raw = os.read(fd, MAX_RECORD_BYTES)
     except OSError:
-        return None
+        return {}
     finally:
         os.close(fd)
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
-        return None
-    return data.get("start") if isinstance(data, dict) else None
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _unlink(path: str) -> None:
