@@ -108,3 +108,55 @@ def test_verify_pid_judges_a_job_by_its_own_affinity_and_quota(tmp_path: Path, l
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.05)
+
+
+def _remove(group: Path) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            group.rmdir()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_verify_says_when_the_jobs_quota_cannot_be_read(tmp_path: Path) -> None:
+    """A verifier in a cgroup namespace of its own (unshare -C) sees the job's cgroup as
+    /../job, outside its namespace: the quota cannot be read, and verify said nothing of it
+    while planning as if there were none (the issue also named proc/self/cgroup)."""
+    if not _cgroup_v1_writable() or shutil.which("unshare") is None:
+        pytest.skip("needs root, unshare(1) and a writable cgroup v1 cpu hierarchy")
+    env = _env(tmp_path)
+    job_group = CPU_V1 / f"hwtune-test-job-{os.getpid()}"
+    own_group = CPU_V1 / f"hwtune-test-verifier-{os.getpid()}"
+    job_group.mkdir()
+    own_group.mkdir()
+    (job_group / "cpu.cfs_quota_us").write_text("50000")
+    job = subprocess.Popen(
+        ["sh", "-c", f'echo $$ > {job_group}/cgroup.procs && exec "$@"', "sh", "sleep", "60"],
+        env=env,
+    )
+    try:
+        time.sleep(0.3)  # the shell has joined (and become sleep) by now
+        verifier = " ".join([*HWTUNE, "verify", "--pid", str(job.pid)])
+        result = subprocess.run(
+            ["sh", "-c", f"echo $$ > {own_group}/cgroup.procs && exec unshare -C {verifier}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        if "unshare failed" in result.stderr:
+            pytest.skip(f"no cgroup namespace here: {result.stderr[-200:]}")
+        note = next(
+            (line for line in result.stderr.splitlines() if "hwtune verify: note:" in line), ""
+        )
+        assert "outside hwtune's own cgroup namespace" in note, result.stderr
+        assert f"[proc/{job.pid}/cgroup]" in note, result.stderr
+    finally:
+        job.kill()
+        job.wait()
+        for group in (job_group, own_group):
+            _remove(group)

@@ -222,10 +222,12 @@ def locate(
     mounts: list[Mount],
     issues: IssueLog,
     unknown: set[str] | None = None,
+    source: str = PROC_CGROUP,
 ) -> dict[str, ControllerDirs]:
     """Find each controller of CONTROLLERS: v1 where a v1 hierarchy has it, else the v2 group.
 
-    A controller /proc/self/cgroup lists whose directory cannot be found is added to `unknown`
+    `source`: the membership file the memberships came from, for the issues.
+    A controller the membership lists whose directory cannot be found is added to `unknown`
     (its limits are then unknown, not absent) with an issue; controllers that share a line
     (the v2 group, co-mounted v1 controllers) are looked up, and reported, once."""
     groups: dict[int, tuple[Membership, Literal[1, 2], list[Mount], list[str]]] = {}
@@ -246,7 +248,7 @@ def locate(
     found: dict[str, ControllerDirs] = {}
     for member, version, candidates, names in groups.values():
         label = ", ".join(names)
-        chain = _locate_one(root, member, version, candidates, label, issues)
+        chain = _locate_one(root, member, version, candidates, label, issues, source)
         if chain is None:
             if unknown is not None:
                 unknown.update(names)
@@ -263,22 +265,23 @@ def _locate_one(
     candidates: list[Mount],
     label: str,
     issues: IssueLog,
+    source: str = PROC_CGROUP,
 ) -> tuple[Path, ...] | None:
     """The directory chain of `member`'s cgroup under the first mount that has it; None, with
     one issue, when none does."""
     if ".." in PurePosixPath(member.path).parts:
         issues.add(
             PROBE,
-            f"{label}: cgroup {member.path} lies outside this process's cgroup "
-            "namespace (cgroup_namespaces(7)), so its limits cannot be read: none applied",
-            path=PROC_CGROUP,
+            f"{label}: cgroup {member.path} lies outside hwtune's own cgroup namespace "
+            "(cgroup_namespaces(7)), so its limits cannot be read: none applied",
+            path=source,
         )
         return None
     kind = "cgroup v1" if version == 1 else "cgroup2"
     if not candidates:
         issues.add(
             PROBE,
-            f"{label}: {PROC_CGROUP} line {member.line} lists it, but no {kind} mount holds "
+            f"{label}: {source} line {member.line} lists it, but no {kind} mount holds "
             "it: its limits are unknown",
             path=PROC_MOUNTINFO,
         )
@@ -577,7 +580,7 @@ def _find(
     else:
         mounts = parse_mountinfo(mountinfo, issues)
     unknown: set[str] = set()
-    dirs = locate(root, memberships, mounts, issues, unknown)
+    dirs = locate(root, memberships, mounts, issues, unknown, membership)
     if not dirs and memberships and not unknown:
         issues.add(
             PROBE,
