@@ -188,8 +188,8 @@ dest, victim = Path(sys.argv[1]), sys.argv[2]
 real_check = snapshot.check_trusted_path
 swapped = []
 
-def check_then_swap(path):
-    real_check(path)
+def check_then_swap(path, **options):
+    real_check(path, **options)
     if not swapped:
         swapped.append(path)
         os.symlink(victim, dest)  # as `nobody` would, in a sticky directory they can write
@@ -234,8 +234,8 @@ def _swap_in_place(monkeypatch: pytest.MonkeyPatch, dest: Path, make: Callable[[
     real_check = snapshot_module.check_trusted_path
     calls: list[Path] = []
 
-    def check_then_make(path: Path) -> None:
-        real_check(path)
+    def check_then_make(path: Path, **options: str) -> None:
+        real_check(path, **options)
         if not calls:
             calls.append(path)
             make()
@@ -327,3 +327,16 @@ def test_gpu_snapshot_writer_never_writes_through_a_planted_link(tmp_path: Path)
         os.umask(old)
     assert target.read_bytes() == b"<nvidia_smi_log/>"
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the trusted-path check runs as root only")
+def test_a_refused_snapshot_directory_hints_at_its_own_argument(tmp_path: Path) -> None:
+    """The hint said "choose another directory with --output", an option snapshot lacks (it
+    takes DIR)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    result = run_cli(["snapshot", "--no-gpu", "--no-tensorflow", str(shared / "snap")])
+    assert result.exit_status != 0
+    assert f"chmod go-w {shared}, or choose another directory" in result.stderr, result.stderr
+    assert "--output" not in result.stderr

@@ -75,13 +75,16 @@ def _others_write(st: os.stat_result) -> bool:
     return bool(st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
 
 
-def check_trusted_path(directory: Path) -> None:
+def check_trusted_path(directory: Path, *, option: str = "--output") -> None:
     """ApplyError unless no user but root can change any component of `directory`.
+
+    `option`: how the command takes the directory, for the hints ("" for a positional DIR).
 
     Missing components end the walk quietly: creating them reports its own error. The path is
     walked as given, never normalised as text: `link/..` is the parent of the link's target,
     as the kernel resolves it (path_resolution(7); os.path.normpath "may change the meaning of
     a path that contains symbolic links")."""
+    given = f" with {option}" if option else ""
     pending = [p for p in os.fspath(Path(directory).absolute()).split("/") if p][::-1]
     chain: list[tuple[int, str, os.stat_result]] = []
     fd = os.open("/", _DIR_FLAGS)
@@ -134,7 +137,7 @@ def check_trusted_path(directory: Path) -> None:
                     path,
                     f"it is owned by {owner_name(child_st.st_uid)}, who could replace its entries",
                     f"make root its owner (chown root: {path}; chmod go-w {path}), or choose "
-                    "another directory with --output",
+                    f"another directory{given}",
                 )
             mode = stat.S_IMODE(child_st.st_mode)
             if _others_write(child_st) and not (pending and mode & stat.S_ISVTX):
@@ -147,10 +150,10 @@ def check_trusted_path(directory: Path) -> None:
                 # A shared sticky directory (/tmp) is meant to be writable by everyone:
                 # "chmod go-w" on it would break every other user of the machine.
                 hint = (
-                    f"choose a directory of your own with --output (e.g. one made with "
+                    f"choose a directory of your own{given} (e.g. one made with "
                     f"`mkdir -m 0755` inside {path})"
                     if mode & stat.S_ISVTX
-                    else f"chmod go-w {path}, or choose another directory with --output"
+                    else f"chmod go-w {path}, or choose another directory{given}"
                 )
                 raise _refuse(path, f"it is writable by {who} (mode {mode:04o}){sticky}", hint)
     finally:

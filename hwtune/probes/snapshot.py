@@ -226,7 +226,7 @@ def _not_usable(dest: Path, why: str) -> HwtuneError:
 def _check_trusted(dest: Path) -> None:
     """As root, `check_trusted_path`; a no-op for anyone else (they write with their rights)."""
     if os.geteuid() == 0:
-        check_trusted_path(dest)
+        check_trusted_path(dest, option="")
 
 
 def open_destination(dest: Path) -> Destination:
