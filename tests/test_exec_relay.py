@@ -21,13 +21,16 @@ HWTUNE = [PYTHON, "-m", "hwtune"]
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (ENOSPC on write)")
-def test_a_stdout_that_fails_with_enospc_is_a_gone_stream_not_a_crash(tmp_path: Path) -> None:
-    """`hwtune exec --instances 2 -- CMD > /dev/full`: before, the ENOSPC was a traceback,
-    exit 1, and every instance SIGKILLed by PR_SET_PDEATHSIG as hwtune died."""
+def test_a_stdout_that_fails_with_enospc_drops_output_and_the_instances_run_on(
+    tmp_path: Path,
+) -> None:
+    """`hwtune exec --instances 2 -- CMD > /dev/full` (a full log disk): the ENOSPC was a
+    traceback, exit 1, and every instance SIGKILLed by PR_SET_PDEATHSIG as hwtune died; then
+    the instances' stdout pipes were closed, and their next write to it killed them (SIGPIPE)."""
     script = (
-        'trap "" PIPE\n'  # a write to the closed stdout pipe is EPIPE, not a death
         "echo start\n"
         "sleep 1\n"
+        "echo more output\n"  # after the failure: a closed pipe would kill the instance here
         'echo "still alive $HWTUNE_INSTANCE" >&2\n'
         f"touch {tmp_path}/done.$HWTUNE_INSTANCE\n"
     )
@@ -44,6 +47,7 @@ def test_a_stdout_that_fails_with_enospc_is_a_gone_stream_not_a_crash(tmp_path: 
     assert result.returncode == 0, err
     assert "Traceback" not in err
     assert err.count("cannot write to its stdout (No space left on device [ENOSPC])") == 1, err
+    assert "the instances run on" in err
     assert "[0] still alive 0" in err.splitlines() and "[1] still alive 1" in err.splitlines()
     assert sorted(p.name for p in tmp_path.glob("done.*")) == ["done.0", "done.1"]
 

@@ -9,8 +9,9 @@ it). With `fail_fast`, the first failure terminates the others (SIGTERM, then SI
 Job control reaches them too: on SIGTSTP, SIGTTIN or SIGTTOU hwtune sends it to every group
 and stops itself; SIGCONT is forwarded.
 When hwtune's stdout (or stderr) is gone, say under `| head`, it closes its ends of the
-instances' pipes for that stream, so they see SIGPIPE as they would writing to `head`; any other
-failure to write it (ENOSPC, EIO) is the same, noted once on the other stream.
+instances' pipes for that stream, so they see SIGPIPE as they would writing to `head`. Any other
+failure to write it (ENOSPC on a full disk, EIO) leaves the instances running: what they write
+to it is dropped until it takes output again, and the other stream says so once.
 
 Signals during start-up: the forwarded signals are blocked while an instance is forked and
 exec'd, and unblocked once it is registered, so one that arrives meanwhile is delivered then
@@ -101,6 +102,7 @@ class Launcher:
         self.statuses: dict[int, int] = {}
         self._first_failure: int | None = None  # with fail_fast: the status hwtune exits with
         self._gone: set[int] = set()  # 1, 2: hwtune's stdout, stderr whose reader is gone
+        self._failing: set[int] = set()  # 1, 2: whose last write failed otherwise (ENOSPC)
         self._stopping_since: float | None = None
         self._stop_signal: int | None = None  # the first stop request received
         self._handled: tuple[int, ...] = ()  # the signals forwarded (not inherited as ignored)
@@ -299,33 +301,49 @@ class Launcher:
         stream = self.out[fd_number]
         try:
             write_fully(stream, data)
-        except OSError as err:
+        except BrokenPipeError:
             # `hwtune exec … | head`: the reader is gone (EPIPE). Relaying stops, and the
             # instances' pipes for this stream are closed (_close_gone_streams), so each one's
             # next write to it gets SIGPIPE (EPIPE where ignored, pipe(7)) and it ends on its
             # own, as it would writing to `head` itself. The other stream is relayed on.
-            # Any other failure (ENOSPC on a full disk, EIO) is the same for the instances:
-            # the stream cannot take their output, and hwtune must not die of it (its death
-            # would SIGKILL them all, PR_SET_PDEATHSIG); the other stream is told why.
             self._gone.add(fd_number)
-            if not isinstance(err, BrokenPipeError):
-                self._note_gone(fd_number, err)
+        except OSError as err:
+            # Any other failure (ENOSPC on a full disk, EIO): the reader is still there and
+            # the disk may get room again, so the instances go on (a training job must not
+            # die of its log: SIGPIPE, or BrokenPipeError in Python, would end it) and what
+            # they write meanwhile is dropped; hwtune must not die of it either (its death
+            # would SIGKILL them all, PR_SET_PDEATHSIG). The other stream is told, once per
+            # run of failures.
+            if fd_number not in self._failing:
+                self._failing.add(fd_number)
+                self._note_failing(fd_number, err)
+        else:
+            if fd_number in self._failing:
+                self._failing.discard(fd_number)
+                name = "stdout" if fd_number == 1 else "stderr"
+                self._note_other(fd_number, f"hwtune exec: its {name} takes output again\n")
 
-    def _note_gone(self, fd_number: int, err: OSError) -> None:
-        """Say once, on the other stream, that relaying `fd_number` stopped and why."""
-        other = 2 if fd_number == 1 else 1
-        if other in self._gone or other not in self.out:
-            return
+    def _note_failing(self, fd_number: int, err: OSError) -> None:
         name = "stdout" if fd_number == 1 else "stderr"
         code = errno.errorcode.get(err.errno or 0, str(err.errno))
-        text = (
-            f"hwtune exec: cannot write to its {name} ({err.strerror or err} [{code}]); "
-            f"the instances' {name} is no longer relayed, their pipes to it are closed\n"
+        self._note_other(
+            fd_number,
+            f"hwtune exec: cannot write to its {name} ({err.strerror or err} [{code}]); the "
+            f"instances run on, and what they write to {name} is dropped until it takes "
+            "output again\n",
         )
+
+    def _note_other(self, fd_number: int, text: str) -> None:
+        """Say `text` on the other stream than `fd_number`, if it can take it."""
+        other = 2 if fd_number == 1 else 1
+        if other in self._gone or other in self._failing or other not in self.out:
+            return
         try:
             write_fully(self.out[other], text.encode())
-        except OSError:
+        except BrokenPipeError:
             self._gone.add(other)
+        except OSError:
+            pass  # its own failure is noted when an instance's output meets it
 
     def _close(
         self,
