@@ -446,7 +446,7 @@ def test_a_cgroup_outside_the_namespace_is_not_read_as_inside(tmp_path: Path) ->
     issues = IssueLog()
     got = read_cgroup_limits(tmp_path, issues)
     assert got.cpu_quota is None
-    assert any("outside this process's cgroup namespace" in i.reason for i in issues)
+    assert any("outside hwtune's own cgroup namespace" in i.reason for i in issues)
     assert translate(Mount("/", "/sys/fs/cgroup", 2, ()), "/../x") is None
     assert translate(Mount("/", "/sys/fs/cgroup", 2, ()), "/..") is None
 
