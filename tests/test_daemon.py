@@ -399,6 +399,8 @@ def test_an_nfd_write_failure_is_logged_once_and_retried_alone(
     daemon.poll()
     assert daemon.nfd_error is None and (tmp_path / "nfd" / "hwtune").is_file()
     assert "nfd: recovered" in log.getvalue()
+    # Written for the first time, not put back: the file was never there to be deleted.
+    assert "put back" not in log.getvalue(), log.getvalue()
 
 
 def _expiry(feature_file: Path) -> str:

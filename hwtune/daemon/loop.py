@@ -493,8 +493,11 @@ class Daemon:
         restored = [f"{path.name} ({report.verb(path)})" for path in report.changed]
         nfd_dir = self.options.nfd_dir
         if nfd_dir is not None and not (nfd_dir / FILE_NAME).exists():
+            # While its writes fail (no features.d yet) the file was never there: writing it
+            # now is the recovery `_write_nfd` logs, not something put back.
+            was_written = self.nfd_error is None
             self._write_nfd(force=True)
-            if (nfd_dir / FILE_NAME).exists():
+            if was_written and (nfd_dir / FILE_NAME).exists():
                 restored.append(f"{nfd_dir / FILE_NAME} (created)")
         if restored:
             self.log(f"outputs: put back {', '.join(restored)}", 4)
