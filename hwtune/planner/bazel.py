@@ -23,7 +23,7 @@ from hwtune.errors import KnowledgeError, PlanError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Bazel, Intent, LeftOut
 from hwtune.planner.cpu_target import added_back, choose_target, tune_target
-from hwtune.planner.cuda_compat import driver_problem
+from hwtune.planner.cuda_compat import cannot_load
 from hwtune.planner.knowledge import Knowledge, TfVersionEntry, version_tuple
 
 
@@ -191,17 +191,6 @@ def _dotted(cc: tuple[int, ...]) -> str:
     return ".".join(str(p) for p in cc)
 
 
-def _driver_cannot_run_build(hw: Hardware, tf: TfVersionEntry, knowledge: Knowledge) -> str | None:
-    """Why this machine's NVIDIA driver cannot load the CUDA `tf` is built with (an older
-    major release family: no minor version compatibility), or None."""
-    have = version_tuple(hw.cuda_driver_version or "")[:1]
-    want = version_tuple(tf.cuda_version or "")[:1]
-    if not have or not want or have >= want:
-        return None
-    who = f"a TensorFlow {tf.key} CUDA build (CUDA {tf.cuda_version})"
-    return driver_problem(hw.gpu_driver, hw.cuda_driver_version, tf.cuda_version, who, knowledge)
-
-
 def plan_bazel(
     hw: Hardware,
     intent: Intent,
@@ -234,7 +223,8 @@ def plan_bazel(
             )
 
     left: list[LeftOut] = []
-    driver = _driver_cannot_run_build(hw, tf, knowledge) if gpus else None
+    built = f"a TensorFlow {tf.key} CUDA build (CUDA {tf.cuda_version})"
+    driver = cannot_load(hw, tf.cuda_version, built, knowledge) if gpus else None
     if driver:
         # A CUDA build this driver cannot load runs on the CPU alone (as the runtime plan says):
         # the GPU part of the build would be hours of work no job here can use.

@@ -62,6 +62,12 @@ def driver_cannot_load(
     TensorFlow then finds no GPU ("CUDA driver version is insufficient for CUDA runtime
     version") and runs on the CPU."""
     needed, who = tf_cuda(hw, planned)
+    return cannot_load(hw, needed, who, knowledge)
+
+
+def cannot_load(hw: Hardware, needed: str | None, who: str, knowledge: Knowledge) -> str | None:
+    """Why this machine's driver cannot load CUDA `needed` (of `who`) at all: its CUDA is of
+    an older major release family; None when it can, or either version is unknown."""
     have = version_tuple(hw.cuda_driver_version or "")[:1]
     want = version_tuple(needed or "")[:1]
     if not needed or not have or not want or have >= want:
