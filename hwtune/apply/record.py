@@ -13,8 +13,8 @@ tempfile.gettempdir() finds it), and verify reads it back.
   a symbolic link) owned by this user and writable by nobody else.
 - A record names its pid and the process's start time (field 22 of /proc/PID/stat), so a
   recycled pid never inherits another process's record; it is removed when the process exits
-  normally, and one left by a process killed by a signal (atexit does not run) is removed by
-  the user's next configure() (`remove_stale`).
+  normally, and one left by a process killed by a signal (atexit does not run) is removed as
+  the user's next process that ran configure() exits (`remove_stale`, kept off start-up).
 - The reader trusts a record only when it is owned by the process's user or by the reader,
   and writable by nobody else.
 
@@ -91,8 +91,6 @@ def write(data: dict[str, Any], environ: Mapping[str, str] | None = None) -> str
         return path
     if not _private_dir(os.path.dirname(path)):
         return None
-    if not _written:  # once per process: its first record
-        remove_stale(os.path.dirname(path), pid)
     body = {
         "schema": RECORD_SCHEMA,
         "pid": pid,
@@ -127,13 +125,14 @@ def remove_stale(directory: str, own: int) -> int:
 
     atexit does not run when a process dies of a signal (SIGTERM is how `scancel`, `docker
     stop` and Kubernetes end a job; SIGKILL, the OOM killer), so its record stays; the next
-    configure() of the user clears them. Only records written in this process's PID namespace
-    are judged: a container sharing the directory (/tmp, $XDG_RUNTIME_DIR) numbers its
-    processes apart, and its live ones have no /proc entry here; without a namespace to
-    compare (no /proc, a record of an older hwtune), nothing is removed. A temporary file is
-    removed once its pid is gone here and it is older than STALE_TEMPORARY_S (a writer in
-    another namespace renames it within milliseconds). Bounded: one listdir, at most
-    MAX_SWEPT names looked at, a /proc lookup and one small read each.
+    process of the user that ran configure() clears them as it exits (`_remove`). Only records
+    written in this process's PID namespace are judged: a container sharing the directory
+    (/tmp, $XDG_RUNTIME_DIR) numbers its processes apart, and its live ones have no /proc
+    entry here; without a namespace to compare (no /proc, a record of an older hwtune),
+    nothing is removed. A temporary file is removed once its pid is gone here and it is older
+    than STALE_TEMPORARY_S (a writer in another namespace renames it within milliseconds).
+    Bounded: one listdir, at most MAX_SWEPT names looked at, a /proc lookup and one small read
+    each.
     """
     here = pid_namespace()
     if here is None:
@@ -223,8 +222,11 @@ def _unlink(path: str) -> None:
 
 
 def _remove(path: str, pid: int) -> None:
+    """At exit: this process's record, then those others left (remove_stale). The sweep is
+    here, not in `write`, to keep its listdir and reads off configure()'s start-up."""
     if os.getpid() == pid:  # not in a forked child, whose parent still runs
         _unlink(path)
+        remove_stale(os.path.dirname(path), pid)
 
 
 def read(
