@@ -11,6 +11,7 @@ a command it times failed) is quoted with its output instead.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -50,6 +51,8 @@ def measure(path: Path, quick: bool) -> dict[str, Any]:
             output = proc.stdout[-2000:] + output
     except subprocess.TimeoutExpired:
         status, output = "timeout", ""
+    # A traceback names this checkout's path; the report names files from the repository root.
+    output = output.replace(f"{path.resolve().parent.parent}{os.sep}", "")
     return {
         "status": status,
         "result": result,
@@ -125,11 +128,15 @@ def _figures_daemon(r: dict[str, Any]) -> tuple[str, str, str, bool]:
 
 def _figures_doctor(r: dict[str, Any]) -> tuple[str, str, str, bool]:
     command = r["whole_command"]
+    whole = (
+        f"whole command {command['cpu_s']:.2f} CPU s in {command['wall_s']:.0f} s"
+        if command
+        else "whole command not timed: no TensorFlow"
+    )
     return (
         f"`hwtune doctor`'s own CPU while sampling {r['threads']} threads every "
         f"{r['interval_s']:g} s, {len(r['rounds'])} rounds",
-        f"{r['median_percent_of_one_cpu']:.2f}% of one CPU (whole command "
-        f"{command['cpu_s']:.2f} CPU s in {command['wall_s']:.0f} s)",
+        f"{r['median_percent_of_one_cpu']:.2f}% of one CPU ({whole})",
         f"< {r['budget_percent']:g}% of one CPU",
         bool(r["pass"]),
     )

@@ -464,8 +464,9 @@ def tune_column(run: int) -> str:
 def run_budget_scripts(journal: Journal, quick: bool) -> None:
     for script in budgets.SCRIPTS:
         entry_id = f"budget/{script}"
-        if journal.get(entry_id):
-            continue
+        done = journal.get(entry_id)
+        if done and done.get("result") is not None:
+            continue  # measured; a script that crashed or failed is run again on resume
         log(f"budget: {script}")
         entry = journal.add(
             entry_id,

@@ -384,6 +384,45 @@ def test_budget_output_from_before_json_is_quoted() -> None:
     assert "  1 instance median 1.2 ms" in "\n".join(lines)
 
 
+def test_a_crashed_budget_script_is_quoted_from_the_repository_root(tmp_path: Path) -> None:
+    # The report is committed: a traceback must not carry the path of the checkout it ran in.
+    script = tmp_path / "bench" / "bench_boom.py"
+    script.parent.mkdir()
+    script.write_text("raise RuntimeError('boom')\n")
+    entry = budgets.measure(script, quick=False)
+    assert entry["status"] == 1 and entry["result"] is None
+    assert 'File "bench/bench_boom.py", line 1' in entry["output"]
+    assert str(tmp_path) not in entry["output"]
+
+
+def test_a_resumed_run_measures_again_only_the_budget_scripts_that_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = tune_bench.Journal(tmp_path / "j.jsonl", True, {"machine": "m"})
+    for script in budgets.SCRIPTS:
+        failed = script == "bench_doctor.py"
+        journal.add(
+            f"budget/{script}",
+            {"phase": "budget", "status": 1 if failed else 0, "result": None if failed else {}},
+        )
+    measured: list[str] = []
+
+    def measure(path: Path, quick: bool) -> dict[str, Any]:
+        measured.append(path.name)
+        return {"status": 0, "result": {"pass": True}}
+
+    monkeypatch.setattr(budgets, "measure", measure)
+    tune_bench.run_budget_scripts(journal, quick=False)
+    assert measured == ["bench_doctor.py"]
+    assert journal.get("budget/bench_doctor.py") == {
+        "id": "budget/bench_doctor.py",
+        "phase": "budget",
+        "script": "bench_doctor.py",
+        "status": 0,
+        "result": {"pass": True},
+    }
+
+
 @pytest.mark.usefixtures("no_chart")
 def test_a_resumed_run_adds_the_time_of_every_session(tmp_path: Path) -> None:
     # A session's runtime entry is rewritten after each step (the last value counts); an
