@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "needs_two_cores: skips unless 2 physical cores are usable (--instances 2)"
     )
+    # Tests send SIGINT to the processes they start and expect Python's Ctrl-C handling. A
+    # shell without job control starts a background job (`cmd &`, nohup) with SIGINT ignored,
+    # and an ignored signal stays ignored across fork and exec, so every child would ignore it
+    # too (exiting 0, not 130). The run restores the default, which its children then get.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)
