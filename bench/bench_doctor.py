@@ -62,19 +62,11 @@ time.sleep(3600)
 """
 
 
-def start_target(threads: int) -> subprocess.Popen[str]:
+def start(script: str, *args: str) -> subprocess.Popen[str] | None:
+    """`script` in a new interpreter, once it prints "ready"; None if it exits before (the
+    TensorFlow target where TensorFlow is not installed)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", TARGET, str(threads)], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None
-    proc.stdout.readline()  # "ready": every thread is started
-    return proc
-
-
-def start_tf_target() -> subprocess.Popen[str] | None:
-    """A process that imported TensorFlow, or None where it cannot (not installed)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", TF_TARGET],
+        [sys.executable, "-c", script, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -102,7 +94,7 @@ def sampling_round(pid: int, seconds: float, gpus: GpuSampler) -> dict[str, floa
 
 def whole_command(seconds: float) -> dict[str, float] | None:
     """`hwtune doctor --pid` on a TensorFlow process, timed whole; None without TensorFlow."""
-    target = start_tf_target()
+    target = start(TF_TARGET)
     if target is None:
         return None
     try:
@@ -137,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--budget-percent", type=float, default=BUDGET_PERCENT)
     args = parser.parse_args(argv)
-    target = start_target(args.threads)
+    target = start(TARGET, str(args.threads))
+    if target is None:
+        sys.exit("bench_doctor: the sampling target did not start")
     gpus = GpuSampler()
     try:
         rounds = [sampling_round(target.pid, args.seconds, gpus) for _ in range(args.rounds)]

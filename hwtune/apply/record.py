@@ -40,7 +40,7 @@ from hwtune.fs.trust import make_dirs
 
 RECORD_SCHEMA = 1
 MAX_RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; a MiB is no record of ours
-# Directory entries a new record's writer looks at for records of processes that are gone: one
+# Directory entries an exiting process looks at for records of processes that are gone: one
 # per process of the user that ran configure(); past this many, the rest wait for the next.
 MAX_SWEPT = 4096
 # path -> the data last written there by this process: configure() records at its start and
