@@ -126,7 +126,7 @@ def test_count_mismatch_between_xml_and_topo_is_an_issue(tmp_path: Path) -> None
     report = probe_gpus(layout(tmp_path, xml=xml, topo=topo), issues, live=False)
     assert [g.index for g in report.gpus] == [0]
     assert report.gpus[0].compute_capability == "7.0"
-    assert "lists 1 GPUs but nvidia-smi-topo.txt 2" in reasons(issues)
+    assert "lists 1 GPU but nvidia-smi-topo.txt 2" in reasons(issues)
 
 
 def test_no_capture_files_means_no_gpus_and_no_issue(tmp_path: Path) -> None:
@@ -152,7 +152,7 @@ def test_detect_reports_gpus_from_captures(tmp_path: Path) -> None:
     assert [(g.name, g.compute_capability, len(g.nvlink_peers)) for g in hw.gpus] == [
         ("Tesla T4", "7.5", 7)
     ]
-    assert any("lists 1 GPUs but nvidia-smi-topo.txt 8" in i.reason for i in hw.issues)
+    assert any("lists 1 GPU but nvidia-smi-topo.txt 8" in i.reason for i in hw.issues)
 
 
 # ------------------------------------------------------------------ XML details

@@ -605,4 +605,4 @@ def test_a_quota_below_one_cpu_binds_one_cpu() -> None:
     cgroup = CgroupLimits(version=2, cpu_quota=0.5, cpu_quota_source="cpu.max")
     _, count, reason = effective_cpus((0,), (0,), cgroup, IssueLog())
     assert count == 1
-    assert reason == "cgroup quota 0.5 CPUs (cpu.max) < 1 usable CPUs; floored to 1 (at least 1)"
+    assert reason == "cgroup quota 0.5 CPUs (cpu.max) < 1 usable CPU; floored to 1 (at least 1)"

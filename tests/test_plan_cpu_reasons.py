@@ -6,6 +6,7 @@ and checks a reason against what the capture shows.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from hwtune.models.profile import Profile
 from hwtune.planner import plan
 from hwtune.probes import detect
 from tests.conftest import DATA, run_cli
+from tests.plan_builders import make_hardware
 from tests.test_plan_invariants import KNOWLEDGE
 
 HOSTS = DATA / "hosts"
@@ -155,6 +157,20 @@ def test_an_assumed_cpu_list_is_not_stated_as_detected(shared_hw: Path, tmp_path
     pool = profile.tf_data.private_threadpool_size.reason
     assert "1 CPU assumed" in pool and "SMT siblings" not in pool
     assert "1 CPU assumed" in profile.tf_data.autotune_cpu_budget.reason
+
+
+def test_counts_of_one_read_singular() -> None:
+    # Two instances on two cores give one-CPU slices, and a 1.5-CPU quota on four CPUs one
+    # effective CPU: the reasons say "1 usable CPU", not "1 usable CPUs".
+    halves = plan(make_hardware(cores_per_socket=2), knowledge=KNOWLEDGE, instances=2)
+    pool = halves.tf_data.private_threadpool_size.reason
+    assert pool.startswith("the slice's 1 usable CPU: "), pool
+    assert halves.tf_data.interleave_cycle_length.reason.startswith("the slice's 1 effective CPU;")
+    quota = plan(make_hardware(cores_per_socket=4, quota=1.5), knowledge=KNOWLEDGE)
+    budget = quota.tf_data.autotune_cpu_budget.reason
+    assert budget.startswith("the slice's 1 effective CPU (cgroup CPU quota 1.5 CPUs)"), budget
+    for text in (all_text(halves), all_text(quota)):
+        assert not re.search(r"\b1 (usable |effective |online )?CPUs\b", text), text
 
 
 def lscpu_summary_root(capture: Path, root: Path) -> Path:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from hwtune.apply.render import INTER_OP_ENV
 from hwtune.models.cpulist import format_cpulist
+from hwtune.models.words import plural
 
 if TYPE_CHECKING:
     from hwtune.pipeline.request import Planned
@@ -329,7 +330,7 @@ def describe(seen: Observation) -> str:
     parts = [f"pid {seen.pid} ({seen.comm})"]
     if seen.rss_bytes is not None:
         parts.append(f"{seen.rss_bytes / (1 << 20):.0f} MiB resident")
-    parts.append(f"{sum(seen.threads.values())} threads")
+    parts.append(plural(sum(seen.threads.values()), "thread"))
     if seen.record is not None:
         parts.append("hwtune.configure() ran inside")
     return ", ".join(parts)

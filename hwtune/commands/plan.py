@@ -17,6 +17,7 @@ from hwtune.cli import Environment
 from hwtune.commands.planning import add_plan_arguments, request_from_args, warn_issues
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Profile
+from hwtune.models.words import plural
 from hwtune.probes.issues import printable
 from hwtune.status import ExitStatus
 
@@ -147,7 +148,8 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
         speed = (
             f"{m.ratio:.2f}× over the rule's choice"
             if m.ratio is not None
-            else f"measured for {m.instances} instances; speed-up not claimed for {planned}"
+            else f"measured for {plural(m.instances, 'instance')}; speed-up not claimed for "
+            f"{planned}"
         )
         row(
             "measured",

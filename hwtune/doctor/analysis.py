@@ -24,6 +24,7 @@ from hwtune.doctor.metrics import (
     measure,
 )
 from hwtune.doctor.samples import SampleSet
+from hwtune.models.words import plural
 
 # Thresholds (docs/doctor.md, "How the verdict is decided").
 THROTTLED_PERIODS = 0.1  # share of CFS periods throttled
@@ -90,7 +91,7 @@ def _oversubscribed(m: Metrics) -> Finding | None:
     against = (
         f"a {m.capacity:g}-CPU cgroup quota"
         if m.capacity < m.budget
-        else f"{m.budget} effective CPUs"
+        else plural(m.budget, "effective CPU")
     )
     return Finding(
         "oversubscribed",

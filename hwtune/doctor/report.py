@@ -9,6 +9,7 @@ from typing import Any
 from hwtune.doctor.analysis import Diagnosis
 from hwtune.doctor.metrics import GROUP_NAMES
 from hwtune.doctor.samples import SampleSet
+from hwtune.models.words import plural
 
 
 def as_json(diagnosis: Diagnosis, data: SampleSet) -> dict[str, Any]:
@@ -37,15 +38,14 @@ def render_text(diagnosis: Diagnosis, data: SampleSet) -> str:
     m = diagnosis.metrics
     lines = [f"pid {data.pid} ({data.comm}): bottleneck: {diagnosis.bottleneck}"]
     if m is not None:
-        lines.append(
-            f"  sampled {m.window_s:.1f} s; budget {m.budget} CPUs ({data.budget.reason})"
-        )
+        budget = plural(m.budget, "CPU")
+        lines.append(f"  sampled {m.window_s:.1f} s; budget {budget} ({data.budget.reason})")
         lines.append("  CPUs used / wanted per thread group:")
         for group, name in GROUP_NAMES.items():
             if m.threads.get(group) or m.demand[group] > 0:
                 lines.append(
                     f"    {name:<62} {m.busy[group]:5.2f} / {m.demand[group]:5.2f}"
-                    f"  ({m.threads.get(group, 0)} threads)"
+                    f"  ({plural(m.threads.get(group, 0), 'thread')})"
                 )
         if m.throttled_share is not None:
             lines.append(

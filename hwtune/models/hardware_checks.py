@@ -19,6 +19,7 @@ from typing import Any
 
 from hwtune.models.cpulist import MAX_CPU, MAX_NUMA_NODES
 from hwtune.models.hardware import SCHEMA_VERSION, Hardware
+from hwtune.models.words import plural
 
 # Fields that hold CPU numbers (a list of them, or LogicalCpu.cpu): each one below MAX_CPU, as
 # every CPU list parsed from the kernel is (models/cpulist.py).
@@ -113,7 +114,8 @@ def _limits_problem(hw: Hardware) -> tuple[str, str] | None:
     if limits.usable_cpus and limits.effective_cpus > len(limits.usable_cpus):
         return (
             "limits.effective_cpus",
-            f"{limits.effective_cpus} is more than the {len(limits.usable_cpus)} usable CPUs",
+            f"{limits.effective_cpus} is more than the "
+            f"{plural(len(limits.usable_cpus), 'usable CPU')}",
         )
     found = _count_problem(hw)
     if found:
@@ -145,12 +147,13 @@ def _count_problem(hw: Hardware) -> tuple[str, str] | None:
     if cpu.online_cpus and limits.effective_cpus > len(cpu.online_cpus):
         return (
             "limits.effective_cpus",
-            f"{limits.effective_cpus} is more than the {len(cpu.online_cpus)} online CPUs",
+            f"{limits.effective_cpus} is more than the "
+            f"{plural(len(cpu.online_cpus), 'online CPU')}",
         )
     if not cpu.online_cpus and cpu.logical_cpus and limits.effective_cpus > cpu.logical_cpus:
         return (
             "limits.effective_cpus",
-            f"{limits.effective_cpus} is more than the {cpu.logical_cpus} logical CPUs",
+            f"{limits.effective_cpus} is more than the {plural(cpu.logical_cpus, 'logical CPU')}",
         )
     return None
 

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from hwtune.errors import ConfigError
 from hwtune.models.digits import is_ascii_digits
+from hwtune.models.words import plural
 
 # (rank variable, size variables tried in order, launcher name)
 _SOURCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -107,7 +108,9 @@ def _size(environ: Mapping[str, str], name: str) -> int:
         raise ConfigError(f"{name}={environ[name]!r} is malformed: {err}") from err
     node = _int(environ, "SLURM_NODEID") if "SLURM_NODEID" in environ else 0
     if node >= len(counts):
-        raise ConfigError(f"SLURM_NODEID={node} is beyond the {len(counts)} nodes of {name}")
+        raise ConfigError(
+            f"SLURM_NODEID={node} is beyond the {plural(len(counts), 'node')} of {name}"
+        )
     return counts[node]
 
 

@@ -30,6 +30,7 @@ from hwtune.errors import HwtuneError, NoHomeError
 from hwtune.models.hardware import Hardware
 from hwtune.models.overrides import Overrides
 from hwtune.models.profile import Measurement, Profile, Setting
+from hwtune.models.words import plural
 from hwtune.pipeline.ranks import LocalRank, already_pinned, local_rank
 
 _THREAD_KEYS = (
@@ -353,13 +354,13 @@ def _measured(
     settings = measured_settings(record)
     notes: list[str] = []
     found = settings.get("instances") if for_exec else settings.pop("instances", None)
-    count = found.value if found is not None else 1
+    count = found.value if found is not None and isinstance(found.value, int) else 1
     planned = overrides.instances or (count if for_exec else 1)
     if count != planned and [settings.pop(key) for key in _THREAD_KEYS if key in settings]:
         # Threads measured per copy of N copies do not fit a slice of another size.
         notes.append(
-            f"measured thread counts of {workload!r} not used: measured for {count} "
-            f"instances, planning {planned}"
+            f"measured thread counts of {workload!r} not used: measured for "
+            f"{plural(count, 'instance')}, planning {planned}"
         )
     if count != planned:
         settings.pop("instances.pinned", None)  # pinning measured for another count
@@ -369,20 +370,18 @@ def _measured(
         created=str(record.get("created") or "unknown"),
         ratio=float(record["ratio"]) if count == planned else None,
         file=str(path),
-        instances=count if isinstance(count, int) else 1,
+        instances=count,
     )
     return settings, measurement, notes
 
 
-def _unmeasured_here(
-    settings: dict[str, Setting], count: object, planned: object
-) -> dict[str, Setting]:
+def _unmeasured_here(settings: dict[str, Setting], count: int, planned: int) -> dict[str, Setting]:
     """The measured settings of a result for `count` instances, taken into a plan of `planned`:
     still the tuner's pick ("measured"), but the speed-up was measured for that other
     combination, so the reason no longer claims it ("measured: 1.83× over the rule's choice"
     on a setting of one instance that only ran with the other settings of two)."""
     reason = (
-        f"from a `hwtune tune` result measured for {count} instances; applied to {planned} "
-        "without the rest of that combination, so its speed-up is not claimed here"
+        f"from a `hwtune tune` result measured for {plural(count, 'instance')}; applied to "
+        f"{planned} without the rest of that combination, so its speed-up is not claimed here"
     )
     return {key: dataclasses.replace(setting, reason=reason) for key, setting in settings.items()}

@@ -22,6 +22,7 @@ from string import Template
 from hwtune.errors import KnowledgeError, PlanError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Bazel, Intent, LeftOut
+from hwtune.models.words import plural
 from hwtune.planner.cpu_target import added_back, choose_target, tune_target
 from hwtune.planner.cuda_compat import cannot_load
 from hwtune.planner.knowledge import Knowledge, TfVersionEntry, version_tuple
@@ -369,7 +370,7 @@ def _resources(hw: Hardware, add: Callable[[str, str], None]) -> None:
     if online and hw.limits.known and hw.limits.effective_cpus < online:
         add(
             f"--local_cpu_resources={hw.limits.effective_cpus}",
-            f"{hw.limits.effective_cpus} effective CPUs of {online} online; "
+            f"{plural(hw.limits.effective_cpus, 'effective CPU')} of {online} online; "
             "Bazel counts the host's",
         )
     limit = hw.limits.memory_limit_bytes

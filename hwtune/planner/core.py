@@ -25,6 +25,7 @@ from hwtune.models.profile import (
     TfData,
     Threads,
 )
+from hwtune.models.words import plural
 from hwtune.planner import accel, cuda_compat, data, gpu_memory, knobs, multigpu, threads
 from hwtune.planner.bazel import plan_bazel, resolve_tf_version
 from hwtune.planner.instances import Slice, pinning, split
@@ -82,7 +83,8 @@ class _Layers:
             value = _as_int(found.value) or 1
             reason = found.reason
             if value > cap:
-                value, reason = cap, f"{reason} (capped at this slice's {cap} effective CPUs)"
+                capped = plural(cap, "effective CPU")
+                value, reason = cap, f"{reason} (capped at this slice's {capped})"
             self.measured[key] = Setting(value, reason, "measured")
         return self.pick(key, rule, user, origin_key)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Intent, Setting, TfData
+from hwtune.models.words import plural
 from hwtune.planner.instances import Slice
 
 AUTOTUNE = -1  # tf.data.AUTOTUNE
@@ -44,8 +45,8 @@ def tf_data(hw: Hardware, intent: Intent, mine: Slice) -> TfData:
         ),
         interleave_cycle_length=Setting(
             cpus,
-            f"the slice's {cpus} effective CPUs; tf.data's default cycle length is the host's "
-            "CPU count",
+            f"the slice's {plural(cpus, 'effective CPU')}; tf.data's default cycle length is "
+            "the host's CPU count",
         ),
         prefetch=Setting(
             AUTOTUNE,

@@ -23,6 +23,7 @@ from hwtune.errors import PlanError
 from hwtune.models.cpulist import MAX_CPU, format_cpulist
 from hwtune.models.hardware import Gpu, Hardware, LogicalCpu
 from hwtune.models.profile import InstanceSlice
+from hwtune.models.words import plural
 from hwtune.planner import gpu_units
 from hwtune.planner.gpu_units import GpuUnit
 
@@ -101,7 +102,7 @@ def cpus_assumed(hw: Hardware) -> bool:
 
 def assumed_note(count: int) -> str:
     """How a reason names a slice whose CPUs were assumed, as `hwtune detect` says it."""
-    return f"no CPU list known: {count} CPU{'s' if count != 1 else ''} assumed"
+    return f"no CPU list known: {plural(count, 'CPU')} assumed"
 
 
 def sibling_offset(hw: Hardware) -> int | None:
@@ -181,9 +182,10 @@ def split(hw: Hardware, instances: int, gpus: tuple[Gpu, ...]) -> tuple[Slice, .
     cpus = usable_cpus(hw)
     cores = physical_cores(hw, cpus)
     if instances > len(cores):
+        usable = "1 is usable" if len(cores) == 1 else f"{len(cores)} are usable"
         raise PlanError(
-            f"{instances} instances need {instances} physical cores, but only {len(cores)} "
-            f"are usable (CPUs {format_cpulist(cpus)})",
+            f"{instances} instances need {instances} physical cores, but only {usable} "
+            f"(CPUs {format_cpulist(cpus)})",
             hint=f"use --instances {len(cores)} or fewer: instances never share a core",
         )
     ordered = tuple(sorted(gpus, key=lambda g: (_order(g.numa_node), g.index)))
@@ -252,17 +254,17 @@ def _budget(
     effective = max(1, min(measured or usable_count, usable_count))
     if effective >= usable_count:
         if cpus_assumed(hw):
-            return logical, f"{logical} CPU{'s' if logical != 1 else ''} ({assumed_note(logical)})"
-        return logical, f"{logical} usable CPUs"
+            return logical, f"{plural(logical, 'CPU')} ({assumed_note(logical)})"
+        return logical, plural(logical, "usable CPU")
     # A quota is shared by every process of the cgroup: each slice gets its proportion.
     share = max(1, effective * logical // usable_count)
-    basis = hw.limits.effective_cpus_reason or f"{effective} effective CPUs"
+    basis = hw.limits.effective_cpus_reason or plural(effective, "effective CPU")
     if instances == 1:
-        return min(logical, share), f"{min(logical, share)} effective CPUs ({basis})"
+        return min(logical, share), f"{plural(min(logical, share), 'effective CPU')} ({basis})"
     return (
         min(logical, share),
-        f"{min(logical, share)} of {effective} effective CPUs, in proportion to this slice's "
-        f"{logical} of {usable_count} usable CPUs ({basis})",
+        f"{min(logical, share)} of {plural(effective, 'effective CPU')}, in proportion to this "
+        f"slice's {logical} of {usable_count} usable CPUs ({basis})",
     )
 
 

@@ -36,6 +36,7 @@ import dataclasses
 from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Intent, Setting
+from hwtune.models.words import plural
 from hwtune.planner.instances import (
     Slice,
     assumed_note,
@@ -80,7 +81,8 @@ def intra_op(hw: Hardware, intent: Intent, mine: Slice) -> Setting:
         # summary's threads per core rather than take every CPU for a core.
         physical = physical - len(guessed) + max(1, -(-len(guessed) // per_core))
         hybrid_note += (
-            f"; per-CPU core ids unknown: {len(guessed)} CPUs at {per_core} threads per core"
+            f"; per-CPU core ids unknown: {plural(len(guessed), 'CPU')} at {per_core} threads "
+            "per core"
         )
     if any(core.inferred for core in cores):
         hybrid_note += f"; {sibling_note(hw)}"
@@ -165,11 +167,10 @@ def inter_op(
     else:
         count, unit = 1, "socket"
     value = max(1, min(count, intra))
-    plural = "s" if count != 1 else ""
     return Setting(
         value,
         f"throughput mode on an OpenMP build ({tf.distribution} {tf.version}): one concurrent "
-        f"op per {unit} the slice spans ({count} {unit}{plural}), as each op runs an OpenMP "
+        f"op per {unit} the slice spans ({plural(count, unit)}), as each op runs an OpenMP "
         "team over every intra-op thread (TensorFlow's performance guide for MKL builds; Intel "
         "Model Zoo: inter-op = number of sockets)"
         + (f", capped at the {intra} intra-op threads" if value < count else ""),

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from hwtune.models.cpulist import CpuListError, format_cpulist, parse_cpulist
 from hwtune.models.hardware import CpuInfo, Limits, Memory
+from hwtune.models.words import plural
 from hwtune.probes.cgroup import CgroupLimits, read_cgroup_limits
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.root import UnsafeRead
@@ -126,14 +127,15 @@ def effective_cpus(
             if cpus
         ]
         which = f" ({' and '.join(narrowed)})" if narrowed else ""
-        base = f"{len(usable)} CPUs: {' ∩ '.join(lists)} is empty{which}; the {lists[0]} list used"
+        empty = f"{' ∩ '.join(lists)} is empty{which}"
+        base = f"{plural(len(usable), 'CPU')}: {empty}; the {lists[0]} list used"
     elif narrowed:
-        of = f" of {len(all_online)} online" if all_online else ""
-        base = f"{len(usable)}{of} CPUs usable: {' and '.join(narrowed)}"
+        count = f"{len(usable)} of {len(all_online)} online CPUs" if all_online else None
+        base = f"{count or plural(len(usable), 'CPU')} usable: {' and '.join(narrowed)}"
     elif unknown:
-        base = f"{len(usable)} {'online ' if online else ''}CPUs"
+        base = plural(len(usable), "online CPU" if online else "CPU")
     else:
-        base = f"{len(usable)} online CPUs, not narrowed by affinity or cpuset"
+        base = f"{plural(len(usable), 'online CPU')}, not narrowed by affinity or cpuset"
     if unknown:
         base += f" ({' and '.join(unknown)} unknown)"
     quota = cgroup.cpu_quota
@@ -147,7 +149,7 @@ def effective_cpus(
         )
         return usable, len(usable), base + quota_note
     quota_cpus = max(1, math.floor(quota))
-    where = cgroup.cpu_quota_source or "cgroup"
+    quota_text = f"cgroup quota {plural(quota, 'CPU')} ({cgroup.cpu_quota_source or 'cgroup'})"
     # Compared unfloored: 0.5 CPUs on 1 usable CPU still binds (the thread gets half of each
     # period), though the count stays 1.
     if quota < len(usable):
@@ -155,11 +157,11 @@ def effective_cpus(
             usable,
             quota_cpus,
             (
-                f"cgroup quota {quota:g} CPUs ({where}) < {len(usable)} usable CPUs; "
+                f"{quota_text} < {plural(len(usable), 'usable CPU')}; "
                 f"floored to {quota_cpus} (at least 1)"
             ),
         )
-    return usable, len(usable), f"{base}; cgroup quota {quota:g} CPUs ({where}) does not bind"
+    return usable, len(usable), f"{base}; {quota_text} does not bind"
 
 
 def probe_limits(

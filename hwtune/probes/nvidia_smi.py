@@ -22,6 +22,7 @@ from pathlib import Path
 from hwtune.models.cpulist import MAX_NUMA_NODES, CpuListError, parse_cpulist
 from hwtune.models.digits import is_ascii_digits, within_u64
 from hwtune.models.hardware import Gpu, GpuLink, MigDevice
+from hwtune.models.words import plural
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.root import read_bytes
 
@@ -468,7 +469,7 @@ def merge_topo(gpus: Sequence[Gpu], topo: TopoMatrix, issues: IssueLog) -> tuple
     if by_index and set(by_index) != {r.index for r in topo.rows}:
         issues.add(
             "nvidia-smi",
-            f"{XML_NAME} lists {len(by_index)} GPUs but {TOPO_NAME} "
+            f"{XML_NAME} lists {plural(len(by_index), 'GPU')} but {TOPO_NAME} "
             f"{len(topo.rows)}; merged the indices both have",
             path=TOPO_NAME,
         )

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import CpuInfo, Gpu, Hardware, Limits, Memory, TensorFlowInfo
+from hwtune.models.words import plural
 from hwtune.probes.issues import printable
 
 LABEL_WIDTH = 12
@@ -70,9 +71,7 @@ def _bytes(n: int | None) -> str:
 
 
 def _plural(n: int | None, word: str) -> str:
-    if n is None:
-        return f"? {word}s"
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    return f"? {word}s" if n is None else plural(n, word)
 
 
 def isa_summary(cpu: CpuInfo) -> str:
@@ -146,12 +145,13 @@ def _cpu_lines(cpu: CpuInfo, numa_nodes: int) -> list[str]:
 
 
 def _limits_lines(limits: Limits) -> list[str]:
-    lines = [_line("Effective", f"{limits.effective_cpus} CPUs — {limits.effective_cpus_reason}")]
+    effective = plural(limits.effective_cpus, "CPU")
+    lines = [_line("Effective", f"{effective} — {limits.effective_cpus_reason}")]
     parts = [f"usable {format_cpulist(limits.usable_cpus) or 'unknown'}"]
     if limits.cgroup_version is not None:
         parts.append(f"cgroup v{limits.cgroup_version} {limits.cgroup_path or '?'}")
     if limits.cpu_quota is not None:
-        parts.append(f"quota {limits.cpu_quota:g} CPUs")
+        parts.append(f"quota {plural(limits.cpu_quota, 'CPU')}")
     lines.append(_more(" · ".join(parts)))
     return lines
 
@@ -220,7 +220,7 @@ def _gpu_lines(hw: Hardware) -> list[str]:
         if gpu.numa_node is not None:
             facts.append(f"NUMA {gpu.numa_node}")
         if gpu.mig_enabled:
-            facts.append(f"MIG on ({len(gpu.mig_devices)} instances)")
+            facts.append(f"MIG on ({plural(len(gpu.mig_devices), 'instance')})")
         lines.append(_line(f"  GPU {gpu.index}", " · ".join(facts)))
         kinds: dict[str, list[int]] = {}
         for link in gpu.links:
