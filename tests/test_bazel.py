@@ -84,6 +84,20 @@ def test_march_checked_against_the_versions_clang(knowledge: Knowledge) -> None:
     assert "--copt=-march=znver4" in options(knowledge, "2.15")  # clang 16 knows znver4
 
 
+def test_march_reason_shows_an_arrow_only_for_another_target(knowledge: Knowledge) -> None:
+    def why(microarch: str, flags: tuple[str, ...] = ZEN4_FLAGS) -> str:
+        profile = plan(make_hardware(flags=flags, microarch=microarch), knowledge=knowledge)
+        assert profile.bazel is not None
+        (line,) = [r for r in profile.bazel.reasons if r.startswith("--copt=-march=")]
+        return line
+
+    # The CPU's own target is no translation: not "znver4 → znver4".
+    assert why("znver4").startswith("--copt=-march=znver4: znver4, this CPU's microarch")
+    assert "→" not in why("znver4")
+    zen5 = (*ZEN4_FLAGS, "avx_vnni", "avx512_vp2intersect", "movdiri", "movdir64b")
+    assert why("znver5", zen5).startswith("--copt=-march=znver4: znver5 → znver4, accepted")
+
+
 def test_masked_flags_fall_back(knowledge: Knowledge) -> None:
     # A Sapphire Rapids guest whose hypervisor hides AMX (the GCP C3 capture):
     # not -march=sapphirerapids.

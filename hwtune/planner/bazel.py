@@ -268,8 +268,15 @@ def plan_bazel(
     target, target_notes = choose_target(hw, tf, knowledge)
     reasons.extend(f"cpu target: {note}" for note in target_notes)
     if target is not None:
+        # An arrow only where the target differs from the CPU's microarchitecture (znver5 →
+        # znver4 for a clang that predates znver5); "power9 → power9" read as a translation.
+        chosen = (
+            f"{target.key}, this CPU's microarchitecture"
+            if hw.cpu.microarch == target.key
+            else f"{hw.cpu.microarch or 'this CPU'} → {target.key}"
+        )
         why = (
-            f"{hw.cpu.microarch or 'this CPU'} → {target.key}, accepted by clang {tf.clang} "
+            f"{chosen}, accepted by clang {tf.clang} "
             f"(TF {tf.key}'s official compiler; needs ≥ {target.clang_min})"
         )
         model = hw.cpu.model_microarch
