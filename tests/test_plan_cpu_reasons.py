@@ -10,10 +10,12 @@ import re
 import shutil
 from pathlib import Path
 
+from hwtune.commands.plan import table_rows
 from hwtune.doctor.analysis import _signals
 from hwtune.models.convert import dump
 from hwtune.models.profile import Profile
 from hwtune.planner import plan
+from hwtune.planner.explain import explain
 from hwtune.probes import detect
 from tests.conftest import DATA, run_cli
 from tests.plan_builders import make_hardware
@@ -157,6 +159,16 @@ def test_an_assumed_cpu_list_is_not_stated_as_detected(shared_hw: Path, tmp_path
     pool = profile.tf_data.private_threadpool_size.reason
     assert "1 CPU assumed" in pool and "SMT siblings" not in pool
     assert "1 CPU assumed" in profile.tf_data.autotune_cpu_budget.reason
+    # The plan's instance row and `explain instance` read the profile alone: it says so too.
+    assert profile.instance.cpus_assumed and profile.instances[0].cpus_assumed
+    (row,) = [reason for name, _, reason in table_rows(profile) if name == "instance"]
+    assert row == "no CPU list known: 1 CPU assumed; mode throughput"
+    assert explain(profile, "instance").startswith("instance 0 of 1: no CPU list known: 1 CPU")
+    # A detected one-CPU slice is named as such: "CPU 1", not "CPUs 1".
+    halves = plan(make_hardware(cores_per_socket=2), knowledge=KNOWLEDGE, instances=2, instance=1)
+    assert not halves.instance.cpus_assumed
+    (row,) = [reason for name, _, reason in table_rows(halves) if name == "instance"]
+    assert row == "CPU 1; mode throughput"
 
 
 def test_counts_of_one_read_singular() -> None:

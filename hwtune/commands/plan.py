@@ -119,7 +119,7 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
             g.reason,
             g.source,
         )
-    from hwtune.models.cpulist import format_cpulist
+    from hwtune.planner.instances import cpus_named
 
     mine = profile.instance
     gpus = f"; GPUs {','.join(map(str, mine.gpus))}" if mine.gpus else ""
@@ -128,7 +128,7 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
     row(
         "instance",
         f"{mine.index} of {profile.intent.instances}",
-        f"CPUs {format_cpulist(mine.cpus)}{gpus}; mode {profile.intent.mode}",
+        f"{cpus_named(mine.cpus, mine.cpus_assumed)}{gpus}; mode {profile.intent.mode}",
     )
     if profile.pinning is not None:  # several instances: what `hwtune exec` does with them
         p = profile.pinning

@@ -129,6 +129,9 @@ class InstanceSlice:
     # What CUDA_VISIBLE_DEVICES names for the slice: GPU indices, or a MIG device's UUID.
     devices: tuple[str, ...] = ()
     gpu_memory_bytes: int | None = None  # of one device (a MIG slice's own memory), if known
+    # No CPU list was detected: `cpus` numbers the CPUs counted (or assumed) from 0, so the plan
+    # names them as assumed rather than as "CPUs 0" (planner/instances.py `cpus_named`).
+    cpus_assumed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

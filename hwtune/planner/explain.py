@@ -13,8 +13,8 @@ import dataclasses
 import difflib
 
 from hwtune.errors import PlanError
-from hwtune.models.cpulist import format_cpulist
 from hwtune.models.profile import Profile, Setting
+from hwtune.planner.instances import cpus_named
 
 
 def _setting(name: str, setting: Setting) -> str:
@@ -81,7 +81,8 @@ def _entries(profile: Profile) -> dict[str, str]:
         entries["warnings"] = "warnings:\n" + "\n".join(f"  {w}" for w in profile.warnings)
     mine = profile.instance
     entries["instance"] = (
-        f"instance {mine.index} of {profile.intent.instances}: CPUs {format_cpulist(mine.cpus)}"
+        f"instance {mine.index} of {profile.intent.instances}: "
+        + cpus_named(mine.cpus, mine.cpus_assumed)
         + (f", NUMA {','.join(map(str, mine.numa_nodes))}" if mine.numa_nodes else "")
         + (f", GPUs {','.join(map(str, mine.gpus))}" if mine.gpus else "")
         + (f" (devices {', '.join(mine.devices)})" if mine.devices else "")

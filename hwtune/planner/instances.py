@@ -52,6 +52,7 @@ class Slice:
     budget_reason: str
     units: tuple[GpuUnit, ...] = ()  # whole GPUs or one MIG device (planner/gpu_units.py)
     sharers: int = 0  # how many instances share this slice's GPU or MIG device
+    cpus_assumed: bool = False  # `cpus_assumed(hw)`: the CPU numbers are made up
 
     @property
     def mig(self) -> bool:
@@ -79,6 +80,7 @@ class Slice:
             gpu_memory_bytes=min(
                 (unit.memory_bytes for unit in self.units if unit.memory_bytes), default=None
             ),
+            cpus_assumed=self.cpus_assumed,
         )
 
 
@@ -103,6 +105,14 @@ def cpus_assumed(hw: Hardware) -> bool:
 def assumed_note(count: int) -> str:
     """How a reason names a slice whose CPUs were assumed, as `hwtune detect` says it."""
     return f"no CPU list known: {plural(count, 'CPU')} assumed"
+
+
+def cpus_named(cpus: Sequence[int], assumed: bool) -> str:
+    """How reasons and the plan's instance row name a slice's CPUs: "CPUs 0-3", "CPU 5", or,
+    where no CPU list was detected, the count assumed (their numbers would read as detected)."""
+    if assumed:
+        return assumed_note(len(cpus))
+    return f"CPU{'s' if len(cpus) != 1 else ''} {format_cpulist(cpus)}"
 
 
 def sibling_offset(hw: Hardware) -> int | None:
@@ -219,6 +229,7 @@ def split(hw: Hardware, instances: int, gpus: tuple[Gpu, ...]) -> tuple[Slice, .
                 reason,
                 units=unit_shares[index],
                 sharers=sharers[index],
+                cpus_assumed=cpus_assumed(hw),
             )
         )
     return tuple(slices)

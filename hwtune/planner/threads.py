@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Intent, Setting
 from hwtune.models.words import plural
 from hwtune.planner.instances import (
     Slice,
-    assumed_note,
     cpus_assumed,
+    cpus_named,
     kinds_note,
     sibling_note,
 )
@@ -86,7 +85,7 @@ def intra_op(hw: Hardware, intent: Intent, mine: Slice) -> Setting:
         )
     if any(core.inferred for core in cores):
         hybrid_note += f"; {sibling_note(hw)}"
-    where = assumed_note(len(mine.cpus)) if assumed else f"CPUs {format_cpulist(mine.cpus)}"
+    where = cpus_named(mine.cpus, assumed)
     if mine.numa_nodes:
         where += f", NUMA node{'s' if len(mine.numa_nodes) > 1 else ''} " + ",".join(
             str(n) for n in mine.numa_nodes
