@@ -10,7 +10,7 @@ import pytest
 
 from hwtune.apply.cache import cache_key
 from hwtune.apply.render import env_map
-from hwtune.errors import ConfigError
+from hwtune.errors import ConfigError, PlanError
 from hwtune.models.hardware import CpuInfo, Hardware, Limits
 from hwtune.pipeline.ranks import already_pinned, expand_slurm_tasks, local_rank
 from hwtune.pipeline.request import PlanRequest, profile_for, resolve_share
@@ -106,12 +106,18 @@ def _hw(
 
 def test_a_rank_the_launcher_pinned_is_planned_as_one_instance() -> None:
     ranks = {"SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2"}
-    flags, notes, _ = resolve_share({}, ranks, _hw((2, 3), (0, 1, 2, 3), (0, 1, 2, 3)))
+    flags, notes, origins = resolve_share({}, ranks, _hw((2, 3), (0, 1, 2, 3), (0, 1, 2, 3)))
     assert flags == {"instances": 1, "instance": 0} and "already bound" in notes[0]
-    flags, notes, _ = resolve_share({}, ranks, _hw((0, 1, 2, 3), None, (0, 1, 2, 3)))
+    bound = "SLURM_LOCALID=1 bound to CPUs 2-3 (from the launcher's environment)"
+    assert origins == {"instances": bound, "instance": bound}
+    flags, notes, origins = resolve_share({}, ranks, _hw((0, 1, 2, 3), None, (0, 1, 2, 3)))
     assert flags == {"instances": 2, "instance": 1} and "slice 1 of 2" in notes[0]
-    flags, _, rank = resolve_share({"instances": 3}, ranks, _hw((0, 1), None, (0, 1)))
-    assert flags == {"instances": 3} and rank is None  # explicit flags win
+    assert origins == {
+        "instances": "SLURM_NTASKS_PER_NODE=2 (from the launcher's environment)",
+        "instance": "SLURM_LOCALID=1 (from the launcher's environment)",
+    }
+    flags, _, origins = resolve_share({"instances": 3}, ranks, _hw((0, 1), None, (0, 1)))
+    assert flags == {"instances": 3} and origins == {}  # explicit flags win
     assert (
         already_pinned((0,), (0, 1))
         and not already_pinned((0, 1), (0, 1))
@@ -225,3 +231,24 @@ def test_an_instance_beyond_the_count_names_where_it_came_from(tmp_path: Path) -
     flags = run_cli(["plan", "--instances", "2", "--instance", "3"], environ)
     assert "(instance 3 from --instance, 2 instances from --instances)" in flags.stderr
     assert "hint: --instance K takes 0 ≤ K < --instances N" in flags.stderr
+
+
+def test_a_count_from_the_launcher_names_its_variable_not_a_flag(tmp_path: Path) -> None:
+    """More ranks than cores: the error named --instances, which the user never passed."""
+    from tests.plan_builders import make_hardware
+
+    hw = make_hardware(cores_per_socket=2)
+    launcher = {**_no_launcher(tmp_path), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8"}
+    with pytest.raises(PlanError) as raised:
+        profile_for(PlanRequest(launcher, hardware=hw))
+    said = str(raised.value)
+    assert said.startswith("LOCAL_WORLD_SIZE=8 (from the launcher's environment): 8 instances")
+    assert "start at most 2 ranks on this node" in said and "--instances" not in said
+    slurm = {**_no_launcher(tmp_path), "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "4(x2)"}
+    with pytest.raises(PlanError, match=r"^SLURM_TASKS_PER_NODE=4\(x2\) \(from the launcher"):
+        profile_for(PlanRequest(slurm, hardware=hw))
+    # A count the user typed is still named as the flag, with the flag's hint.
+    with pytest.raises(PlanError) as typed:
+        profile_for(PlanRequest(_no_launcher(tmp_path), hardware=hw, instances=8))
+    assert str(typed.value).startswith("8 instances need")
+    assert "use --instances 2 or fewer" in str(typed.value)

@@ -12,6 +12,10 @@ from typing import Any, Literal
 from hwtune.models.profile import Mode, ModelKind, PrecisionIntent
 
 JitLevel = Literal["off", "autoclustering", "on"]
+# How an origin ends where the launcher's rank variables gave an instance count or index
+# (pipeline/request.py `resolve_share`): "LOCAL_WORLD_SIZE=8 (from the launcher's environment)".
+# The user passed no --instances, so errors name the variable instead of the flag.
+FROM_LAUNCHER = "(from the launcher's environment)"
 DataFormat = Literal["channels_last", "channels_first"]
 
 

@@ -28,10 +28,10 @@ from typing import Any
 
 from hwtune.errors import HwtuneError, NoHomeError
 from hwtune.models.hardware import Hardware
-from hwtune.models.overrides import Overrides
+from hwtune.models.overrides import FROM_LAUNCHER, Overrides
 from hwtune.models.profile import Measurement, Profile, Setting
 from hwtune.models.words import plural
-from hwtune.pipeline.ranks import LocalRank, already_pinned, local_rank
+from hwtune.pipeline.ranks import already_pinned, local_rank
 
 _THREAD_KEYS = (
     "threads.intra_op",
@@ -247,35 +247,53 @@ def _no_constant(name: str) -> object:
 
 def resolve_share(
     flags: Mapping[str, Any], environ: Mapping[str, str], hardware: Hardware
-) -> tuple[dict[str, Any], list[str], LocalRank | None]:
-    """Add instances/instance from the launcher's local rank unless flags gave them."""
+) -> tuple[dict[str, Any], list[str], dict[str, str]]:
+    """Add instances/instance from the launcher's local rank unless flags gave them; the
+    third item names where each added value came from (`user_overrides` takes it)."""
     flags = dict(flags)
     if "instances" in flags or "instance" in flags:
-        return flags, [], None
+        return flags, [], {}
     rank = local_rank(environ)
     if rank is None:
-        return flags, [], None
+        return flags, [], {}
+    rank_var, size_var = rank.variables
     limits = hardware.limits
     allowed = limits.cpuset_cpus if limits.cpuset_cpus is not None else hardware.cpu.online_cpus
     if already_pinned(limits.affinity_cpus, allowed):
         from hwtune.models.cpulist import format_cpulist
 
         flags.update(instances=1, instance=0)
+        bound = f"CPUs {format_cpulist(limits.affinity_cpus)}"
         note = (
-            f"{rank.describe()}; the launcher already bound it to CPUs "
-            f"{format_cpulist(limits.affinity_cpus)}, so one instance is planned on those"
+            f"{rank.describe()}; the launcher already bound it to {bound}, so one instance is "
+            "planned on those"
         )
+        both = f"{rank_var}={environ[rank_var].strip()} bound to {bound} {FROM_LAUNCHER}"
+        origins = {"instances": both, "instance": both}
     else:
         flags.update(instances=rank.size, instance=rank.rank)
         note = f"{rank.describe()}: planning slice {rank.rank} of {rank.size}"
-    return flags, [note], rank
+        origins = {
+            "instances": f"{size_var}={environ[size_var].strip()} {FROM_LAUNCHER}",
+            "instance": f"{rank_var}={environ[rank_var].strip()} {FROM_LAUNCHER}",
+        }
+    return flags, [note], origins
 
 
-def user_overrides(request: PlanRequest, flags: Mapping[str, Any]) -> Overrides:
-    """Config files < HWTUNE_* < --set < flags (and the workload the request names)."""
+def user_overrides(
+    request: PlanRequest, flags: Mapping[str, Any], origins: Mapping[str, str] | None = None
+) -> Overrides:
+    """Config files < HWTUNE_* < --set < flags (and the workload the request names).
+    `origins`: what `resolve_share` added to the flags from the launcher's variables, named
+    so in errors (LOCAL_WORLD_SIZE=8, not an --instances the user never passed)."""
     from hwtune.pipeline.config import flag_name, keyword_name, load_overrides, with_flags
 
-    named = keyword_name if request.keywords else flag_name
+    spelled = keyword_name if request.keywords else flag_name
+    added = origins or {}
+
+    def named(name: str) -> str:
+        return added.get(name) or spelled(name)
+
     overrides = with_flags(load_overrides(request.environ, request.sets), named=named, **flags)
     if request.workload is not None:
         overrides = with_flags(overrides, named=named, workload=request.workload)
@@ -287,8 +305,8 @@ def profile_for(request: PlanRequest) -> Planned:
     from hwtune.planner import fingerprint, plan
 
     hardware = load_hardware(request)
-    flags, notes, _ = resolve_share(request.flags(), request.environ, hardware)
-    overrides = user_overrides(request, flags)
+    flags, notes, origins = resolve_share(request.flags(), request.environ, hardware)
+    overrides = user_overrides(request, flags, origins)
     notes.extend(_home_note(request.environ, bool(request.measured and overrides.workload)))
     measured: dict[str, Setting] = {}
     measurement: Measurement | None = None

@@ -13,7 +13,7 @@ from typing import Any
 
 from hwtune.errors import PlanError
 from hwtune.models.hardware import Hardware
-from hwtune.models.overrides import Overrides
+from hwtune.models.overrides import FROM_LAUNCHER, Overrides
 from hwtune.models.profile import (
     MODEL_KINDS,
     Intent,
@@ -156,9 +156,10 @@ def _named(origin: str | None, key: str) -> str:
     with its key, the intent given to plan() where no override set it."""
     if origin is None:
         return "the intent"
-    if origin.startswith(("--", "HWTUNE_", "configure(")) or origin in (
-        "a measurement",
-        "the default",
+    if (
+        origin.startswith(("--", "HWTUNE_", "configure("))
+        or origin.endswith(FROM_LAUNCHER)
+        or origin in ("a measurement", "the default")
     ):
         return origin
     return f"'{key}' in {origin}"
@@ -207,7 +208,8 @@ def plan(
     tf_gpus, no_gpu_reason = accel.gpus_tensorflow_can_use(
         hw, planned_tf or _newer_than_known(hw, knowledge), knowledge
     )
-    slices = split(hw, resolved.instances, tf_gpus)
+    count_from = overrides.origin("instances") if overrides.instances is not None else None
+    slices = split(hw, resolved.instances, tf_gpus, count_from)
     mine = slices[resolved.instance]
     on_gpu = bool(mine.gpus)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from hwtune.errors import PlanError
 from hwtune.models.cpulist import MAX_CPU, format_cpulist
 from hwtune.models.hardware import Gpu, Hardware, LogicalCpu
+from hwtune.models.overrides import FROM_LAUNCHER
 from hwtune.models.profile import InstanceSlice
 from hwtune.models.words import plural
 from hwtune.planner import gpu_units
@@ -186,18 +187,26 @@ def _order(value: int | None) -> int:
     return value if value is not None else -1
 
 
-def split(hw: Hardware, instances: int, gpus: tuple[Gpu, ...]) -> tuple[Slice, ...]:
+def split(
+    hw: Hardware, instances: int, gpus: tuple[Gpu, ...], count_from: str | None = None
+) -> tuple[Slice, ...]:
     """Every instance's slice. Raises PlanError when instances outnumber the usable cores, or
-    would have to share MIG slices nobody can name (planner/gpu_units.py)."""
+    would have to share MIG slices nobody can name (planner/gpu_units.py). `count_from`: where
+    the count came from (Overrides.origin), to name the launcher's variable when it set it."""
     cpus = usable_cpus(hw)
     cores = physical_cores(hw, cpus)
     if instances > len(cores):
         usable = "1 is usable" if len(cores) == 1 else f"{len(cores)} are usable"
-        raise PlanError(
+        message = (
             f"{instances} instances need {instances} physical cores, but only {usable} "
-            f"(CPUs {format_cpulist(cpus)})",
-            hint=f"use --instances {len(cores)} or fewer: instances never share a core",
+            f"(CPUs {format_cpulist(cpus)})"
         )
+        fewer = f"use --instances {len(cores)} or fewer"
+        if count_from is not None and count_from.endswith(FROM_LAUNCHER):
+            # The launcher's ranks per node set the count: the user passed no --instances.
+            message = f"{count_from}: {message}"
+            fewer = f"start at most {len(cores)} ranks on this node"
+        raise PlanError(message, hint=f"{fewer}: instances never share a core")
     ordered = tuple(sorted(gpus, key=lambda g: (_order(g.numa_node), g.index)))
     found, _ = gpu_units.units(ordered, hw.gpu_driver)
     unit_shares, sharers = gpu_units.deal(found, instances)

@@ -69,8 +69,8 @@ def resolve_request(planning: PlanRequest, hw: Hardware, **fields: Any) -> TuneR
     """A TuneRequest whose mode, model and instance count are what `planning` resolves to on
     `hw`: config files < HWTUNE_* < flags, and the launcher's local ranks fix the count as they
     slice the node for `hwtune plan`. Unset: throughput, model unknown, the count searched."""
-    flags, _, _ = resolve_share(planning.flags(), planning.environ, hw)
-    overrides = user_overrides(planning, flags)
+    flags, _, origins = resolve_share(planning.flags(), planning.environ, hw)
+    overrides = user_overrides(planning, flags, origins)
     return TuneRequest(
         mode=overrides.mode or "throughput",
         model=overrides.model or "unknown",
