@@ -450,6 +450,25 @@ def test_one_instance_on_cpus_the_kernel_refuses_is_a_clear_error() -> None:
     assert result.stdout.startswith("cannot pin to CPUs 4095: ")
 
 
+def test_instances_are_not_pinned_to_cpu_numbers_no_list_gave(tmp_path: Path) -> None:
+    """A hardware model without CPU lists (only a count of 8) numbers the slices' CPUs from 0:
+    pinned to them, instance 1 would get CPUs 4-7, which this machine may lack (EINVAL) or
+    hold for others. Both start with hwtune's own affinity, pools capped, said once."""
+    from hwtune.models.convert import dump
+    from hwtune.models.hardware import CpuInfo, Limits
+
+    model = Hardware(cpu=CpuInfo(arch="x86_64", logical_cpus=8), limits=Limits(effective_cpus=8))
+    path = tmp_path / "hw.json"
+    path.write_text(json.dumps(dump(model)))
+    result = _run_exec(["--hardware", str(path), "--instances", "2"], _env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    seen = [json.loads(line[4:]) for line in result.stdout.splitlines()]
+    everything = sorted(os.sched_getaffinity(0))
+    assert [s["cpus"] for s in seen] == [everything, everything]
+    assert {s["env"]["TF_NUM_INTRAOP_THREADS"] for s in seen} == {"4"}
+    assert result.stderr.count("no CPU list was detected, so there is nothing true to pin") == 1
+
+
 @needs_two_cores
 def test_a_measured_instance_count_is_for_exec_only(tmp_path: Path) -> None:
     from hwtune.pipeline.measured import save_result

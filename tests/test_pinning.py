@@ -98,3 +98,24 @@ def test_plan_explain_and_json_say_when_exec_pins() -> None:
     assert four is not None and four.value is True
     alone = plan(hw)
     assert alone.pinning is None and "pinning" not in explain(alone, "instance")
+
+
+def test_cpu_numbers_no_list_gave_are_not_pinned_to() -> None:
+    """Detection found no CPU list, only a count: the slices number CPUs from 0 (`cpus_assumed`),
+    which this machine may lack (sched_setaffinity: EINVAL) or give to others. Nothing is
+    pinned, however many instances, and a tuned "pinned" does not change that."""
+    from hwtune.models.profile import Setting
+
+    hw = Hardware(cpu=CpuInfo(arch="x86_64", logical_cpus=4), limits=Limits(effective_cpus=4))
+    two = plan(hw, instances=2)
+    assert two.instances[0].cpus_assumed
+    decision = instance_pinning(two, hw)
+    assert not decision.pinned
+    assert "no CPU list was detected, so there is nothing true to pin to" in decision.reason
+    assert decision.reason.startswith("the 2 instances left unpinned, their thread pools still")
+    assert two.pinning is not None and two.pinning.value is False  # `plan` shows it
+    alone = pinning(hw, [(0, 1, 2, 3)])  # one instance: its affinity stays as it is
+    assert not alone.pinned and alone.reason.startswith("one instance, left unpinned")
+    measured = {"instances.pinned": Setting(True, "pinned 1.1x faster", "measured")}
+    tuned = plan(hw, instances=2, measured=measured).pinning
+    assert tuned is not None and tuned.value is False and tuned.source == "rule"

@@ -619,6 +619,18 @@ def test_pinned_is_a_dimension_and_one_core_slices_start_pinned() -> None:
     assert changed(start, unpinned[0]) == ["pinned"]
 
 
+def test_assumed_cpu_numbers_are_never_a_pinned_trial() -> None:
+    """No CPU list detected: the slices' numbers are made up, so the plan starts unpinned and
+    the search has no pinned side to measure (its trials would pin to CPUs nobody saw)."""
+    from hwtune.models.hardware import CpuInfo, Hardware, Limits
+    from hwtune.tune.tuner import TuneRequest, prepare
+
+    hw = Hardware(cpu=CpuInfo(arch="x86_64", logical_cpus=4), limits=Limits(effective_cpus=4))
+    start, space, _ = prepare(hw, TuneRequest(builtin("mlp"), instances=2))
+    assert start.instances == 2 and not start.pinned
+    assert {c.pinned for c in space.grid()} == {False}
+
+
 def test_a_measured_pinning_is_stored_and_checked(tmp_path: Path) -> None:
     from hwtune.errors import TuneError
     from hwtune.pipeline.measured import read_result, save_result, settings_from_knobs

@@ -6,8 +6,9 @@ called through ctypes so numactl need not be installed), `CUDA_VISIBLE_DEVICES` 
 (UUIDs when known, so the numbering cannot differ from NVML's), the profile's environment and
 `HWTUNE_INSTANCE`/`HWTUNE_INSTANCES`. Whether several instances are pinned is the profile's
 `pinning` setting (`instance_pinning`): the rule of hwtune.planner.instances.pinning pins every
-slice, one-core slices included, and a tune result that measured unpinned copies faster
-leaves them unpinned, their thread pools still capped to the slice.
+slice, one-core slices included, except where no CPU list was detected (the slices' numbers are
+made up), and a tune result that measured unpinned copies faster leaves them unpinned, their
+thread pools still capped to the slice.
 
 One instance replaces hwtune (execve, `exec_replace`): the command keeps hwtune's PID,
 terminal and signals. Several run as children of hwtune (hwtune.apply.launcher), each started

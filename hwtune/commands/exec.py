@@ -2,10 +2,10 @@
 
 One instance (the default, or this rank's slice under srun/mpirun/torchrun) replaces hwtune
 with CMD, pinned to its CPUs and NUMA node, with the profile's environment. `--instances N`
-starts N copies on disjoint slices (CPUs, NUMA node, GPUs; pinned where a slice has 2+ physical
-cores or whole NUMA nodes, else unpinned with capped pools), output prefixed "[i] ", signals
-(job control included) forwarded, and exits with the worst child's status (128+N for a death
-by signal N), or with --fail-fast the first failing one's.
+starts N copies on disjoint slices (CPUs, NUMA node, GPUs; pinned, except where no CPU list
+was detected or a tune measured unpinned copies faster: then unpinned with capped pools), output
+prefixed "[i] ", signals (job control included) forwarded, and exits with the worst child's
+status (128+N for a death by signal N), or with --fail-fast the first failing one's.
 Variables already set in the environment win over the profile (a note says so on stderr), and
 when detection saw issues the plan's fallbacks are warned about there, as `hwtune plan` does.
 Inside a copy an outer `hwtune exec` started, a plain `hwtune exec -- CMD` runs CMD as that copy

@@ -28,7 +28,7 @@ from hwtune.models.profile import (
 from hwtune.models.words import plural
 from hwtune.planner import accel, cuda_compat, data, gpu_memory, knobs, multigpu, threads
 from hwtune.planner.bazel import plan_bazel, resolve_tf_version
-from hwtune.planner.instances import Slice, pinning, split
+from hwtune.planner.instances import Slice, cpus_assumed, pinning, split
 from hwtune.planner.int8 import plan_int8
 from hwtune.planner.knowledge import (
     Knowledge,
@@ -358,7 +358,7 @@ def _pinning(hw: Hardware, slices: Sequence[Slice], layers: _Layers) -> Setting 
     if len(slices) < 2:
         return None
     found = layers.measured.get("instances.pinned")
-    if found is not None:
+    if found is not None and not cpus_assumed(hw):  # assumed CPU numbers: nothing to pin to
         side = "pinned to their slices" if found.value else "left unpinned"
         return Setting(
             bool(found.value),

@@ -12,6 +12,7 @@ Pinning (issue 17, `pinning()`): N > 1 instances are each pinned to their slice,
 multi-instance launchers bind them (numactl --physcpubind, or --cpunodebind/--membind for whole
 NUMA nodes). One-CPU slices included: a paired test of pinned against unpinned one-thread
 copies found pinning level or ahead for every workload measured (see `MEASURED_PINNING`).
+Where no CPU list was detected (`cpus_assumed`) nothing is pinned: the numbers are made up.
 """
 
 from __future__ import annotations
@@ -311,6 +312,13 @@ MEASURED_PINNING = (
 )
 
 
+# Why nothing is pinned where detection found no CPU list (`cpus_assumed`).
+ASSUMED_PINNING = (
+    "no CPU list was detected, so there is nothing true to pin to (CPU numbers counted from 0 "
+    "could name CPUs this machine lacks)"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Pinning:
     """Whether `hwtune exec` (and the tuner's plan configuration) pins the instances."""
@@ -324,8 +332,18 @@ def pinning(hw: Hardware, slices: Sequence[Sequence[int]]) -> Pinning:
 
     One instance is pinned to the usable CPUs (its affinity as it already is). Several are
     each pinned to their slice: to whole NUMA nodes, memory bound there, where every slice is
-    whole nodes of a multi-node machine; to their cores otherwise, however few.
+    whole nodes of a multi-node machine; to their cores otherwise, however few. None is pinned
+    where no CPU list was detected (`cpus_assumed`): the slices' CPU numbers are made up, and
+    sched_setaffinity would refuse those the machine lacks (EINVAL) or bind to CPUs nobody saw.
     """
+    if cpus_assumed(hw):
+        who = (
+            "one instance, left unpinned (its affinity as it is)"
+            if len(slices) <= 1
+            else f"the {len(slices)} instances left unpinned, their thread pools still capped "
+            "to their slices"
+        )
+        return Pinning(False, f"{who}: {ASSUMED_PINNING}")
     if len(slices) <= 1:
         return Pinning(True, "one instance: it keeps the usable CPUs (affinity ∩ cpuset)")
     if len(hw.numa) > 1 and all(_whole_nodes(hw, cpus) for cpus in slices):

@@ -185,10 +185,11 @@ def build_space(
         count: config_from_profile(p, onednn_default, pinned.get(count, True))
         for count, p in plans.items()
     }
+    # No CPU list detected (`cpus_assumed`): the slices' numbers are made up, nothing to pin.
     slices = {
         count: tuple(s.cpus for s in p.instances)
         for count, p in plans.items()
-        if len(p.instances) > 1
+        if len(p.instances) > 1 and not p.instances[0].cpus_assumed
     }
     if not allow_precision:
         bases = {count: base.replace(precision=None) for count, base in bases.items()}
