@@ -465,6 +465,20 @@ def test_many_malformed_lines_give_a_bounded_number_of_issues(tmp_path: Path) ->
     assert any("more problems up to line" in i.reason for i in cpuinfo)
 
 
+def test_one_issue_or_problem_over_the_limit_reads_singular() -> None:
+    from hwtune.probes.cpuinfo import MAX_PROBLEMS, ParseProblem, ProblemList
+    from hwtune.probes.issues import MAX_PER_FILE
+
+    issues = IssueLog()
+    for line in range(MAX_PER_FILE + 1):
+        issues.add("cgroup", "bad line", "proc/self/mountinfo", line)
+    assert list(issues)[-1].reason == "1 more issue in this file, not listed"
+    problems = ProblemList()
+    for line in range(MAX_PROBLEMS + 1):
+        problems.append(ParseProblem(line, "bad line"))
+    assert problems[-1].reason == f"1 more problem up to line {MAX_PROBLEMS}, not listed"
+
+
 def test_a_flood_of_cgroup2_mounts_is_one_issue(tmp_path: Path) -> None:
     """Every mount was tried, with an issue per controller and mount: 20,000 mounts gave 60,001
     issues in 6 s, 200,000 ran over a minute. Now a bounded number are tried, one issue."""

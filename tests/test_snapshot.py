@@ -114,6 +114,15 @@ def test_snapshot_of_a_tree(tmp_path: Path) -> None:
     }
 
 
+def test_the_summary_of_a_one_file_snapshot_reads_singular(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = {"files": ["proc/cpuinfo"], "missing": [], "captures": {}, "issues": []}
+    monkeypatch.setattr(snapshot_module, "take_snapshot", lambda *_a, **_k: manifest)
+    result = run_cli(["snapshot", str(tmp_path / "snap"), "--no-gpu", "--no-tensorflow"])
+    assert result.stdout.startswith(f"hwtune snapshot: 1 file in {tmp_path / 'snap'}\n")
+
+
 def test_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("mine")
     with pytest.raises(HwtuneError, match="not an empty directory"):

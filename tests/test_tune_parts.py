@@ -324,6 +324,33 @@ def test_progress_is_a_line_per_trial_when_piped_and_a_bar_on_a_terminal() -> No
     assert tty.getvalue().startswith("\r\x1b[2K[##") and tty.getvalue().endswith("\r\x1b[2K")
 
 
+def test_one_trial_reads_singular_in_the_progress_and_the_report() -> None:
+    """A budget that runs out after the plan's trial: "1 trial", "1 failed trial"."""
+    from hwtune.tune.report import render_report
+    from hwtune.tune.tuner import TuneReport, TuneRequest
+
+    failed = TrialResult(TrialConfig(intra=1), None, 2.0, failure="exit status 1")
+    assert "  1 trial  best" in render_line(30, 120, 1, 1.0, failed, 200)
+
+    class Fake:
+        settings = type("S", (), {"budget_s": 60.0})()
+        trials = (failed,)
+        ratio = 1.0
+
+        def elapsed(self) -> float:
+            return 6.0
+
+    progress = Progress(io.StringIO(), tty=False)
+    progress(Fake(), failed)  # type: ignore[arg-type]
+    assert progress.summary().startswith("hwtune tune: interrupted after 1 trial in 0:06")
+    start = TrialConfig(intra=1)
+    space = SearchSpace(bases={1: start}, intra={1: (1,)}, inter={1: (1,)})
+    outcome = SearchOutcome(start, start, 1.0, trials=[failed], stopped="budget")
+    report = TuneReport(TuneRequest(builtin("mlp")), "f", start, space, outcome, {}, None)
+    text = render_report(report)
+    assert "  1 trial in 0:00 " in text and "  1 failed trial, never counted:" in text
+
+
 def test_progress_shows_a_slow_workloads_rate_not_zero() -> None:
     """`--time-whole` of a 20 s program is 0.05 runs/s: two significant digits, not "0/s"."""
     slow = TrialResult(TrialConfig(intra=1), 0.047, 21.0)

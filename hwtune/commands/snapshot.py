@@ -15,6 +15,7 @@ from pathlib import Path
 from hwtune.cli import Environment
 from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import HwtuneError
+from hwtune.models.words import plural
 from hwtune.status import ExitStatus
 
 
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             hint="give a directory on a writable file system with room; the snapshot there "
             "is incomplete (no MANIFEST.json)",
         ) from err
-    print(f"hwtune snapshot: {len(manifest['files'])} files in {dest}", file=env.stdout)
+    print(f"hwtune snapshot: {plural(len(manifest['files']), 'file')} in {dest}", file=env.stdout)
     for entry in manifest["missing"]:
         print(f"  missing {entry['path']}: {entry['reason']}", file=env.stdout)
     for name, state in manifest["captures"].items():

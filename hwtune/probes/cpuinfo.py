@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from hwtune.models.digits import parse_u64
 from hwtune.models.hardware import Arch
+from hwtune.models.words import plural
 from hwtune.probes.arch_ids import (
     PVR,
     RISCV_VENDORS,
@@ -62,7 +63,8 @@ class ProblemList(list[ParseProblem]):
             return
         self.dropped += 1
         note = ParseProblem(
-            problem.line, f"{self.dropped} more problems up to line {problem.line}, not listed"
+            problem.line,
+            f"{plural(self.dropped, 'more problem')} up to line {problem.line}, not listed",
         )
         if self.dropped == 1:
             super().append(note)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hwtune.models.hardware import ProbeIssue
+from hwtune.models.words import plural
 
 # A reason is one line for a person: what failed, where, and at most a short excerpt of the
 # file (issue 15: a file that failed to parse is never printed beyond that).
@@ -68,7 +69,7 @@ class IssueLog:
         counted = [
             ProbeIssue(
                 probe=probe,
-                reason=f"{count} more issues in this file, not listed",
+                reason=f"{plural(count, 'more issue')} in this file, not listed",
                 path=where,
                 line=line,
             )

@@ -19,6 +19,7 @@ import math
 import shutil
 from typing import TextIO
 
+from hwtune.models.words import plural
 from hwtune.tune.search import Search
 from hwtune.tune.trial import TrialResult
 
@@ -64,7 +65,7 @@ def render_line(
     else:
         outcome = f"failed: {last.failure}"
     line = (
-        f"[{bar}] {clock_text(elapsed)}/{clock_text(budget)}  {trials} trials  "
+        f"[{bar}] {clock_text(elapsed)}/{clock_text(budget)}  {plural(trials, 'trial')}  "
         f"best {ratio:.2f}×  last {outcome}: {last.config.label()}"
     )
     return line[: max(10, width - 1)]
@@ -138,7 +139,7 @@ class Progress:
             else "no trial succeeded"
         )
         return (
-            f"hwtune tune: interrupted after {len(search.trials)} trial(s) in "
+            f"hwtune tune: interrupted after {plural(len(search.trials), 'trial')} in "
             f"{clock_text(search.elapsed())}: {found}; best so far {search.ratio:.2f}× the plan "
             "(not confirmed, nothing stored)"
         )

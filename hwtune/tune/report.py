@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+from hwtune.models.words import plural
 from hwtune.tune.progress import clock_text, rate_text
 from hwtune.tune.space import changed
 from hwtune.tune.tuner import TuneReport
@@ -28,7 +29,7 @@ def render_report(report: TuneReport) -> str:
     lines = [
         f"hwtune tune: {request.workload.display} — {request.mode} mode, "
         f"{request.model} model, hardware {report.fingerprint}",
-        f"  {len(outcome.trials)} trials in {clock_text(outcome.elapsed_s)} "
+        f"  {plural(len(outcome.trials), 'trial')} in {clock_text(outcome.elapsed_s)} "
         f"(budget {clock_text(request.budget_s)}) over a space of {report.space.size()} "
         f"configurations; {stopped}; noise ±{outcome.noise:.1%}",
         f"  plan:  {outcome.start.label():<48} {_value(record.get('start_median'), metric)}",
@@ -50,7 +51,7 @@ def render_report(report: TuneReport) -> str:
         lines.append("         the plan's choice held: no change was clearly better")
     lines.extend(f"  note: {note}" for note in outcome.notes)
     if outcome.failures:
-        lines.append(f"  {len(outcome.failures)} failed trial(s), never counted:")
+        lines.append(f"  {plural(len(outcome.failures), 'failed trial')}, never counted:")
         for trial in outcome.failures:
             lines.append(f"    {trial.config.label()}: {trial.failure}")
             if trial.stderr_tail:
