@@ -283,9 +283,12 @@ def test_instances_on_cpus_the_kernel_refuses_start_none() -> None:
     sink = io.BytesIO()
     launcher = Launcher(["true"], specs, stdout=sink, stderr=sink)
     reason = os.strerror(errno.EINVAL)
-    with pytest.raises(HwtuneError, match=f"cannot pin instance 1 to CPUs 1048576: {reason}"):
+    with pytest.raises(HwtuneError, match=f"cannot pin instance 1 to CPU 1048576: {reason}"):
         launcher.run()
     assert not launcher.children
+    specs[1] = InstanceSpec(1, dict(os.environ), (1 << 20, (1 << 20) + 1))
+    with pytest.raises(HwtuneError, match="cannot pin instance 1 to CPUs 1048576-1048577: "):
+        Launcher(["true"], specs, stdout=sink, stderr=sink).run()
     assert os.sched_getaffinity(0) == set(cpus)  # the check left this process's mask alone
 
 
@@ -447,7 +450,7 @@ def test_one_instance_on_cpus_the_kernel_refuses_is_a_clear_error() -> None:
         [PYTHON, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 3, result.stderr
-    assert result.stdout.startswith("cannot pin to CPUs 4095: ")
+    assert result.stdout.startswith("cannot pin to CPU 4095: ")  # one CPU: not "CPUs 4095"
 
 
 def test_instances_are_not_pinned_to_cpu_numbers_no_list_gave(tmp_path: Path) -> None:

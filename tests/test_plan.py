@@ -214,8 +214,16 @@ def test_instances_follow_numa_nodes_and_never_share_a_core(knowledge: Knowledge
 
 
 def test_more_instances_than_cores_is_an_error(knowledge: Knowledge) -> None:
-    with pytest.raises(PlanError, match="3 instances need 3 physical cores"):
+    with pytest.raises(PlanError, match=r"3 instances need 3 physical cores.*\(CPUs 0-1\)"):
         plan(make_hardware(), knowledge=knowledge, instances=3)
+    # One CPU is named as one, and one whose number no list gave as the count assumed.
+    with pytest.raises(PlanError) as one:
+        plan(make_hardware(cores_per_socket=1), knowledge=knowledge, instances=2)
+    assert one.value.message.endswith("but only 1 is usable (CPU 0)")
+    unlisted = Hardware(cpu=CpuInfo(arch="x86_64", logical_cpus=1))
+    with pytest.raises(PlanError) as assumed:
+        plan(unlisted, knowledge=knowledge, instances=2)
+    assert assumed.value.message.endswith("1 is usable (no CPU list known: 1 CPU assumed)")
     with pytest.raises(PlanError, match="instance 2 does not exist"):
         plan(make_hardware(), knowledge=knowledge, instances=2, instance=2)
     with pytest.raises(TypeError, match="mood"):

@@ -35,10 +35,9 @@ from hwtune.apply.mempolicy import MPOL_PREFERRED as MPOL_PREFERRED
 from hwtune.apply.mempolicy import get_mempolicy as get_mempolicy
 from hwtune.apply.mempolicy import set_mempolicy as set_mempolicy
 from hwtune.errors import CommandNotStarted, HwtuneError
-from hwtune.models.cpulist import format_cpulist
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import InstanceSlice, Profile
-from hwtune.planner.instances import Pinning
+from hwtune.planner.instances import Pinning, cpus_named
 
 NumaPolicy = Literal["bind", "preferred", "none"]
 
@@ -165,7 +164,7 @@ def exec_replace(command: Sequence[str], spec: InstanceSpec, policy: NumaPolicy 
         pin_instance(spec.cpus, spec.numa_nodes, policy, lambda text: os.write(2, text.encode()))
     except OSError as err:  # CPUs this kernel or cpuset will not give (a plan for elsewhere)
         raise HwtuneError(
-            f"cannot pin to CPUs {format_cpulist(spec.cpus)}: {err.strerror or err}",
+            f"cannot pin to {cpus_named(spec.cpus)}: {err.strerror or err}",
             hint="plan for this machine (no --hardware or --root), or run with --no-pin",
         ) from err
     saved = [(number, signal.signal(number, signal.SIG_DFL)) for number in _PYTHON_IGNORES]
@@ -248,7 +247,7 @@ def check_affinities(specs: Sequence[InstanceSpec]) -> None:
         err = _affinity_error(spec.cpus) if spec.cpus else None
         if err is not None:
             raise HwtuneError(
-                f"cannot pin instance {spec.index} to CPUs {format_cpulist(spec.cpus)}: "
+                f"cannot pin instance {spec.index} to {cpus_named(spec.cpus)}: "
                 f"{err.strerror or err}",
                 hint="plan for this machine (no --hardware or --root), or run with --no-pin",
             )

@@ -109,9 +109,10 @@ def assumed_note(count: int) -> str:
     return f"no CPU list known: {plural(count, 'CPU')} assumed"
 
 
-def cpus_named(cpus: Sequence[int], assumed: bool) -> str:
-    """How reasons and the plan's instance row name a slice's CPUs: "CPUs 0-3", "CPU 5", or,
-    where no CPU list was detected, the count assumed (their numbers would read as detected)."""
+def cpus_named(cpus: Sequence[int], assumed: bool = False) -> str:
+    """How reasons, errors and the plan's instance row name a list of CPUs: "CPUs 0-3", "CPU 5",
+    or, where no CPU list was detected, the count assumed (their numbers would read as
+    detected)."""
     if assumed:
         return assumed_note(len(cpus))
     return f"CPU{'s' if len(cpus) != 1 else ''} {format_cpulist(cpus)}"
@@ -200,7 +201,7 @@ def split(
         usable = "1 is usable" if len(cores) == 1 else f"{len(cores)} are usable"
         message = (
             f"{instances} instances need {instances} physical cores, but only {usable} "
-            f"(CPUs {format_cpulist(cpus)})"
+            f"({cpus_named(cpus, cpus_assumed(hw))})"
         )
         fewer = f"use --instances {len(cores)} or fewer"
         if count_from is not None and count_from.endswith(FROM_LAUNCHER):
