@@ -146,6 +146,12 @@ def test_offline_cpus_are_reported(tmp_path: Path) -> None:
     assert any("CPUs 6-7 are offline" in i for i in issues)
 
 
+def test_one_offline_cpu_reads_singular(tmp_path: Path) -> None:
+    machine(tmp_path, [(0, core, [core]) for core in range(8)], offline=(7,))
+    _, _, issues = probe(tmp_path)
+    assert any("CPU 7 is offline: sockets and cores" in i for i in issues), issues
+
+
 def test_intel_hybrid_from_pmu_directories(tmp_path: Path) -> None:
     p_cores = [(0, core, [2 * core, 2 * core + 1]) for core in range(6)]
     e_cores = [(0, 8 + core, [12 + core]) for core in range(10)]

@@ -110,6 +110,8 @@ def test_a_rank_the_launcher_pinned_is_planned_as_one_instance() -> None:
     assert flags == {"instances": 1, "instance": 0} and "already bound" in notes[0]
     bound = "SLURM_LOCALID=1 bound to CPUs 2-3 (from the launcher's environment)"
     assert origins == {"instances": bound, "instance": bound}
+    _, notes, _ = resolve_share({}, ranks, _hw((3,), (0, 1, 2, 3), (0, 1, 2, 3)))
+    assert "the launcher already bound it to CPU 3, so" in notes[0]  # one CPU reads singular
     flags, notes, origins = resolve_share({}, ranks, _hw((0, 1, 2, 3), None, (0, 1, 2, 3)))
     assert flags == {"instances": 2, "instance": 1} and "slice 1 of 2" in notes[0]
     assert origins == {

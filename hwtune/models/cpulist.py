@@ -109,6 +109,16 @@ def format_cpulist(cpus: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def name_cpus(cpus: Iterable[int]) -> str:
+    """CPU numbers in words, for reasons and issues: "CPU 5" for one, "CPUs 0-3,8" for more.
+
+    >>> name_cpus([5]), name_cpus([3, 0, 1, 2])
+    ('CPU 5', 'CPUs 0-3')
+    """
+    listed = format_cpulist(cpus)
+    return f"CPU {listed}" if listed.isdigit() else f"CPUs {listed}"
+
+
 def parse_cpumask(text: str) -> tuple[int, ...]:
     """Parse the kernel's hex CPU mask ("ff", "00000000,000000f0") into sorted CPU numbers.
 

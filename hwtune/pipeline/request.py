@@ -260,10 +260,10 @@ def resolve_share(
     limits = hardware.limits
     allowed = limits.cpuset_cpus if limits.cpuset_cpus is not None else hardware.cpu.online_cpus
     if already_pinned(limits.affinity_cpus, allowed):
-        from hwtune.models.cpulist import format_cpulist
+        from hwtune.models.cpulist import name_cpus
 
         flags.update(instances=1, instance=0)
-        bound = f"CPUs {format_cpulist(limits.affinity_cpus)}"
+        bound = name_cpus(limits.affinity_cpus)
         note = (
             f"{rank.describe()}; the launcher already bound it to {bound}, so one instance is "
             "planned on those"

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hwtune.errors import PlanError
-from hwtune.models.cpulist import MAX_CPU, format_cpulist
+from hwtune.models.cpulist import MAX_CPU, name_cpus
 from hwtune.models.hardware import Gpu, Hardware, LogicalCpu
 from hwtune.models.overrides import FROM_LAUNCHER
 from hwtune.models.profile import InstanceSlice
@@ -115,7 +115,7 @@ def cpus_named(cpus: Sequence[int], assumed: bool = False) -> str:
     detected)."""
     if assumed:
         return assumed_note(len(cpus))
-    return f"CPU{'s' if len(cpus) != 1 else ''} {format_cpulist(cpus)}"
+    return name_cpus(cpus)
 
 
 def sibling_offset(hw: Hardware) -> int | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Int8, Int8Route, Setting
+from hwtune.models.words import plural
 from hwtune.planner.knobs import onednn_on
 from hwtune.planner.knowledge import Int8Feature, Knowledge, TfVersionEntry, version_tuple
 from hwtune.planner.knowledge import Int8Route as RouteEntry
@@ -89,8 +90,8 @@ def plan_int8(
     features = sorted({route.feature for route in found})
     usable = [route for route in found if route.usable]
     reason = f"int8 instructions: {', '.join(features)}{unknown_note}; " + (
-        f"{len(usable)} of {len(found)} routes usable as planned (eligible, not enabled: "
-        "quantizing is a model change — see each route's `how`)"
+        f"{len(usable)} of {plural(len(found), 'route')} usable as planned (eligible, not "
+        "enabled: quantizing is a model change — see each route's `how`)"
         if usable
         else "no route usable as planned (see each route's note)"
     )

@@ -23,7 +23,7 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from hwtune.models.cpulist import format_cpulist
+from hwtune.models.cpulist import name_cpus
 from hwtune.models.digits import is_ascii_digits, within_u64
 from hwtune.models.hardware import Cache
 from hwtune.probes.clusters import merge_clusters
@@ -241,7 +241,7 @@ def sysfs_topology(
     if missing:
         issues.add(
             PROBE,
-            f"no topology for online CPUs {format_cpulist(missing)}: counted without them",
+            f"no topology for online {name_cpus(missing)}: counted without them",
             path=where,
         )
     offline = sorted(set(present) - set(online))
@@ -250,8 +250,8 @@ def sysfs_topology(
         # With SMT switched off every core keeps one thread online, so nothing is missed then.
         issues.add(
             PROBE,
-            f"CPUs {format_cpulist(offline)} are offline: sockets and cores are "
-            "counted over the online CPUs",
+            f"{name_cpus(offline)} {'is' if len(offline) == 1 else 'are'} offline: sockets and "
+            "cores are counted over the online CPUs",
             path=f"{where}/online",
         )
     places = {cpu: sysfs.places[cpu] for cpu in online if cpu in sysfs.places}
