@@ -408,10 +408,9 @@ def _expiry(feature_file: Path) -> str:
     return next(ln for ln in text.splitlines() if ln.startswith("# +expiry-time="))
 
 
-def test_degraded_daemon_does_not_refresh_the_nfd_expiry(tmp_path: Path, host: Host) -> None:
-    """While apply keeps failing the labels are the last good apply's facts, which the daemon
-    can no longer confirm: the half-life refresh is skipped so that they lapse at the expiry
-    stamped then; the first good apply writes them afresh."""
+def _degraded_daemon(tmp_path: Path, host: Host) -> tuple[Any, Path, Path]:
+    """A daemon (in this process, so the half-life can be wound forward) that applied once
+    with a config and NFD file, and the config and feature file paths."""
     import io
 
     from hwtune.daemon.loop import Daemon, DaemonOptions
@@ -423,22 +422,54 @@ def test_degraded_daemon_does_not_refresh_the_nfd_expiry(tmp_path: Path, host: H
     environ = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     options = DaemonOptions(host.root, tmp_path / "out", 0.2, nfd_dir=tmp_path / "nfd")
     (tmp_path / "nfd").mkdir()
-    feature_file = tmp_path / "nfd" / "hwtune"
     daemon = Daemon(options, environ, io.StringIO(), notifier=Notifier(None))
     daemon._inputs()
     assert daemon.cycle(["start"])
+    return daemon, config, tmp_path / "nfd" / "hwtune"
+
+
+def _half_life_passes(daemon: Any) -> None:
+    """One pass of the main loop after the half-life: poll, then the refresh."""
+    time.sleep(1.1)  # the stamp has one-second resolution
+    daemon._nfd_written_at -= 3600
+    daemon.poll()
+    daemon._write_nfd()
+
+
+def test_a_config_typo_keeps_the_nfd_labels_until_a_fact_moves(tmp_path: Path, host: Host) -> None:
+    """A config that no longer parses keeps the last good profile on disk, and with the
+    hardware unchanged its labels are still true: the half-life refresh goes on, so a typo
+    does not drop the node's labels. Once a labelled fact's input moves (the CPU quota) the
+    daemon, still unable to plan, can no longer confirm them: they lapse at the expiry stamped
+    then; the first good apply writes them afresh."""
+    daemon, config, feature_file = _degraded_daemon(tmp_path, host)
     stamped = _expiry(feature_file)
     replace_file(config, "mode = 'fastest'\n")  # no such mode: every apply fails from now
     daemon.poll()
-    assert daemon.error is not None
-    time.sleep(1.1)  # the stamp has one-second resolution
-    daemon._nfd_written_at -= 3600  # as if the half-life had passed
-    daemon.poll()  # one pass of the main loop: poll, then the half-life refresh
-    daemon._write_nfd()
-    assert _expiry(feature_file) == stamped
+    assert daemon.error is not None and "fastest" in daemon.error
+    _half_life_passes(daemon)
+    refreshed = _expiry(feature_file)
+    assert refreshed > stamped
+    host.set_quota(1.0)
+    _half_life_passes(daemon)
+    assert daemon.error is not None and _expiry(feature_file) == refreshed
     replace_file(config, "mode = 'latency'\n")
     daemon.poll()
-    assert daemon.error is None and _expiry(feature_file) > stamped
+    assert daemon.error is None and _expiry(feature_file) > refreshed
+    assert "effective-cpus=1" in feature_file.read_text()
+
+
+def test_a_failing_probe_lets_the_nfd_labels_lapse(tmp_path: Path, host: Host) -> None:
+    """A probe failing (a torn cgroup membership) leaves facts the daemon cannot confirm: the
+    half-life refresh is skipped so the labels lapse at the expiry stamped at the last good
+    apply, as if the daemon had stopped."""
+    daemon, _, feature_file = _degraded_daemon(tmp_path, host)
+    stamped = _expiry(feature_file)
+    replace_file(host.root / "proc/self/cgroup", "7:memory:/job\n5:cpuset\n")
+    daemon.poll()
+    assert daemon.error is not None and "probe cgroup" in daemon.error
+    _half_life_passes(daemon)
+    assert _expiry(feature_file) == stamped
 
 
 def test_deleted_outputs_are_written_again(tmp_path: Path, host: Host) -> None:

@@ -56,6 +56,9 @@ CONFIG_RETRIES = 3
 # never lapse while the daemon runs and disappear within ~3 minutes when it stops.
 NFD_MIN_TTL_S = 120.0
 NFD_TTL_INTERVALS = 4
+# Inputs that change the plan but no labelled fact (inputs.plan_inputs' names): while only the
+# config failed, their moving leaves the last good apply's labels true (`_labels_hold`).
+PLAN_ONLY_INPUTS = ("config", "measured")
 
 
 def own_usage() -> str:
@@ -151,6 +154,11 @@ class Daemon:
         self.error: str | None = None
         # The NFD file apart from the profile: its failure is retried alone, not by re-planning
         self.nfd_error: str | None = None
+        # Whether the labels of the last good apply still hold while degraded: the failure is
+        # in the config files alone (`_config_failed`) and no input of a labelled fact (CPUs,
+        # cgroup, NUMA, memory, GPUs, TensorFlow) has moved since that apply (`_facts_moved`).
+        self._config_failed = False
+        self._facts_moved = False
         self.status = "starting"
         self.cycles = 0
         # sd-daemon(3) "<N>" priority prefixes only when stderr goes to the journal.
@@ -234,7 +242,7 @@ class Daemon:
         from hwtune.pipeline.request import PlanRequest, profile_for
         from hwtune.probes import detect
 
-        texts = self._stable_configs()  # a bad config file fails here, before detecting
+        texts = self._checked_configs()  # a bad config file fails here, before detecting
         self._interruptible = True
         try:
             hardware = detect(self.options.root)
@@ -249,11 +257,19 @@ class Daemon:
             profile = profile_for(PlanRequest(self.environ, hardware=hardware)).profile
             # profile_for read the files again: a write that began meanwhile makes them differ
             # from the stable read before and after, and the plan is made again.
-            again = self._stable_configs()
+            again = self._checked_configs()
             if again == texts:
                 return hardware, profile
             texts = again
         raise HwtuneError("the config files kept changing while planning; not applied yet")
+
+    def _checked_configs(self) -> dict[Path, bytes | None]:
+        """`_stable_configs`, remembering when they are what failed (`_labels_hold`)."""
+        try:
+            return self._stable_configs()
+        except HwtuneError:
+            self._config_failed = True
+            raise
 
     def _stable_configs(self) -> dict[Path, bytes | None]:
         """The config files' bytes, read when no one is writing them (`daemon.stable`), and
@@ -282,6 +298,7 @@ class Daemon:
         from hwtune.apply.outputs import apply_all
 
         self.cycles += 1
+        self._config_failed = False
         try:
             try:
                 hardware, profile = self._compute(accept_issues)
@@ -297,6 +314,7 @@ class Daemon:
         previous = self.good
         notes = self._new_issues(hardware) if previous is not None else []
         self.good = _Good(hardware, profile, time.time())
+        self._facts_moved = False
         recovered = self.error is not None
         self.error = None
         if previous is None:
@@ -353,11 +371,21 @@ class Daemon:
     def _nfd_ttl(self) -> float:
         return max(NFD_MIN_TTL_S, NFD_TTL_INTERVALS * self.options.interval)
 
+    def _labels_hold(self) -> bool:
+        """While degraded, whether the last good apply's labels are still true: only a config
+        file failed (the profile on disk is still that apply's, `_fail` keeps it) and no input
+        of a labelled fact moved since. A config typo then leaves the node's labels in place
+        rather than dropping them from the scheduler's view (docs/daemon.md)."""
+        return self._config_failed and not self._facts_moved
+
     def _write_nfd(self, *, force: bool = False) -> None:
-        # While degraded the facts are those of the last good apply, which the daemon can no
-        # longer confirm: the file is left to lapse at the expiry stamped then, as if the
-        # daemon had stopped (docs/daemon.md), rather than made to look fresh.
-        if self.options.nfd_dir is None or self.good is None or self.error is not None:
+        # While degraded otherwise (a probe or an apply failed, or hardware moved since the
+        # last good apply) the labels are facts the daemon can no longer confirm: the file is
+        # left to lapse at the expiry stamped then, as if the daemon had stopped
+        # (docs/daemon.md), rather than made to look fresh.
+        if self.options.nfd_dir is None or self.good is None:
+            return
+        if self.error is not None and not self._labels_hold():
             return
         now = time.time()
         if not force and now - self._nfd_written_at < self._nfd_ttl() / 2:
@@ -460,6 +488,8 @@ class Daemon:
         moved = self._watcher.changed()
         outputs_moved = OUTPUTS in moved
         moved = [name for name in moved if name != OUTPUTS]
+        if any(name not in PLAN_ONLY_INPUTS for name in moved):
+            self._facts_moved = True
         if moved or self.error is not None:
             # A good cycle writes every output again; a failed one (degraded) writes nothing,
             # and the last good profile it keeps must still be on disk.
