@@ -459,6 +459,31 @@ def test_a_config_typo_keeps_the_nfd_labels_until_a_fact_moves(tmp_path: Path, h
     assert "effective-cpus=1" in feature_file.read_text()
 
 
+def test_outputs_that_cannot_be_put_back_let_the_nfd_labels_lapse(
+    tmp_path: Path, host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Degraded by a config typo, then a profile file deleted and not written back (the
+    apply fails): the profile on disk is no longer the last good apply's, so its labels are
+    not refreshed any more."""
+    from hwtune.apply import outputs
+    from hwtune.errors import HwtuneError
+
+    daemon, config, feature_file = _degraded_daemon(tmp_path, host)
+    replace_file(config, "mode = 'fastest'\n")
+    daemon.poll()
+    _half_life_passes(daemon)
+    refreshed = _expiry(feature_file)
+
+    def failing(*_args: object, **_kwargs: object) -> None:
+        raise HwtuneError("out/hwtune.env: No space left on device")
+
+    monkeypatch.setattr(outputs, "apply_all", failing)
+    daemon._restore_outputs()
+    assert daemon.error is not None and "No space left" in daemon.error
+    _half_life_passes(daemon)
+    assert _expiry(feature_file) == refreshed
+
+
 def test_a_failing_probe_lets_the_nfd_labels_lapse(tmp_path: Path, host: Host) -> None:
     """A probe failing (a torn cgroup membership) leaves facts the daemon cannot confirm: the
     half-life refresh is skipped so the labels lapse at the expiry stamped at the last good

@@ -155,10 +155,11 @@ class Daemon:
         # The NFD file apart from the profile: its failure is retried alone, not by re-planning
         self.nfd_error: str | None = None
         # Whether the labels of the last good apply still hold while degraded: the failure is
-        # in the config files alone (`_config_failed`) and no input of a labelled fact (CPUs,
-        # cgroup, NUMA, memory, GPUs, TensorFlow) has moved since that apply (`_facts_moved`).
+        # in the config files alone (`_config_failed`), and since that apply no input of a
+        # labelled fact (CPUs, cgroup, NUMA, memory, GPUs, TensorFlow) has moved and no
+        # profile file failed to be put back (`_labels_unconfirmed`).
         self._config_failed = False
-        self._facts_moved = False
+        self._labels_unconfirmed = False
         self.status = "starting"
         self.cycles = 0
         # sd-daemon(3) "<N>" priority prefixes only when stderr goes to the journal.
@@ -314,7 +315,7 @@ class Daemon:
         previous = self.good
         notes = self._new_issues(hardware) if previous is not None else []
         self.good = _Good(hardware, profile, time.time())
-        self._facts_moved = False
+        self._labels_unconfirmed = False
         recovered = self.error is not None
         self.error = None
         if previous is None:
@@ -373,10 +374,11 @@ class Daemon:
 
     def _labels_hold(self) -> bool:
         """While degraded, whether the last good apply's labels are still true: only a config
-        file failed (the profile on disk is still that apply's, `_fail` keeps it) and no input
-        of a labelled fact moved since. A config typo then leaves the node's labels in place
-        rather than dropping them from the scheduler's view (docs/daemon.md)."""
-        return self._config_failed and not self._facts_moved
+        file failed (the profile on disk is still that apply's, `_fail` keeps it), no input
+        of a labelled fact moved since, and no profile file failed to be put back. A config
+        typo then leaves the node's labels in place rather than dropping them from the
+        scheduler's view (docs/daemon.md)."""
+        return self._config_failed and not self._labels_unconfirmed
 
     def _write_nfd(self, *, force: bool = False) -> None:
         # While degraded otherwise (a probe or an apply failed, or hardware moved since the
@@ -489,7 +491,7 @@ class Daemon:
         outputs_moved = OUTPUTS in moved
         moved = [name for name in moved if name != OUTPUTS]
         if any(name not in PLAN_ONLY_INPUTS for name in moved):
-            self._facts_moved = True
+            self._labels_unconfirmed = True
         if moved or self.error is not None:
             # A good cycle writes every output again; a failed one (degraded) writes nothing,
             # and the last good profile it keeps must still be on disk.
@@ -518,6 +520,7 @@ class Daemon:
                 while_waiting=self._stop_if_asked,
             )
         except HwtuneError as err:
+            self._labels_unconfirmed = True  # the profile on disk is no longer whole
             self._fail([OUTPUTS], err.message)  # retried every interval, as any failure
             return
         restored = [f"{path.name} ({report.verb(path)})" for path in report.changed]
