@@ -296,6 +296,19 @@ def test_workload_specs() -> None:
 # -- progress -----------------------------------------------------------------------------
 
 
+class _SearchAfter:
+    """What Progress reads of a search: a 60 s budget, 6 s spent, one trial, best 1.00×."""
+
+    settings = type("S", (), {"budget_s": 60.0})()
+    ratio = 1.0
+
+    def __init__(self, trial: TrialResult) -> None:
+        self.trials = (trial,)
+
+    def elapsed(self) -> float:
+        return 6.0
+
+
 def test_progress_is_a_line_per_trial_when_piped_and_a_bar_on_a_terminal() -> None:
     result = TrialResult(TrialConfig(intra=1), 1234.0, 9.0)
     line = render_line(30, 120, 4, 1.25, result, 200)
@@ -303,23 +316,15 @@ def test_progress_is_a_line_per_trial_when_piped_and_a_bar_on_a_terminal() -> No
     assert line.endswith("last 1,234/s: intra=1 inter=dflt onednn=dflt jit=dflt fp32 ×1")
     assert len(render_line(30, 120, 4, 1.0, result, 40)) == 39
 
-    class Fake:
-        settings = type("S", (), {"budget_s": 60.0})()
-        trials = (result,)
-        ratio = 1.0
-
-        def elapsed(self) -> float:
-            return 6.0
-
     piped = io.StringIO()
-    Progress(piped, tty=False)(Fake(), result)  # type: ignore[arg-type]
+    Progress(piped, tty=False)(_SearchAfter(result), result)  # type: ignore[arg-type]
     assert piped.getvalue() == (
         "hwtune tune: trial 1 (0:06/1:00): 1,234/s intra=1 inter=dflt onednn=dflt jit=dflt "
         "fp32 ×1; best so far 1.00×\n"
     )
     tty = io.StringIO()
     progress = Progress(tty, tty=True)
-    progress(Fake(), result)  # type: ignore[arg-type]
+    progress(_SearchAfter(result), result)  # type: ignore[arg-type]
     progress.finish()
     assert tty.getvalue().startswith("\r\x1b[2K[##") and tty.getvalue().endswith("\r\x1b[2K")
 
@@ -332,16 +337,8 @@ def test_one_trial_reads_singular_in_the_progress_and_the_report() -> None:
     failed = TrialResult(TrialConfig(intra=1), None, 2.0, failure="exit status 1")
     assert "  1 trial  best" in render_line(30, 120, 1, 1.0, failed, 200)
 
-    class Fake:
-        settings = type("S", (), {"budget_s": 60.0})()
-        trials = (failed,)
-        ratio = 1.0
-
-        def elapsed(self) -> float:
-            return 6.0
-
     progress = Progress(io.StringIO(), tty=False)
-    progress(Fake(), failed)  # type: ignore[arg-type]
+    progress(_SearchAfter(failed), failed)  # type: ignore[arg-type]
     assert progress.summary().startswith("hwtune tune: interrupted after 1 trial in 0:06")
     start = TrialConfig(intra=1)
     space = SearchSpace(bases={1: start}, intra={1: (1,)}, inter={1: (1,)})
@@ -358,16 +355,8 @@ def test_progress_shows_a_slow_workloads_rate_not_zero() -> None:
     assert "3.46/s" in render_line(30, 120, 4, 1.0, TrialResult(slow.config, 3.46, 1.0), 200)
     piped = io.StringIO()
 
-    class Fake:
-        settings = type("S", (), {"budget_s": 60.0})()
-        trials = (slow,)
-        ratio = 1.0
-
-        def elapsed(self) -> float:
-            return 6.0
-
     progress = Progress(piped, tty=False)
-    progress(Fake(), slow)  # type: ignore[arg-type]
+    progress(_SearchAfter(slow), slow)  # type: ignore[arg-type]
     assert "): 0.047/s intra=1" in piped.getvalue()
     assert "fastest trial 0.047/s with intra=1" in progress.summary()
     from hwtune.tune.report import _value
