@@ -254,3 +254,24 @@ def test_a_count_from_the_launcher_names_its_variable_not_a_flag(tmp_path: Path)
         profile_for(PlanRequest(_no_launcher(tmp_path), hardware=hw, instances=8))
     assert str(typed.value).startswith("8 instances need")
     assert "use --instances 2 or fewer" in str(typed.value)
+
+
+def test_a_count_from_a_variable_or_a_config_file_names_it(tmp_path: Path) -> None:
+    """HWTUNE_INSTANCES and a config file's `instances` set the count without a flag: the
+    error names them; the Python API's hint names its keyword, not the flag."""
+    from tests.plan_builders import make_hardware
+
+    hw = make_hardware(cores_per_socket=2)
+    variable = {**_no_launcher(tmp_path), "HWTUNE_INSTANCES": "8"}
+    with pytest.raises(PlanError, match=r"^HWTUNE_INSTANCES: 8 instances need"):
+        profile_for(PlanRequest(variable, hardware=hw))
+    config = tmp_path / "xdg" / "hwtune" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("instances = 8\n")
+    with pytest.raises(PlanError) as raised:
+        profile_for(PlanRequest(_no_launcher(tmp_path), hardware=hw))
+    assert str(raised.value).startswith(f"'instances' in {config}: 8 instances need")
+    config.unlink()
+    with pytest.raises(PlanError) as keyword:
+        profile_for(PlanRequest(_no_launcher(tmp_path), hardware=hw, instances=8, keywords=True))
+    assert "use instances=2 or fewer" in str(keyword.value)

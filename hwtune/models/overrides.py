@@ -19,6 +19,20 @@ FROM_LAUNCHER = "(from the launcher's environment)"
 DataFormat = Literal["channels_last", "channels_first"]
 
 
+def describe_origin(origin: str | None, key: str) -> str:
+    """An override's origin (`Overrides.origin`) in words: a flag, variable or measurement as
+    is, a config file with its key, the intent given to plan() where no override set it."""
+    if origin is None:
+        return "the intent"
+    if (
+        origin.startswith(("--", "HWTUNE_", "configure("))
+        or origin.endswith(FROM_LAUNCHER)
+        or origin in ("a measurement", "the default")
+    ):
+        return origin
+    return f"'{key}' in {origin}"
+
+
 @dataclass(frozen=True, slots=True)
 class Overrides:
     """What the user asked for; every field None (or empty) means "let hwtune decide"."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from hwtune.errors import PlanError
 from hwtune.models.hardware import Hardware
-from hwtune.models.overrides import FROM_LAUNCHER, Overrides
+from hwtune.models.overrides import Overrides, describe_origin
 from hwtune.models.profile import (
     MODEL_KINDS,
     Intent,
@@ -145,24 +145,10 @@ def _no_such_instance(intent: Intent, index_from: str | None, count_from: str | 
     count = intent.instances
     return PlanError(
         f"instance {intent.instance} does not exist: instances are numbered 0 to {count - 1} "
-        f"(instance {intent.instance} from {_named(index_from, 'instance')}, {count} "
-        f"instance{'s' if count != 1 else ''} from {_named(count_from, 'instances')})",
+        f"(instance {intent.instance} from {describe_origin(index_from, 'instance')}, {count} "
+        f"instance{'s' if count != 1 else ''} from {describe_origin(count_from, 'instances')})",
         hint=hint,
     )
-
-
-def _named(origin: str | None, key: str) -> str:
-    """An override's origin in words: a flag, variable or measurement as is, a config file
-    with its key, the intent given to plan() where no override set it."""
-    if origin is None:
-        return "the intent"
-    if (
-        origin.startswith(("--", "HWTUNE_", "configure("))
-        or origin.endswith(FROM_LAUNCHER)
-        or origin in ("a measurement", "the default")
-    ):
-        return origin
-    return f"'{key}' in {origin}"
 
 
 def fingerprint(hw: Hardware) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from hwtune.errors import PlanError
 from hwtune.models.cpulist import MAX_CPU, name_cpus
 from hwtune.models.hardware import Gpu, Hardware, LogicalCpu
-from hwtune.models.overrides import FROM_LAUNCHER
+from hwtune.models.overrides import FROM_LAUNCHER, describe_origin
 from hwtune.models.profile import InstanceSlice
 from hwtune.models.words import plural
 from hwtune.planner import gpu_units
@@ -204,10 +204,14 @@ def split(
             f"({cpus_named(cpus, cpus_assumed(hw))})"
         )
         fewer = f"use --instances {len(cores)} or fewer"
+        if count_from is not None and not count_from.startswith(("--", "configure(")):
+            # The user passed no --instances: name what set the count (a config file, an
+            # HWTUNE_INSTANCES variable, the launcher's ranks per node).
+            message = f"{describe_origin(count_from, 'instances')}: {message}"
         if count_from is not None and count_from.endswith(FROM_LAUNCHER):
-            # The launcher's ranks per node set the count: the user passed no --instances.
-            message = f"{count_from}: {message}"
             fewer = f"start at most {len(cores)} ranks on this node"
+        elif count_from is not None and count_from.startswith("configure("):
+            fewer = f"use instances={len(cores)} or fewer"
         raise PlanError(message, hint=f"{fewer}: instances never share a core")
     ordered = tuple(sorted(gpus, key=lambda g: (_order(g.numa_node), g.index)))
     found, _ = gpu_units.units(ordered, hw.gpu_driver)
