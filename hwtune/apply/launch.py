@@ -35,9 +35,10 @@ from hwtune.apply.mempolicy import MPOL_PREFERRED as MPOL_PREFERRED
 from hwtune.apply.mempolicy import get_mempolicy as get_mempolicy
 from hwtune.apply.mempolicy import set_mempolicy as set_mempolicy
 from hwtune.errors import CommandNotStarted, HwtuneError
+from hwtune.models.cpulist import name_cpus
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import InstanceSlice, Profile
-from hwtune.planner.instances import Pinning, cpus_named
+from hwtune.planner.instances import Pinning
 
 NumaPolicy = Literal["bind", "preferred", "none"]
 
@@ -164,7 +165,7 @@ def exec_replace(command: Sequence[str], spec: InstanceSpec, policy: NumaPolicy 
         pin_instance(spec.cpus, spec.numa_nodes, policy, lambda text: os.write(2, text.encode()))
     except OSError as err:  # CPUs this kernel or cpuset will not give (a plan for elsewhere)
         raise HwtuneError(
-            f"cannot pin to {cpus_named(spec.cpus)}: {err.strerror or err}",
+            f"cannot pin to {name_cpus(spec.cpus)}: {err.strerror or err}",
             hint="plan for this machine (no --hardware or --root), or run with --no-pin",
         ) from err
     saved = [(number, signal.signal(number, signal.SIG_DFL)) for number in _PYTHON_IGNORES]
@@ -247,7 +248,7 @@ def check_affinities(specs: Sequence[InstanceSpec]) -> None:
         err = _affinity_error(spec.cpus) if spec.cpus else None
         if err is not None:
             raise HwtuneError(
-                f"cannot pin instance {spec.index} to {cpus_named(spec.cpus)}: "
+                f"cannot pin instance {spec.index} to {name_cpus(spec.cpus)}: "
                 f"{err.strerror or err}",
                 hint="plan for this machine (no --hardware or --root), or run with --no-pin",
             )

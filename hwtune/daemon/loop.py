@@ -243,7 +243,7 @@ class Daemon:
         from hwtune.pipeline.request import PlanRequest, profile_for
         from hwtune.probes import detect
 
-        texts = self._checked_configs()  # a bad config file fails here, before detecting
+        texts = self._stable_configs()  # a bad config file fails here, before detecting
         self._interruptible = True
         try:
             hardware = detect(self.options.root)
@@ -258,36 +258,33 @@ class Daemon:
             profile = profile_for(PlanRequest(self.environ, hardware=hardware)).profile
             # profile_for read the files again: a write that began meanwhile makes them differ
             # from the stable read before and after, and the plan is made again.
-            again = self._checked_configs()
+            again = self._stable_configs()
             if again == texts:
                 return hardware, profile
             texts = again
         raise HwtuneError("the config files kept changing while planning; not applied yet")
 
-    def _checked_configs(self) -> dict[Path, bytes | None]:
-        """`_stable_configs`, remembering when they are what failed (`_labels_hold`)."""
-        try:
-            return self._stable_configs()
-        except HwtuneError:
-            self._config_failed = True
-            raise
-
     def _stable_configs(self) -> dict[Path, bytes | None]:
         """The config files' bytes, read when no one is writing them (`daemon.stable`), and
         checked: a partial write is never planned from, and a parse error keeps the last
-        good profile (the caller's failure policy)."""
+        good profile (the caller's failure policy), remembered as a config failure
+        (`_labels_hold`)."""
         from hwtune.daemon.stable import read_stable
         from hwtune.pipeline.config import load_overrides, parse_config_text
 
-        texts = read_stable(self.config_files)
-        for path, data in texts.items():
-            if data is not None:
-                try:
-                    text = data.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise HwtuneError(f"{path}: cannot read: {err}") from err
-                parse_config_text(text, str(path))
-        load_overrides(self.environ, config_paths=())  # HWTUNE_* variables
+        try:
+            texts = read_stable(self.config_files)
+            for path, data in texts.items():
+                if data is not None:
+                    try:
+                        text = data.decode("utf-8")
+                    except UnicodeDecodeError as err:
+                        raise HwtuneError(f"{path}: cannot read: {err}") from err
+                    parse_config_text(text, str(path))
+            load_overrides(self.environ, config_paths=())  # HWTUNE_* variables
+        except HwtuneError:
+            self._config_failed = True
+            raise
         return texts
 
     def _new_issues(self, hardware: Hardware) -> list[ProbeIssue]:

@@ -185,6 +185,24 @@ def physical_cores(hw: Hardware, cpus: tuple[int, ...]) -> list[Core]:
     return cores
 
 
+def _too_many(instances: int, cores: int, where: str, count_from: str | None) -> PlanError:
+    """More instances than usable cores, named by what set the count: a flag or keyword as
+    typed; otherwise (a config file, HWTUNE_INSTANCES, the launcher's ranks per node, which
+    the user may not know set it) its origin leads the message."""
+    usable = "1 is usable" if cores == 1 else f"{cores} are usable"
+    message = f"{instances} instances need {instances} physical cores, but only {usable} ({where})"
+    origin = count_from or "--instances"  # no origin: given to plan() as a flag would be
+    if not origin.startswith(("--", "configure(")):
+        message = f"{describe_origin(origin, 'instances')}: {message}"
+    if origin.endswith(FROM_LAUNCHER):
+        fewer = f"start at most {cores} ranks on this node"
+    elif origin.startswith("configure("):
+        fewer = f"use instances={cores} or fewer"
+    else:
+        fewer = f"use --instances {cores} or fewer"
+    return PlanError(message, hint=f"{fewer}: instances never share a core")
+
+
 def _order(value: int | None) -> int:
     return value if value is not None else -1
 
@@ -197,22 +215,9 @@ def split(
     the count came from (Overrides.origin), to name the launcher's variable when it set it."""
     cpus = usable_cpus(hw)
     cores = physical_cores(hw, cpus)
+    assumed = cpus_assumed(hw)
     if instances > len(cores):
-        usable = "1 is usable" if len(cores) == 1 else f"{len(cores)} are usable"
-        message = (
-            f"{instances} instances need {instances} physical cores, but only {usable} "
-            f"({cpus_named(cpus, cpus_assumed(hw))})"
-        )
-        fewer = f"use --instances {len(cores)} or fewer"
-        if count_from is not None and not count_from.startswith(("--", "configure(")):
-            # The user passed no --instances: name what set the count (a config file, an
-            # HWTUNE_INSTANCES variable, the launcher's ranks per node).
-            message = f"{describe_origin(count_from, 'instances')}: {message}"
-        if count_from is not None and count_from.endswith(FROM_LAUNCHER):
-            fewer = f"start at most {len(cores)} ranks on this node"
-        elif count_from is not None and count_from.startswith("configure("):
-            fewer = f"use instances={len(cores)} or fewer"
-        raise PlanError(message, hint=f"{fewer}: instances never share a core")
+        raise _too_many(instances, len(cores), cpus_named(cpus, assumed), count_from)
     ordered = tuple(sorted(gpus, key=lambda g: (_order(g.numa_node), g.index)))
     found, _ = gpu_units.units(ordered, hw.gpu_driver)
     unit_shares, sharers = gpu_units.deal(found, instances)
@@ -244,7 +249,7 @@ def split(
                 reason,
                 units=unit_shares[index],
                 sharers=sharers[index],
-                cpus_assumed=cpus_assumed(hw),
+                cpus_assumed=assumed,
             )
         )
     return tuple(slices)
