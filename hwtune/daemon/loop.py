@@ -246,7 +246,8 @@ class Daemon:
         texts = self._stable_configs()  # a bad config file fails here, before detecting
         self._interruptible = True
         try:
-            hardware = detect(self.options.root)
+            # The daemon's CUDA_VISIBLE_DEVICES limits the live machine's GPUs, as for detect.
+            hardware = detect(self.options.root, environ=self.environ if self.live else None)
         finally:
             self._interruptible = False
         if self.good is not None and not accept_issues:

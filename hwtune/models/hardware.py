@@ -183,6 +183,22 @@ class Gpu:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuVisibility:
+    """What CUDA_VISIBLE_DEVICES leaves a CUDA process of the detected GPUs: a limit on the
+    GPUs as the affinity mask and cpuset are on the CPUs (hwtune.probes.cuda_visible)."""
+
+    value: str  # CUDA_VISIBLE_DEVICES as set ("" hides every GPU)
+    device_order: str | None = None  # CUDA_DEVICE_ORDER as set; None: unset (FASTEST_FIRST)
+    devices: int = 0  # how many devices CUDA enumerates
+    # The visible GPUs' indices (nvidia-smi's), in CUDA's order; None when which ones the
+    # variable names cannot be known (indices under FASTEST_FIRST on GPUs of several models, or
+    # a UUID the capture does not list), only how many.
+    gpus: tuple[int, ...] | None = ()
+    mig_devices: tuple[str, ...] = ()  # the MIG UUIDs named; their GPUs are in `gpus`
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class TensorFlowInfo:
     version: str
     distribution: str  # tensorflow, tensorflow-cpu, intel-tensorflow, tf-nightly…
@@ -211,5 +227,8 @@ class Hardware:
     gpu_driver: str | None = None
     cuda_driver_version: str | None = None
     gpu_source: Literal["nvml", "nvidia-smi", "none"] = "none"
+    # None: CUDA_VISIBLE_DEVICES unset (every GPU visible), not read (a --root snapshot), or
+    # no GPU detected. `gpus` always lists every GPU of the node.
+    gpu_visibility: GpuVisibility | None = None
     tensorflow: TensorFlowInfo | None = None
     issues: tuple[ProbeIssue, ...] = ()

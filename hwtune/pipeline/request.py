@@ -101,9 +101,11 @@ def load_hardware(request: PlanRequest) -> Hardware:
             f"--root {request.root}: not a directory",
             hint="give / or a `hwtune snapshot` directory",
         )
-    from hwtune.probes import detect
+    from hwtune.probes import detect, is_live
 
-    return detect(root)
+    # The request's CUDA_VISIBLE_DEVICES limits this machine's GPUs, never a snapshot's (whose
+    # CPU affinity is its own proc/self/status, not the caller's either).
+    return detect(root, environ=request.environ if is_live(root.absolute()) else None)
 
 
 # Caps checked before the JSON parser runs, as for config files (pipeline/config.py). A model

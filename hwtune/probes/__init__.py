@@ -13,7 +13,7 @@ site-packages; under any other root they come from the files a snapshot holds
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -38,6 +38,7 @@ def detect(
     gpus: bool = True,
     tensorflow: bool = True,
     pid: str = "self",
+    environ: Mapping[str, str] | None = None,
 ) -> Hardware:
     """Probe the machine under `root` and return its `Hardware`.
 
@@ -52,6 +53,10 @@ def detect(
         tensorflow: look for an installed TensorFlow (never imports it).
         pid: whose CPU affinity and cgroup limits are read ("self": this process's; `hwtune
             verify --pid` gives the job's).
+        environ: the environment whose CUDA_VISIBLE_DEVICES (and CUDA_DEVICE_ORDER) limits the
+            GPUs (`Hardware.gpu_visibility`). Default: os.environ under the live root, none under
+            any other: a snapshot's limits are its own files', as its CPU affinity is its
+            proc/self/status and never the caller's. Given, it applies to any root.
     """
     from hwtune.models.hardware import CpuInfo, Limits, Memory, NumaNode
     from hwtune.probes.cpu import probe_cpu
@@ -86,6 +91,12 @@ def detect(
         tf_info = _guarded(
             issues, "tensorflow", None, lambda: probe_tensorflow(base, issues, cpu, live=live)
         )
+    visibility = None
+    if gpu_report is not None and gpu_report.gpus:
+        from hwtune.probes.cuda_visible import read_visibility
+
+        seen = (os.environ if live else {}) if environ is None else environ
+        visibility = _guarded(issues, "gpu", None, lambda: read_visibility(seen, gpu_report.gpus))
     if gpu_report is not None and tf_info is not None:
         from hwtune.probes.cuda_check import check_driver
 
@@ -100,6 +111,7 @@ def detect(
         gpu_driver=gpu_report.driver_version if gpu_report else None,
         cuda_driver_version=gpu_report.cuda_driver_version if gpu_report else None,
         gpu_source=gpu_report.source if gpu_report else "none",
+        gpu_visibility=visibility,
         tensorflow=tf_info,
         issues=issues.freeze(),
     )

@@ -234,6 +234,10 @@ def _gpu_lines(hw: Hardware) -> list[str]:
         lines.append(_line("NVLink", f"cliques {groups}"))
     elif len(hw.gpus) > 1:
         lines.append(_line("NVLink", "none between these GPUs (peer traffic goes over PCIe)"))
+    seen = hw.gpu_visibility
+    if seen is not None:
+        # A limit on the GPUs, as "Effective" is on the CPUs: nvidia-smi lists them all.
+        lines.append(_line("Visible", seen.reason))
     return lines
 
 
