@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from hwtune.models.convert import dumps_json
-from hwtune.models.hardware import Gpu
+from hwtune.models.hardware import Gpu, Hardware
+from hwtune.planner import plan
 from hwtune.probes import detect
 from hwtune.probes.cuda_visible import parse_visibility
 from hwtune.probes.issues import IssueLog
@@ -30,6 +31,7 @@ from tests.gpu_roots import (
     P4D_HOST,
     T4_XML,
 )
+from tests.test_plan_invariants import KNOWLEDGE
 
 A100S = tuple(parse_smi_list(MIG_LIST.read_text(), "nvidia-smi-L.txt", IssueLog()))
 PCI = "PCI_BUS_ID"
@@ -136,3 +138,58 @@ def test_hardware_saved_before_the_field_still_loads(tmp_path: Path) -> None:
     del data["gpu_visibility"]
     saved.write_text(json.dumps(data))
     assert load_hardware(PlanRequest({}, hardware_file=str(saved))).gpu_visibility is None
+
+
+# -- the plan -----------------------------------------------------------------------------
+
+
+def _p4d(value: str, order: str | None = PCI) -> Hardware:
+    environ = {"CUDA_VISIBLE_DEVICES": value}
+    if order is not None:
+        environ["CUDA_DEVICE_ORDER"] = order
+    return detect(P4D_HOST, environ=environ)
+
+
+def test_the_plan_uses_the_two_visible_gpus_of_eight() -> None:
+    profile = plan(_p4d("2,3"), knowledge=KNOWLEDGE)
+    assert profile.instance.gpus == (2, 3)
+    assert profile.distribution is not None
+    assert profile.distribution.gpus == (2, 3)
+    assert profile.distribution.strategy.value == "MirroredStrategy"
+    assert "GPUs 2-3 of 8: CUDA_VISIBLE_DEVICES=2,3" in profile.distribution.strategy.reason
+    halves = [plan(_p4d("2,3"), knowledge=KNOWLEDGE, instances=2, instance=k) for k in (0, 1)]
+    assert [p.env["CUDA_VISIBLE_DEVICES"].value for p in halves] == ["2", "3"]
+    assert all(
+        p.distribution and p.distribution.strategy.value == "OneDeviceStrategy" for p in halves
+    )
+
+
+def test_an_unknowable_pair_is_two_gpus_and_no_gpu_is_named() -> None:
+    # FASTEST_FIRST on GPUs whose model the capture does not name: which two is unknown.
+    profile = plan(_p4d("2,3", order=None), knowledge=KNOWLEDGE)
+    assert len(profile.instance.gpus) == 2
+    assert profile.distribution is not None and len(profile.distribution.gpus) == 2
+    left = {item.name: item.reason for item in profile.left_out}
+    assert "CUDA_DEVICE_ORDER" not in profile.env  # bus order would re-point the caller's 2,3
+    assert "cannot be known" in left["CUDA_DEVICE_ORDER"]
+    two = plan(_p4d("2,3", order=None), knowledge=KNOWLEDGE, instances=2, instance=1)
+    assert "CUDA_VISIBLE_DEVICES" not in two.env
+
+
+@pytest.mark.parametrize("value", ["", "-1", "NoDevFiles"])
+def test_a_variable_hiding_every_gpu_gives_the_cpu_plan(value: str) -> None:
+    hidden = _p4d(value)
+    profile = plan(hidden, knowledge=KNOWLEDGE)
+    cpu = plan(dataclasses.replace(hidden, gpus=(), gpu_visibility=None), knowledge=KNOWLEDGE)
+    assert profile.instance.gpus == () and profile.distribution is None
+    assert {k: v.value for k, v in profile.env.items()} == {k: v.value for k, v in cpu.env.items()}
+    assert (profile.precision.eligible, profile.precision.enabled) == (
+        cpu.precision.eligible,
+        cpu.precision.enabled,
+    )
+    assert profile.data_format.value == cpu.data_format.value
+    left = {item.name: item.reason for item in profile.left_out}
+    shown = value or repr(value)
+    assert left["TF_GPU_THREAD_MODE"].startswith(
+        f"left out: CUDA_VISIBLE_DEVICES={shown} hides every GPU"
+    )

@@ -81,7 +81,9 @@ def gpus_tensorflow_can_use(
 ) -> tuple[tuple[Gpu, ...], str]:
     """The GPUs TensorFlow will run on, and why none when it will not.
 
-    A GPU below the version's minimum compute capability is ignored by TensorFlow itself
+    Only the GPUs CUDA_VISIBLE_DEVICES leaves count (`gpu_units.visible`): one that hides
+    every GPU gives the CPU plan, its reason naming the variable and its value. A GPU below
+    the version's minimum compute capability is ignored by TensorFlow itself
     ("Ignoring visible gpu device ... The minimum required Cuda capability is ...",
     tensorflow/core/common_runtime/gpu/gpu_device.cc), so the plan leaves it out too, as it does
     a GPU in MIG mode with no MIG device to run on (`idle_mig_warnings` says so). A driver
@@ -91,11 +93,14 @@ def gpus_tensorflow_can_use(
     """
     if not hw.gpus:
         return (), "no NVIDIA GPU found"
+    gpus, limit = gpu_units.visible(hw)
+    if not gpus:
+        return (), limit  # "CUDA_VISIBLE_DEVICES='' hides every GPU"
     tf = hw.tensorflow
     if tf is not None and not tf.cuda_build:
         return (), (
             f"the installed TensorFlow ({tf.distribution} {tf.version}) is built without CUDA, "
-            f"so it cannot use the {len(hw.gpus)} GPU{'s' if len(hw.gpus) > 1 else ''}"
+            f"so it cannot use the {len(gpus)} GPU{'s' if len(gpus) > 1 else ''}"
         )
     driver = cuda_compat.driver_cannot_load(hw, planned, knowledge or default_knowledge())
     if driver:
@@ -104,12 +109,12 @@ def gpus_tensorflow_can_use(
     minimum = version_tuple(planned.min_cuda_cc)[:2] if planned is not None else ()
     too_old = [
         gpu
-        for gpu in hw.gpus
+        for gpu in gpus
         if minimum
         and len(cc := version_tuple(gpu.compute_capability or "")[:2]) == 2
         and cc < minimum
     ]
-    usable = tuple(gpu for gpu in hw.gpus if gpu not in too_old and gpu.index not in idle_mig)
+    usable = tuple(gpu for gpu in gpus if gpu not in too_old and gpu.index not in idle_mig)
     if usable:
         return usable, ""
     if idle_mig:

@@ -26,7 +26,16 @@ from hwtune.models.profile import (
     Threads,
 )
 from hwtune.models.words import plural
-from hwtune.planner import accel, cuda_compat, data, gpu_memory, knobs, multigpu, threads
+from hwtune.planner import (
+    accel,
+    cuda_compat,
+    data,
+    gpu_memory,
+    gpu_units,
+    knobs,
+    multigpu,
+    threads,
+)
 from hwtune.planner.bazel import plan_bazel, resolve_tf_version
 from hwtune.planner.instances import Slice, cpus_assumed, pinning, split
 from hwtune.planner.int8 import plan_int8
@@ -157,7 +166,17 @@ def fingerprint(hw: Hardware) -> str:
     The repr of the frozen models is deterministic (fields in order; tuples, strings, numbers),
     and ten times cheaper than dumping to JSON on a 96-CPU, 8-GPU machine.
     """
-    facts = (hw.cpu, hw.numa, hw.limits, hw.memory.total_bytes, hw.gpus, hw.tensorflow)
+    facts: tuple[object, ...] = (
+        hw.cpu,
+        hw.numa,
+        hw.limits,
+        hw.memory.total_bytes,
+        hw.gpus,
+        hw.tensorflow,
+    )
+    seen = hw.gpu_visibility
+    if seen is not None:  # a limit, as hw.limits is; unset keeps the hashes of before
+        facts += ((seen.value, seen.device_order, seen.devices, seen.gpus, seen.mig_devices),)
     return hashlib.sha256(repr(facts).encode()).hexdigest()[:16]
 
 
@@ -255,7 +274,10 @@ def plan(
         overrides.data_format,
         "data_format",
     )
-    gpu_env, omitted = multigpu.gpu_env(resolved, mine, no_gpu_reason)
+    visible, gpu_limit = gpu_units.visible(hw)  # how CUDA_VISIBLE_DEVICES narrowed the GPUs
+    gpu_env, omitted = multigpu.gpu_env(
+        resolved, mine, no_gpu_reason, hw.gpu_visibility, gpu_limit
+    )
     env.update(gpu_env)
     left_out.extend(omitted)
     cuda, _ = cuda_compat.tf_cuda(hw, planned_tf)
@@ -289,7 +311,7 @@ def plan(
         instance=mine.to_model(),
         instances=tuple(s.to_model() for s in slices),
         pinning=pinning,
-        distribution=multigpu.distribution(mine),
+        distribution=multigpu.distribution(mine, gpu_limit),
         bazel=bazel,
         allow_soft_placement=Setting(
             True,
@@ -303,7 +325,7 @@ def plan(
         left_out=tuple(left_out),
         fingerprint=plan_fingerprint,
         warnings=(
-            *cuda_compat.compat_warnings(hw, hw.gpus, planned_tf, knowledge),
+            *cuda_compat.compat_warnings(hw, visible, planned_tf, knowledge),
             *accel.idle_mig_warnings(hw, tf_gpus),
         ),
     )

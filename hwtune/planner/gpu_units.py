@@ -17,10 +17,10 @@ instance therefore share memory as instances on one device do (`GpuUnit.memory_k
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hwtune.errors import PlanError
-from hwtune.models.hardware import Gpu, MigDevice
+from hwtune.models.hardware import Gpu, Hardware, MigDevice
 from hwtune.planner.knowledge import version_tuple
 
 # Drivers before R470 (R450 to R465) name MIG devices MIG-GPU-<uuid>/<gi>/<ci> (MIG User Guide,
@@ -83,6 +83,50 @@ def mig_name(gpu: Gpu, mig: MigDevice, driver: str | None) -> str | None:
         and mig.gpu_instance_id is not None
         and mig.compute_instance_id is not None
     ):
+        return f"MIG-{gpu.uuid}/{mig.gpu_instance_id}/{mig.compute_instance_id}"
+    return None
+
+
+def visible(hw: Hardware) -> tuple[tuple[Gpu, ...], str]:
+    """The GPUs CUDA_VISIBLE_DEVICES leaves this process (`hw.gpu_visibility`; all when unset),
+    a GPU in MIG mode keeping only the MIG devices it names, and the limit's reason where it
+    narrowed them ("" where it did not).
+
+    Where the variable says how many GPUs but not which (indices under CUDA's fastest-first
+    order on GPUs of several models), the plan takes the least capable that many (lowest
+    compute capability, then memory): what suits them does not overreach on the others."""
+    seen = hw.gpu_visibility
+    if seen is None:
+        return hw.gpus, ""
+    if seen.gpus is None:
+        weakest = sorted(
+            hw.gpus,
+            key=lambda g: (
+                version_tuple(g.compute_capability or ""),
+                g.memory_bytes or 0,
+                g.index,
+            ),
+        )[: seen.devices]
+        chosen = tuple(sorted(weakest, key=lambda g: g.index))
+        return chosen, f"{seen.reason}; planned for the least capable {len(chosen)}"
+    by_index = {gpu.index: gpu for gpu in hw.gpus}
+    found = []
+    for index in seen.gpus:
+        gpu = by_index.get(index)
+        if gpu is None:
+            continue
+        named = tuple(
+            mig
+            for mig in gpu.mig_devices
+            if {mig.uuid, _old_mig_name(gpu, mig)} & set(seen.mig_devices)
+        )
+        found.append(replace(gpu, mig_devices=named) if named else gpu)
+    narrowed = len(found) < len(hw.gpus) or bool(seen.mig_devices)
+    return tuple(found), seen.reason if narrowed else ""
+
+
+def _old_mig_name(gpu: Gpu, mig: MigDevice) -> str | None:
+    if gpu.uuid and mig.gpu_instance_id is not None and mig.compute_instance_id is not None:
         return f"MIG-{gpu.uuid}/{mig.gpu_instance_id}/{mig.compute_instance_id}"
     return None
 

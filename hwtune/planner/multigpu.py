@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from hwtune.models.hardware import Gpu
+from hwtune.models.hardware import Gpu, GpuVisibility
 from hwtune.models.profile import Distribution, Intent, LeftOut, Setting
 from hwtune.planner.instances import Slice
 
@@ -49,18 +49,21 @@ def _links(gpus: tuple[Gpu, ...]) -> str:
     return f"{nvlinked} of {len(pairs)} GPU pairs NVLinked (links seen: {', '.join(kinds)})"
 
 
-def distribution(mine: Slice) -> Distribution | None:
+def distribution(mine: Slice, limit: str = "") -> Distribution | None:
+    """The slice's strategy; `limit`: how CUDA_VISIBLE_DEVICES narrowed the GPUs, said in the
+    strategy's reason ("" where it did not)."""
     gpus = mine.gpus
     if not gpus:
         return None
     indices = tuple(gpu.index for gpu in gpus)
+    within = f" ({limit})" if limit else ""
     if mine.mig:
         unit = mine.units[0]
         return Distribution(
             strategy=Setting(
                 "OneDeviceStrategy",
                 f"{unit.describe()}: a CUDA process sees a single MIG device (NVIDIA MIG User "
-                "Guide, CUDA Device Enumeration), so no MirroredStrategy across slices",
+                f"Guide, CUDA Device Enumeration), so no MirroredStrategy across slices{within}",
             ),
             cross_device_ops=Setting(
                 "none", "one MIG device reduces nothing; NCCL does not span MIG slices"
@@ -70,14 +73,17 @@ def distribution(mine: Slice) -> Distribution | None:
         )
     if len(gpus) == 1:
         return Distribution(
-            strategy=Setting("OneDeviceStrategy", f"one GPU in this slice (GPU {indices[0]})"),
+            strategy=Setting(
+                "OneDeviceStrategy", f"one GPU in this slice (GPU {indices[0]}){within}"
+            ),
             cross_device_ops=Setting("none", "a single device reduces nothing"),
             variable_placement=Setting("gpu", "variables live next to the only replica"),
             gpus=indices,
         )
     return Distribution(
         strategy=Setting(
-            "MirroredStrategy", f"{len(gpus)} GPUs in this slice: synchronous data parallelism"
+            "MirroredStrategy",
+            f"{len(gpus)} GPUs in this slice: synchronous data parallelism{within}",
         ),
         cross_device_ops=Setting("NcclAllReduce", f"{_links(gpus)}: {NCCL_WHY}"),
         variable_placement=Setting(
@@ -90,8 +96,14 @@ def distribution(mine: Slice) -> Distribution | None:
 
 
 def gpu_env(
-    intent: Intent, mine: Slice, no_gpu_reason: str
+    intent: Intent,
+    mine: Slice,
+    no_gpu_reason: str,
+    seen: GpuVisibility | None = None,
+    limit: str = "",
 ) -> tuple[dict[str, Setting], list[LeftOut]]:
+    """The GPU variables of this instance. `seen`: the caller's CUDA_VISIBLE_DEVICES as read
+    (`Hardware.gpu_visibility`); `limit`: how it narrowed the GPUs ("" where it did not)."""
     if not mine.gpus:
         return {}, [LeftOut(name, f"left out: {no_gpu_reason}") for name in GPU_ENV]
     env = {
@@ -100,15 +112,36 @@ def gpu_env(
             "each GPU gets its own kernel-launch threads, so a busy CPU pool does not delay "
             "launches (TensorFlow GPU performance guide, TF_GPU_THREAD_MODE=gpu_private)",
         ),
-        "CUDA_DEVICE_ORDER": Setting(
+    }
+    left: list[LeftOut] = []
+    within = f" ({limit})" if limit else ""
+    unknown = seen is not None and seen.gpus is None
+    if unknown:
+        # The caller's indices are read in the caller's order: bus order would make them
+        # name other GPUs, possibly ones outside its allocation.
+        left.append(
+            LeftOut(
+                "CUDA_DEVICE_ORDER",
+                "left out: PCI_BUS_ID would change which GPUs the caller's "
+                f"CUDA_VISIBLE_DEVICES names{within}",
+            )
+        )
+    else:
+        env["CUDA_DEVICE_ORDER"] = Setting(
             "PCI_BUS_ID",
             "CUDA numbers GPUs fastest-first by default; PCI order matches nvidia-smi and NVML, "
             "so the indices hwtune plans with are the ones CUDA sees (CUDA environment variables)",
-        ),
-    }
-    left: list[LeftOut] = []
+        )
     names = [unit.name for unit in mine.units if unit.name]
-    if intent.instances > 1 and len(names) == len(mine.units):
+    if unknown:
+        left.append(
+            LeftOut(
+                "CUDA_VISIBLE_DEVICES",
+                "left out: the caller's CUDA_VISIBLE_DEVICES is kept, since no GPU it leaves "
+                f"can be named for an instance{within}",
+            )
+        )
+    elif intent.instances > 1 and len(names) == len(mine.units):
         shown = ",".join(names)
         plural = "s" if len(names) > 1 else ""
         what = mine.units[0].describe() if mine.mig else f"GPU{plural} {shown}"
@@ -120,6 +153,8 @@ def gpu_env(
             )
         if mine.sharers > 1:
             reason += f", its memory shared by {mine.sharers} instances"
+        if limit:
+            reason += f"; divided among the GPUs the caller's CUDA_VISIBLE_DEVICES leaves{within}"
         env["CUDA_VISIBLE_DEVICES"] = Setting(shown, reason)
     elif mine.mig:
         left.append(
@@ -135,7 +170,7 @@ def gpu_env(
             LeftOut(
                 "CUDA_VISIBLE_DEVICES",
                 "left out: one instance uses every GPU it can see; a scheduler's own "
-                "CUDA_VISIBLE_DEVICES (Slurm, Kubernetes) is kept",
+                f"CUDA_VISIBLE_DEVICES (Slurm, Kubernetes) is kept{within}",
             )
         )
     return env, left
