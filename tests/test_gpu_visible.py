@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from hwtune.apply.launch import divides_callers_gpus, env_for_instance, merge_environment
 from hwtune.models.convert import dumps_json
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.planner import plan
@@ -25,11 +27,16 @@ from hwtune.probes.issues import IssueLog
 from hwtune.probes.nvidia_smi import parse_smi_xml
 from hwtune.probes.nvidia_smi_list import parse_smi_list
 from hwtune.probes.report import render_summary
+from tests.apply_profiles import PYTHON
 from tests.gpu_roots import (
+    A100_TOPO,
     BLACKWELL_XML,
+    EPYC,
     MIG_LIST,
+    MIXED_MIG_LIST,
     P4D_HOST,
     T4_XML,
+    hardware,
 )
 from tests.test_plan_invariants import KNOWLEDGE
 
@@ -193,3 +200,72 @@ def test_a_variable_hiding_every_gpu_gives_the_cpu_plan(value: str) -> None:
     assert left["TF_GPU_THREAD_MODE"].startswith(
         f"left out: CUDA_VISIBLE_DEVICES={shown} hides every GPU"
     )
+
+
+# -- exec ---------------------------------------------------------------------------------
+
+
+def _mixed_node(tmp_path: Path, value: str) -> Hardware:
+    """The 8 × A100 node whose GPU 0 is in MIG mode, seen under CUDA_VISIBLE_DEVICES=`value`."""
+    hw = hardware(tmp_path, EPYC, topo=A100_TOPO, listing=MIXED_MIG_LIST)
+    return dataclasses.replace(hw, gpu_visibility=parse_visibility(value, None, hw.gpus))
+
+
+def test_copies_share_out_only_the_callers_gpus_by_uuid(tmp_path: Path) -> None:
+    hw = _mixed_node(tmp_path, "2,3")
+    uuids = {gpu.index: gpu.uuid for gpu in hw.gpus}
+    profile = plan(hw, knowledge=KNOWLEDGE, instances=2)
+    copies = [env_for_instance(profile, k, hardware=hw)["CUDA_VISIBLE_DEVICES"] for k in (0, 1)]
+    assert copies == [uuids[2], uuids[3]]
+    one = plan(hw, knowledge=KNOWLEDGE)  # one instance: the caller's list stays as it is
+    assert "CUDA_VISIBLE_DEVICES" not in env_for_instance(one, 0, hardware=hw)
+
+
+def test_a_copys_share_replaces_the_callers_list_only_when_it_comes_from_it(
+    tmp_path: Path,
+) -> None:
+    hw = _mixed_node(tmp_path, "2,3")
+    caller = {"CUDA_VISIBLE_DEVICES": "2,3"}
+    assert divides_callers_gpus(hw, caller) and divides_callers_gpus(hw, {})
+    assert not divides_callers_gpus(hw, {"CUDA_VISIBLE_DEVICES": "4"})
+    planned = env_for_instance(
+        plan(hw, knowledge=KNOWLEDGE, instances=2, instance=1), 1, hardware=hw
+    )
+    forced, _ = merge_environment(caller, planned, force=("CUDA_VISIBLE_DEVICES",))
+    assert forced["CUDA_VISIBLE_DEVICES"] == hw.gpus[3].uuid
+
+
+def test_no_gpu_is_named_when_which_ones_the_caller_has_cannot_be_known(tmp_path: Path) -> None:
+    hw = _p4d("2,3", order=None)
+    profile = plan(hw, knowledge=KNOWLEDGE, instances=2)
+    assert "CUDA_VISIBLE_DEVICES" not in env_for_instance(profile, 1, hardware=hw)
+
+
+def test_exec_keeps_its_copies_inside_the_callers_gpus(tmp_path: Path) -> None:
+    """`hwtune exec --instances 2` under CUDA_VISIBLE_DEVICES=2,3, planning from a model
+    detected under it: copy 0 runs on GPU 2 and copy 1 on GPU 3, by UUID. Before, both were
+    planned on GPUs 0-7 and kept the caller's 2,3."""
+    hw = _mixed_node(tmp_path, "2,3")
+    saved = tmp_path / "hw.json"
+    saved.write_text(dumps_json(hw, "test"))
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "CUDA_VISIBLE_DEVICES": "2,3",
+    }
+    result = subprocess.run(
+        [
+            *(PYTHON, "-m", "hwtune", "exec", "--hardware", str(saved), "--instances", "2"),
+            *("--no-pin", "--numa-policy", "none", "--", "sh", "-c"),
+            'echo "$HWTUNE_INSTANCE $CUDA_VISIBLE_DEVICES"',
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = sorted(line.split("] ", 1)[1] for line in result.stdout.splitlines())
+    assert seen == [f"0 {hw.gpus[2].uuid}", f"1 {hw.gpus[3].uuid}"]

@@ -25,7 +25,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
@@ -67,15 +67,24 @@ def instance_pinning(profile: Profile, hardware: Hardware) -> Pinning:
 def env_for_instance(
     profile: Profile, index: int, *, hardware: Hardware | None = None
 ) -> dict[str, str]:
-    """The variables instance `index` gets on top of the caller's environment."""
+    """The variables instance `index` gets on top of the caller's environment.
+
+    The GPUs named are those the plan gave the slice, which are among the ones the caller's
+    CUDA_VISIBLE_DEVICES leaves (`hardware.gpu_visibility`), so a copy stays inside a
+    scheduler's allocation. None are named for one instance under such a limit (the caller's
+    variable is kept), nor where which GPUs the caller's names cannot be known."""
     from hwtune.apply.render import env_map
 
     env = env_map(profile)
     # What is set here beyond the plan must be in hwtune.apply.marker.LAUNCH_VARIABLES, so
     # that `hwtune env` evaluated in the instance does not unset it.
+    count = max(len(profile.instances), profile.intent.instances)
     env["HWTUNE_INSTANCE"] = str(index)
-    env["HWTUNE_INSTANCES"] = str(max(len(profile.instances), profile.intent.instances))
+    env["HWTUNE_INSTANCES"] = str(count)
     mine = instance_slice(profile, index)
+    seen = hardware.gpu_visibility if hardware is not None else None
+    if seen is not None and (seen.gpus is None or count < 2):
+        return env
     mig = [d for d in mine.devices if not d.isdigit()]
     if mig:
         # A MIG slice is named by its UUID only (NVIDIA MIG User Guide); one whose UUID is
@@ -105,8 +114,28 @@ class InstanceSpec:
     notes: tuple[str, ...] = field(default=())
 
 
+def divides_callers_gpus(hardware: Hardware, environ: Mapping[str, str]) -> bool:
+    """Whether the GPUs exec names for its copies may replace the CUDA_VISIBLE_DEVICES of
+    `environ`: when it has none, or when the plan's GPUs are what that very value leaves
+    (`hardware` was detected under it). A model read from --hardware or --root under another
+    value proves nothing about this allocation, and the caller's variable is kept."""
+    caller = environ.get("CUDA_VISIBLE_DEVICES")
+    if caller is None:
+        return True
+    seen = hardware.gpu_visibility
+    return (
+        seen is not None
+        and seen.value == caller
+        and seen.device_order == environ.get("CUDA_DEVICE_ORDER")
+    )
+
+
 def merge_environment(
-    base: Mapping[str, str], planned: Mapping[str, str], *, keep_launch: bool = False
+    base: Mapping[str, str],
+    planned: Mapping[str, str],
+    *,
+    keep_launch: bool = False,
+    force: Iterable[str] = (),
 ) -> tuple[dict[str, str], list[str]]:
     """`base` plus `planned`; a variable the user already set to another value wins (noted).
 
@@ -119,12 +148,15 @@ def merge_environment(
     is in (a plain `hwtune exec -- CMD` there), so the plan sets none of the launch variables
     (marker.LAUNCH_VARIABLES): the copy keeps its index, count and GPUs. The plan's would be
     another launch's: in a copy pinned to its slice, instance 0 of 1 with every GPU.
+
+    `force`: planned variables set whatever `base` holds, as HWTUNE_INSTANCE(S) are: a copy's
+    share of the GPUs the caller's CUDA_VISIBLE_DEVICES leaves replaces that list.
     """
     from hwtune.apply.marker import INSTANCE_VARIABLES, LAUNCH_VARIABLES, replace_own
 
     if keep_launch:
         planned = {name: value for name, value in planned.items() if name not in LAUNCH_VARIABLES}
-    always = [name for name in INSTANCE_VARIABLES if name in planned]
+    always = [name for name in (*INSTANCE_VARIABLES, *force) if name in planned]
     env, kept = replace_own(base, planned, always=always)
     notes = [
         f"keeping {name}={user!r} from the environment (profile: {value!r})"

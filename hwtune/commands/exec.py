@@ -57,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply.launch import (
         InstanceSpec,
+        divides_callers_gpus,
         env_for_instance,
         exec_replace,
         instance_pinning,
@@ -109,6 +110,13 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     as_copy = request.instances is None and request.instance is None and in_exec_copy(env.environ)
     if not args.no_pin and not pinning.pinned and not as_copy:
         print(f"hwtune exec: {pinning.reason}", file=env.stderr)
+    # Several copies share out the GPUs the caller's CUDA_VISIBLE_DEVICES leaves: each one's
+    # share replaces the caller's list (which would give every copy all of them).
+    force = (
+        ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+        if intent.instances > 1 and divides_callers_gpus(hardware, env.environ)
+        else ()
+    )
     specs = []
     for index in indices:
         planned = (
@@ -123,6 +131,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             inherited,
             env_for_instance(planned.profile, index, hardware=hardware),
             keep_launch=as_copy,
+            force=force,
         )
         if len(indices) == 1 or index == indices[0]:
             for note in notes:
