@@ -269,3 +269,15 @@ def test_exec_keeps_its_copies_inside_the_callers_gpus(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     seen = sorted(line.split("] ", 1)[1] for line in result.stdout.splitlines())
     assert seen == [f"0 {hw.gpus[2].uuid}", f"1 {hw.gpus[3].uuid}"]
+
+
+def test_the_configure_cache_sees_a_change_of_device_order() -> None:
+    """CUDA_DEVICE_ORDER decides which GPUs the caller's indices name, so a profile cached
+    under one order is not reused under the other."""
+    from hwtune.apply.fingerprint import fingerprint
+
+    caller = {"CUDA_VISIBLE_DEVICES": "2,3"}
+    assert (
+        fingerprint(caller)["gpu_env"]
+        != fingerprint({**caller, "CUDA_DEVICE_ORDER": PCI})["gpu_env"]
+    )

@@ -10,7 +10,9 @@ fingerprint; a spurious change only costs one re-plan. What it covers:
   host name and boot id (a cache directory shared over NFS must not leak between machines;
   anything changed across a reboot is picked up).
 - GPUs: `/proc/driver/nvidia/gpus/*` (one entry per PCI device), the driver version, the
-  `/dev/nvidia*` nodes, MIG capability nodes, and CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES.
+  `/dev/nvidia*` nodes, MIG capability nodes, and CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES,
+  with CUDA_DEVICE_ORDER, which decides which GPUs the indices of CUDA_VISIBLE_DEVICES name
+  (hwtune.probes.cuda_visible).
 - TensorFlow: name, version and mtime of each TF-like `*.dist-info` on sys.path (a reinstall
   of the same version touches the mtime); the interpreter's prefix.
 - Config: stat of config.toml (system and user), of knowledge files and of the tuner's stored
@@ -206,7 +208,11 @@ def fingerprint(environ: Mapping[str, str] | None = None) -> dict[str, object]:
         "cgroup": cgroup_state(),
         "numa": _read("/sys/devices/system/node/online"),
         "gpus": _gpus(),
-        "gpu_env": [env.get("CUDA_VISIBLE_DEVICES"), env.get("NVIDIA_VISIBLE_DEVICES")],
+        "gpu_env": [
+            env.get("CUDA_VISIBLE_DEVICES"),
+            env.get("NVIDIA_VISIBLE_DEVICES"),
+            env.get("CUDA_DEVICE_ORDER"),
+        ],
         "python": [sys.prefix, list(sys.version_info[:2])],
         "tensorflow": _tensorflow_dists(),
         "config": {p: _stat(p) for p in config_paths(env)},
