@@ -24,6 +24,7 @@ from hwtune.models.hardware import Gpu, Hardware
 from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON, make_profile
 from tests.conftest import needs_two_cores
+from tests.gpu_roots import t4_under_cuda_11
 
 HWTUNE = f"{PYTHON} -m hwtune"
 SHOW = (
@@ -144,8 +145,12 @@ def test_configure_replaces_values_an_earlier_hwtune_env_wrote(tmp_path: Path) -
     assert hwtune_owned(after) == set(planned)
 
 
+SHOW_ALL = "import os, json; print(json.dumps(dict(os.environ)))"
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["this-host", "t4-gpu-capture"])
 def test_env_in_a_shell_keeps_the_users_value_and_unsets_what_it_no_longer_sets(
-    tmp_path: Path,
+    tmp_path: Path, gpu: bool
 ) -> None:
     """`hwtune env` is evaluated into the caller's shell: a value the user exported after an
     earlier eval survives the next eval, and a variable only the earlier plan set (XLA for a
@@ -153,25 +158,36 @@ def test_env_in_a_shell_keeps_the_users_value_and_unsets_what_it_no_longer_sets(
 
     Where the dense plan turns XLA off too (one intra-op thread on oneDNN's AVX-512 kernels:
     planner/accel.py, jit_rule), `--set` puts TF_XLA_FLAGS in the first plan instead, so the
-    unset is checked on every machine; the first eval must give what that plan says."""
+    unset is checked on every machine; the first eval must give what that plan says.
+
+    The whole environment is read back, not only TF_*: a GPU plan owns CUDA_DEVICE_ORDER too
+    (on an H200, a TF_-only read missed it). The T4 capture (TensorFlow 2.14, CUDA 11) has
+    every machine check a GPU plan; a variable the inherited environment already holds with
+    another value (a CUDA image's own CUDA_DEVICE_ORDER, say) is the user's, kept, not owned."""
     env = _environ(tmp_path)
-    dense = env_map(profile_for(PlanRequest(environ=env, model="dense")).profile)
-    conv = env_map(profile_for(PlanRequest(environ=env, model="conv")).profile)
+    root = str(t4_under_cuda_11(tmp_path)) if gpu else "/"
+    where = f" --root {root}" if gpu else ""
+    dense = env_map(profile_for(PlanRequest(environ=env, model="dense", root=root)).profile)
+    conv = env_map(profile_for(PlanRequest(environ=env, model="conv", root=root)).profile)
     assert "TF_XLA_FLAGS" not in conv
+    if gpu:
+        assert conv["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     xla = dense.get("TF_XLA_FLAGS") or "--tf_xla_auto_jit=2"
     first = "--model dense" + ("" if "TF_XLA_FLAGS" in dense else f" --set TF_XLA_FLAGS={xla}")
     result = _bash(
-        f'eval "$({HWTUNE} env {first})"; test "$TF_XLA_FLAGS" = {shlex.quote(xla)}; '
+        f'eval "$({HWTUNE} env{where} {first})"; test "$TF_XLA_FLAGS" = {shlex.quote(xla)}; '
         "export TF_NUM_INTRAOP_THREADS=7; "
-        f'eval "$({HWTUNE} env --model conv)"; '
-        f'{PYTHON} -c "{SHOW.replace("TF_NUM_", "TF_")}"',
+        f'eval "$({HWTUNE} env{where} --model conv)"; '
+        f'{PYTHON} -c "{SHOW_ALL}"',
         env,
     )
     assert result.returncode == 0, result.stderr
     after = json.loads(result.stdout)
     assert after["TF_NUM_INTRAOP_THREADS"] == "7"
     assert "TF_XLA_FLAGS" not in after
-    assert hwtune_owned(after) == set(conv) - {"TF_NUM_INTRAOP_THREADS"}
+    users = {name for name in conv if name in env and env[name] != conv[name]}
+    assert {name: after[name] for name in users} == {name: env[name] for name in users}
+    assert hwtune_owned(after) == set(conv) - {"TF_NUM_INTRAOP_THREADS"} - users
     assert {name: after[name] for name in hwtune_owned(after)} == {
         name: conv[name] for name in hwtune_owned(after)
     }
