@@ -234,19 +234,41 @@ def test_env_in_an_instance_of_exec_keeps_the_instance_and_unsets_stale_plan_var
     assert sorted(result.stdout.splitlines()) == ["[0] 0/2 unset", "[1] 1/2 unset"]
 
 
-def test_env_unsets_a_stale_gpu_list_only_outside_an_instance_of_exec(tmp_path: Path) -> None:
+def _left_after(
+    exported: dict[str, str], planned: dict[str, str], *, inside: bool
+) -> dict[str, str]:
+    """What a new plan (`planned`) leaves of the launch variables an earlier hwtune `exported`:
+    in a copy of `hwtune exec` all of exec's, outside an instance none; in both, the plan's
+    value where the plan sets the variable itself (a GPU host's plan sets CUDA_DEVICE_ORDER)."""
+    return {n: planned.get(n, v) for n, v in exported.items() if inside or n in planned}
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["this-host", "t4-gpu-capture"])
+def test_env_unsets_a_stale_gpu_list_only_outside_an_instance_of_exec(
+    tmp_path: Path, gpu: bool
+) -> None:
     """Exec's GPU variables are the instance's own: `hwtune env` in it leaves them, though its
-    plan (no GPUs here) does not set them. Outside an instance only an earlier plan can have
-    set them (`env --instances 2 --instance 1` on a GPU node), and they are stale."""
+    plan need not set them. Outside an instance only an earlier plan can have set them (`env
+    --instances 2 --instance 1` on a GPU node), and they are stale unless the new plan sets
+    them too (expected from the plan for the same environment, on this host and on the T4
+    capture's GPU plan). Only these two are compared: a CUDA image's CUDA_HOME and
+    CUDA_VERSION are inherited, no plan's, and hwtune leaves them alone."""
+    root = str(t4_under_cuda_11(tmp_path)) if gpu else "/"
+    where = f" --root {root}" if gpu else ""
     gpus = {"CUDA_VISIBLE_DEVICES": "GPU-aaa", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     instance = {"HWTUNE_INSTANCE": "0", "HWTUNE_INSTANCES": "1", **gpus}
     show = f'{PYTHON} -c "{SHOW.replace("TF_NUM_", "CUDA_")}"'
-    for exported, kept in ((instance, gpus), (gpus, {})):
+    for exported in (instance, gpus):
         env = {**_environ(tmp_path), **exported, MARKER: marker_value(exported)}
-        result = _bash(f'eval "$({HWTUNE} env)"; {show}', env)
+        planned = env_map(profile_for(PlanRequest(environ=env, root=root)).profile)
+        if gpu:
+            assert planned["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+        result = _bash(f'eval "$({HWTUNE} env{where})"; {show}', env)
         assert result.returncode == 0, result.stderr
         after = json.loads(result.stdout)
-        assert {k: v for k, v in after.items() if k.startswith("CUDA_")} == kept
+        assert {k: after[k] for k in gpus if k in after} == _left_after(
+            gpus, planned, inside=exported is instance
+        )
         assert {k: after.get(k) for k in ("HWTUNE_INSTANCE", "HWTUNE_INSTANCES")} == {
             k: exported.get(k) for k in ("HWTUNE_INSTANCE", "HWTUNE_INSTANCES")
         }
