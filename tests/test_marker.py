@@ -24,6 +24,7 @@ from hwtune.models.hardware import Gpu, Hardware
 from hwtune.pipeline.request import PlanRequest, profile_for
 from tests.apply_profiles import PYTHON, make_profile
 from tests.conftest import needs_two_cores
+from tests.gpu_roots import t4_under_cuda_11
 
 HWTUNE = f"{PYTHON} -m hwtune"
 SHOW = (
@@ -144,8 +145,12 @@ def test_configure_replaces_values_an_earlier_hwtune_env_wrote(tmp_path: Path) -
     assert hwtune_owned(after) == set(planned)
 
 
+SHOW_ALL = "import os, json; print(json.dumps(dict(os.environ)))"
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["this-host", "t4-gpu-capture"])
 def test_env_in_a_shell_keeps_the_users_value_and_unsets_what_it_no_longer_sets(
-    tmp_path: Path,
+    tmp_path: Path, gpu: bool
 ) -> None:
     """`hwtune env` is evaluated into the caller's shell: a value the user exported after an
     earlier eval survives the next eval, and a variable only the earlier plan set (XLA for a
@@ -153,25 +158,36 @@ def test_env_in_a_shell_keeps_the_users_value_and_unsets_what_it_no_longer_sets(
 
     Where the dense plan turns XLA off too (one intra-op thread on oneDNN's AVX-512 kernels:
     planner/accel.py, jit_rule), `--set` puts TF_XLA_FLAGS in the first plan instead, so the
-    unset is checked on every machine; the first eval must give what that plan says."""
+    unset is checked on every machine; the first eval must give what that plan says.
+
+    The whole environment is read back, not only TF_*: a GPU plan owns CUDA_DEVICE_ORDER too
+    (on an H200, a TF_-only read missed it). The T4 capture (TensorFlow 2.14, CUDA 11) has
+    every machine check a GPU plan; a variable the inherited environment already holds with
+    another value (a CUDA image's own CUDA_DEVICE_ORDER, say) is the user's, kept, not owned."""
     env = _environ(tmp_path)
-    dense = env_map(profile_for(PlanRequest(environ=env, model="dense")).profile)
-    conv = env_map(profile_for(PlanRequest(environ=env, model="conv")).profile)
+    root = str(t4_under_cuda_11(tmp_path)) if gpu else "/"
+    where = f" --root {root}" if gpu else ""
+    dense = env_map(profile_for(PlanRequest(environ=env, model="dense", root=root)).profile)
+    conv = env_map(profile_for(PlanRequest(environ=env, model="conv", root=root)).profile)
     assert "TF_XLA_FLAGS" not in conv
+    if gpu:
+        assert conv["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     xla = dense.get("TF_XLA_FLAGS") or "--tf_xla_auto_jit=2"
     first = "--model dense" + ("" if "TF_XLA_FLAGS" in dense else f" --set TF_XLA_FLAGS={xla}")
     result = _bash(
-        f'eval "$({HWTUNE} env {first})"; test "$TF_XLA_FLAGS" = {shlex.quote(xla)}; '
+        f'eval "$({HWTUNE} env{where} {first})"; test "$TF_XLA_FLAGS" = {shlex.quote(xla)}; '
         "export TF_NUM_INTRAOP_THREADS=7; "
-        f'eval "$({HWTUNE} env --model conv)"; '
-        f'{PYTHON} -c "{SHOW.replace("TF_NUM_", "TF_")}"',
+        f'eval "$({HWTUNE} env{where} --model conv)"; '
+        f'{PYTHON} -c "{SHOW_ALL}"',
         env,
     )
     assert result.returncode == 0, result.stderr
     after = json.loads(result.stdout)
     assert after["TF_NUM_INTRAOP_THREADS"] == "7"
     assert "TF_XLA_FLAGS" not in after
-    assert hwtune_owned(after) == set(conv) - {"TF_NUM_INTRAOP_THREADS"}
+    users = {name for name in conv if name in env and env[name] != conv[name]}
+    assert {name: after[name] for name in users} == {name: env[name] for name in users}
+    assert hwtune_owned(after) == set(conv) - {"TF_NUM_INTRAOP_THREADS"} - users
     assert {name: after[name] for name in hwtune_owned(after)} == {
         name: conv[name] for name in hwtune_owned(after)
     }
@@ -218,19 +234,41 @@ def test_env_in_an_instance_of_exec_keeps_the_instance_and_unsets_stale_plan_var
     assert sorted(result.stdout.splitlines()) == ["[0] 0/2 unset", "[1] 1/2 unset"]
 
 
-def test_env_unsets_a_stale_gpu_list_only_outside_an_instance_of_exec(tmp_path: Path) -> None:
+def _left_after(
+    exported: dict[str, str], planned: dict[str, str], *, inside: bool
+) -> dict[str, str]:
+    """What a new plan (`planned`) leaves of the launch variables an earlier hwtune `exported`:
+    in a copy of `hwtune exec` all of exec's, outside an instance none; in both, the plan's
+    value where the plan sets the variable itself (a GPU host's plan sets CUDA_DEVICE_ORDER)."""
+    return {n: planned.get(n, v) for n, v in exported.items() if inside or n in planned}
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["this-host", "t4-gpu-capture"])
+def test_env_unsets_a_stale_gpu_list_only_outside_an_instance_of_exec(
+    tmp_path: Path, gpu: bool
+) -> None:
     """Exec's GPU variables are the instance's own: `hwtune env` in it leaves them, though its
-    plan (no GPUs here) does not set them. Outside an instance only an earlier plan can have
-    set them (`env --instances 2 --instance 1` on a GPU node), and they are stale."""
+    plan need not set them. Outside an instance only an earlier plan can have set them (`env
+    --instances 2 --instance 1` on a GPU node), and they are stale unless the new plan sets
+    them too (expected from the plan for the same environment, on this host and on the T4
+    capture's GPU plan). Only these two are compared: a CUDA image's CUDA_HOME and
+    CUDA_VERSION are inherited, no plan's, and hwtune leaves them alone."""
+    root = str(t4_under_cuda_11(tmp_path)) if gpu else "/"
+    where = f" --root {root}" if gpu else ""
     gpus = {"CUDA_VISIBLE_DEVICES": "GPU-aaa", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     instance = {"HWTUNE_INSTANCE": "0", "HWTUNE_INSTANCES": "1", **gpus}
     show = f'{PYTHON} -c "{SHOW.replace("TF_NUM_", "CUDA_")}"'
-    for exported, kept in ((instance, gpus), (gpus, {})):
+    for exported in (instance, gpus):
         env = {**_environ(tmp_path), **exported, MARKER: marker_value(exported)}
-        result = _bash(f'eval "$({HWTUNE} env)"; {show}', env)
+        planned = env_map(profile_for(PlanRequest(environ=env, root=root)).profile)
+        if gpu:
+            assert planned["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+        result = _bash(f'eval "$({HWTUNE} env{where})"; {show}', env)
         assert result.returncode == 0, result.stderr
         after = json.loads(result.stdout)
-        assert {k: v for k, v in after.items() if k.startswith("CUDA_")} == kept
+        assert {k: after[k] for k in gpus if k in after} == _left_after(
+            gpus, planned, inside=exported is instance
+        )
         assert {k: after.get(k) for k in ("HWTUNE_INSTANCE", "HWTUNE_INSTANCES")} == {
             k: exported.get(k) for k in ("HWTUNE_INSTANCE", "HWTUNE_INSTANCES")
         }
@@ -258,17 +296,21 @@ def test_configure_in_an_instance_of_exec_keeps_its_launch_variables(tmp_path: P
     """configure() takes `hwtune env`'s rule (marker.stale). Before, it dropped every variable
     of the marker its plan did not set, so in a copy of `hwtune exec` it unset HWTUNE_INSTANCE(S)
     and the GPU list exec gave the copy. A stale plan variable (OMP_NUM_THREADS, from an
-    earlier plan) is still removed, and outside an instance a stale GPU list is too."""
+    earlier plan) is still removed, and outside an instance a stale GPU list is too, unless
+    the new plan sets the variable itself (a GPU host's plan sets CUDA_DEVICE_ORDER): what is
+    left is expected from the plan for the same environment."""
     gpus = {"CUDA_VISIBLE_DEVICES": "GPU-aaa", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     instance = {"HWTUNE_INSTANCE": "0", "HWTUNE_INSTANCES": "1", **gpus}
-    for exported, kept in ((instance, instance), (gpus, {})):
+    for exported in (instance, gpus):
         written = {**exported, "OMP_NUM_THREADS": "3"}
         env = {**_environ(tmp_path), **written, MARKER: marker_value(written)}
+        planned = env_map(profile_for(PlanRequest(environ=env)).profile)
+        kept = _left_after(exported, planned, inside=exported is instance)
         result = _bash(f'{PYTHON} -c "{CONFIGURE_AND_SHOW}"', env)
         assert result.returncode == 0, result.stderr
         after = json.loads(result.stdout)
         assert {k: after.get(k) for k in exported} == {k: kept.get(k) for k in exported}
-        assert "OMP_NUM_THREADS" not in after
+        assert after.get("OMP_NUM_THREADS") == planned.get("OMP_NUM_THREADS")
         assert hwtune_owned(after) >= set(kept)  # the new marker still names exec's variables
 
 

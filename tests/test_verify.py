@@ -14,6 +14,7 @@ import pytest
 
 from hwtune.apply.render import env_map, thread_counts
 from hwtune.apply.verify import (
+    Check,
     Expectation,
     Observation,
     compare,
@@ -365,6 +366,48 @@ def test_verify_an_exec_rank_expects_the_pinning_rule(tmp_path: Path) -> None:
     else:
         assert affinity == [], result.stdout
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+
+
+def test_a_gpu_list_by_uuid_matches_the_planned_indices(tmp_path: Path) -> None:
+    """`hwtune exec` names a copy's GPUs by UUID where the hardware knows them; the plan names
+    them by index (in PCI order: CUDA_DEVICE_ORDER=PCI_BUS_ID). Before, verify compared the
+    strings and reported DIFFERENT for every exec rank on a GPU node (seen on an H200). The
+    T4 capture's real UUID; the A100 capture's UUID is another GPU's."""
+    from hwtune.apply.launch import env_for_instance
+    from hwtune.apply.verify import expected_for
+    from hwtune.probes import detect
+    from tests.gpu_roots import A100_MIG_XML, HASWELL, hardware, t4_under_cuda_11
+
+    hw = detect(t4_under_cuda_11(tmp_path))
+    planned = profile_for(PlanRequest({}, hardware=hw, instances=2, instance=1))
+    expected = expected_for(planned)
+    assert expected.env["CUDA_VISIBLE_DEVICES"] == "0"
+    t4 = hw.gpus[0].uuid
+    other = hardware(tmp_path, HASWELL, xml=A100_MIG_XML).gpus[0].uuid
+    assert t4 and t4.startswith("GPU-") and other and other != t4
+    # What exec gives the copy: every variable as planned, the GPU named by its UUID.
+    given = env_for_instance(planned.profile, 1, hardware=hw)
+    assert given["CUDA_VISIBLE_DEVICES"] == t4
+
+    def check(gpus: str, **record: object) -> Check:
+        environ = {**given, "CUDA_VISIBLE_DEVICES": gpus}
+        seen = Observation(1, environ, None, Counter(), "python", record=record or None)
+        rows = {c.setting: c for c in compare(expected, seen)}
+        others = [c for c in rows.values() if c.setting.startswith("env ")]
+        assert all(c.status == "OK" for c in others if "CUDA_VISIBLE" not in c.setting)
+        return rows["env CUDA_VISIBLE_DEVICES"]
+
+    by_uuid = check(t4)
+    assert (by_uuid.status, by_uuid.actual, by_uuid.expected) == ("OK", t4, "0")
+    assert "by UUID" in by_uuid.note
+    by_index = check("0")
+    assert (by_index.status, by_index.note) == ("OK", "")
+    for wrong in (other, "1", f"0,{t4}"):
+        assert check(wrong).status == "DIFFERENT", wrong
+    # configure()'s record inside the process is judged the same way.
+    recorded = check("", env={"CUDA_VISIBLE_DEVICES": t4})
+    assert recorded.status == "OK" and "record" in recorded.note and "by UUID" in recorded.note
+    assert check("", env={"CUDA_VISIBLE_DEVICES": other}).status == "DIFFERENT"
 
 
 def test_a_long_executable_name_still_counts_its_unnamed_threads(tmp_path: Path) -> None:

@@ -3,7 +3,9 @@
 What can be checked from outside, honestly:
 - its environment: the one it started with (psutil's `Process.environ()`, i.e.
   `/proc/PID/environ`), overlaid with what `hwtune.configure()` set inside it, which it
-  records for verify (`hwtune.apply.record`): a setenv never shows in /proc (proc(5));
+  records for verify (`hwtune.apply.record`): a setenv never shows in /proc (proc(5)).
+  CUDA_VISIBLE_DEVICES matches when it names the planned GPUs, by index or by the UUID the
+  planned hardware gives that index, which is how `hwtune exec` names them (`_same_gpus`);
 - its CPU affinity (psutil `cpu_affinity()`, sched_getaffinity(2));
 - its inter-op pool: TensorFlow names those threads "tf_Compute" (the "Compute" pool of
   tensorflow/core/common_runtime/process_util.cc, "tf_" prefixed by tsl's thread naming), so
@@ -47,6 +49,7 @@ Status = Literal["OK", "DIFFERENT", "CANNOT TELL"]
 CANNOT_TELL: Status = "CANNOT TELL"
 INTER_OP_THREAD = "tf_Compute"  # comm is cut to 15 characters (TASK_COMM_LEN 16)
 XLA_THREAD_PREFIX = "tf_XLA"  # tf_XLAEigen: XLA's CPU runtime pool
+GPU_LIST = "CUDA_VISIBLE_DEVICES"
 EXTRA_COMPUTE_NOTE = (
     "one tf_Compute thread more than the pool, as TensorFlow 2.21 runs while Keras trains "
     "(the pool alone shows before the first step and at exit)"
@@ -70,6 +73,9 @@ class Expectation:
     inter_op: int | None = None
     numa_nodes: tuple[int, ...] = ()  # checked only when non-empty (multi-node machines)
     numa_policy: str = "bind"
+    # The planned hardware's GPU UUIDs by index ("0" -> "GPU-…"): CUDA_VISIBLE_DEVICES may
+    # name the planned GPUs either way (_same_gpus).
+    gpu_uuids: Mapping[str, str] = field(default_factory=dict)
 
 
 def expected_for(planned: Planned, numa_policy: str = "bind") -> Expectation:
@@ -90,6 +96,7 @@ def expected_for(planned: Planned, numa_policy: str = "bind") -> Expectation:
         inter_op=inter,
         numa_nodes=mine.numa_nodes if pinned and len(planned.hardware.numa) > 1 else (),
         numa_policy=numa_policy,
+        gpu_uuids={str(g.index): g.uuid for g in planned.hardware.gpus if g.uuid},
     )
 
 
@@ -210,17 +217,46 @@ def observe_tree(pid: int, *, named: bool = False) -> Observation | None:
     return seen[-1]
 
 
-def _env_check(name: str, want: str, seen: Observation) -> Check:
+def _same_gpus(want: str, have: str, uuids: Mapping[str, str]) -> bool:
+    """Whether two CUDA_VISIBLE_DEVICES values name the same GPUs, in the same order.
+
+    The plan names GPUs by index, in PCI bus order (its CUDA_DEVICE_ORDER=PCI_BUS_ID has CUDA
+    number them so); `hwtune exec` names a copy's GPUs by UUID when the hardware knows them
+    (hwtune.apply.launch.env_for_instance: a UUID survives reordering and a cgroup's
+    renumbering). `uuids` (index -> UUID, from the planned hardware) makes the two one; a MIG
+    device is named by its UUID in both."""
+
+    def named(value: str) -> list[str]:
+        return [uuids.get(entry.strip(), entry.strip()) for entry in value.split(",")]
+
+    return named(want) == named(have)
+
+
+BY_UUID_NOTE = (
+    "the planned GPUs by UUID, as hwtune exec names them (a UUID survives reordering and a "
+    "cgroup's renumbering); EXPECTED shows their indices in PCI bus order"
+)
+
+
+def _env_status(
+    name: str, want: str, have: str | None, uuids: Mapping[str, str]
+) -> tuple[Status, str]:
+    if have == want:
+        return "OK", ""
+    if name == GPU_LIST and have is not None and _same_gpus(want, have, uuids):
+        return "OK", BY_UUID_NOTE
+    return "DIFFERENT", ""
+
+
+def _env_check(name: str, want: str, seen: Observation, uuids: Mapping[str, str]) -> Check:
     inside = seen.recorded("env")
     if name in inside:
         have = inside[name]
         shown = "(unset)" if have is None else str(have)
+        status, note = _env_status(name, want, None if have is None else str(have), uuids)
+        recorded = "as hwtune.configure() left it inside the process (its record)"
         return Check(
-            f"env {name}",
-            want,
-            shown,
-            "OK" if have == want else "DIFFERENT",
-            "as hwtune.configure() left it inside the process (its record)",
+            f"env {name}", want, shown, status, f"{recorded}; {note}" if note else recorded
         )
     started = seen.environ.get(name)
     if started is None and seen.record_note:
@@ -231,12 +267,8 @@ def _env_check(name: str, want: str, seen: Observation) -> Check:
             CANNOT_TELL,
             f"configure()'s record could not be used: {seen.record_note}",
         )
-    return Check(
-        f"env {name}",
-        want,
-        "(unset)" if started is None else started,
-        "OK" if started == want else "DIFFERENT",
-    )
+    status, note = _env_status(name, want, started, uuids)
+    return Check(f"env {name}", want, "(unset)" if started is None else started, status, note)
 
 
 def _inter_op_check(expected: int, seen: Observation) -> Check:
@@ -280,7 +312,7 @@ def _inter_op_check(expected: int, seen: Observation) -> Check:
 def compare(expected: Expectation, seen: Observation) -> list[Check]:
     checks: list[Check] = []
     for name in sorted(expected.env):
-        checks.append(_env_check(name, expected.env[name], seen))
+        checks.append(_env_check(name, expected.env[name], seen, expected.gpu_uuids))
     if expected.cpus:
         have_cpus = "(unreadable)" if seen.cpus is None else format_cpulist(seen.cpus)
         status: Status = (
