@@ -290,8 +290,9 @@ def data_format_rule(
             "channels_last",
             f"GPU with {precision}: tensor cores run convolutions in NHWC and cuDNN transposes "
             "NCHW (NVIDIA Deep Learning Performance Guide, 'Tensor Core Requirements'); "
-            "TensorFlow's layout optimizer keeps NHWC for half/bfloat16 convolutions on "
-            "Volta/Ampere too (grappler/optimizers/generic_layout_optimizer.cc)",
+            "TensorFlow's layout optimizer keeps NHWC too, for float16 convolutions on compute "
+            "capability ≥ 7.0 and bfloat16 on ≥ 8.0, every GPU from Volta and Ampere on "
+            "(grappler/optimizers/generic_layout_optimizer.cc, GetNumGPUs)",
         )
     if on_gpu:
         return Setting(
