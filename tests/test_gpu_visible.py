@@ -28,6 +28,7 @@ from hwtune.probes.nvidia_smi import parse_smi_xml
 from hwtune.probes.nvidia_smi_list import parse_smi_list
 from hwtune.probes.report import render_summary
 from tests.apply_profiles import PYTHON
+from tests.conftest import DATA
 from tests.gpu_roots import (
     A100_TOPO,
     BLACKWELL_XML,
@@ -41,6 +42,7 @@ from tests.gpu_roots import (
 from tests.test_plan_invariants import KNOWLEDGE
 
 A100S = tuple(parse_smi_list(MIG_LIST.read_text(), "nvidia-smi-L.txt", IssueLog()))
+H200 = detect(DATA / "hosts" / "kvm-emeraldrapids-h200", tensorflow=False).gpus
 PCI = "PCI_BUS_ID"
 
 
@@ -86,6 +88,34 @@ def test_full_and_abbreviated_uuids_name_their_gpu() -> None:
     ambiguous = parse_visibility("GPU-1", None, A100S)
     assert (ambiguous.devices, ambiguous.gpus) == (0, ())
     assert "ambiguous" in ambiguous.reason
+
+
+def _h200_uuid() -> str:
+    uuid = H200[0].uuid
+    assert uuid is not None and uuid.startswith("GPU-")
+    return uuid
+
+
+# What the driver itself made of each value: cuInit(0) then cuDeviceGetCount, run under each
+# on a machine with one H200 and driver 580.159.04 (a lent machine, 2026-11-28, CUDA_DEVICE_ORDER
+# unset). "u" stands for that GPU's UUID (the capture's, tests/data/hosts/kvm-emeraldrapids-h200,
+# is put in its place); 0 where cuInit failed (100, no device; 101 for "0,0", invalid device).
+DRIVER_COUNTS = [
+    ("0", 1), ("u", 1), ("u[:12]", 1), ("GPU-", 0), ("GPU-bbb", 0), ("0,0", 0), ("-1", 0),
+    ("0,-1", 1), (" 0", 1), ("0abc", 1), ("NoDevFiles", 0), ("1", 0), ("1,0", 0), ("", 0),
+    ("+0", 1), ("-0", 1), ("u.upper()", 1), ("u[4:]", 0), ("MIG-x", 0), ("0,", 1), (",0", 0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("template", "count"), DRIVER_COUNTS)
+def test_the_parser_counts_what_the_h200_driver_counted(template: str, count: int) -> None:
+    u = _h200_uuid()
+    value = {"u": u, "u[:12]": u[:12], "u.upper()": u.upper(), "u[4:]": u[4:]}.get(
+        template, template
+    )
+    seen = parse_visibility(value, None, H200)
+    assert seen.devices == count, seen.reason
+    assert seen.gpus == ((0,) if count else ())
 
 
 def test_a_mig_uuid_names_that_device_of_its_gpu() -> None:

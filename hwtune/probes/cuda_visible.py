@@ -76,9 +76,15 @@ def _match(entry: str, gpus: Sequence[Gpu], by_index: bool) -> tuple[_Device | N
     """(the device `entry` names, None) when it names one; (None, None) when which one cannot
     be known from what was detected; (None, why) when it names none, which ends CUDA's list."""
     if entry.startswith("GPU-"):
+        # Driver 580.159.04 (one H200, 2026-11-28: cuInit and cuDeviceGetCount under each
+        # value, tests/test_gpu_visible.py) saw the GPU for its UUID in upper case and none
+        # for a bare "GPU-": the digits are compared without case, and one at least is needed.
+        if entry == "GPU-":
+            return None, "gives no digit of a UUID"
         if not all(gpu.uuid for gpu in gpus):
             return None, None  # a capture without UUIDs (topo -m alone) cannot tell
-        found = [gpu for gpu in gpus if (gpu.uuid or "").startswith(entry)]
+        wanted = entry.lower()
+        found = [gpu for gpu in gpus if (gpu.uuid or "").lower().startswith(wanted)]
         if len(found) == 1:
             return (found[0].index, ""), None
         return None, "is the start of no GPU's UUID" if not found else "is ambiguous"
