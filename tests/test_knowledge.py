@@ -155,3 +155,24 @@ def test_a_bad_user_table_costs_detect_only_what_it_names(
     assert not any("failed unexpectedly" in i.reason for i in bad.issues), bad.issues
     assert bad.cpu.flags == good.cpu.flags and bad.cpu.logical_cpus == good.cpu.logical_cpus
     assert bad.cpu.vendor == good.cpu.vendor
+
+
+def test_both_tables_give_a_target_the_same_oldest_compilers() -> None:
+    """microarchitectures.json and compilers.json each carry the first GCC and Clang that
+    accept a -march name, and a fix reached one table only: graniterapids-d's GCC went to 13.3
+    in compilers.json (Ubuntu's gcc 13.3.0 accepts it) while the other kept 14, and pantherlake's
+    Clang read 20 there against 18 (LLVM 18's release notes: "-march=pantherlake ... now
+    supported")."""
+    tables = {
+        name: {raw["key"]: raw for raw in _read_entries(DATA_DIR / f"{name}.json")}
+        for name in ("microarchitectures", "compilers")
+    }
+    micro, compilers = tables["microarchitectures"], tables["compilers"]
+    differ = [
+        f"{key}: gcc {micro[key].get('gcc')} / {compilers[key].get('gcc_min')}, "
+        f"clang {micro[key].get('clang')} / {compilers[key].get('clang_min')}"
+        for key in sorted(micro.keys() & compilers.keys())
+        if (micro[key].get("gcc"), micro[key].get("clang"))
+        != (compilers[key].get("gcc_min"), compilers[key].get("clang_min"))
+    ]
+    assert not differ
