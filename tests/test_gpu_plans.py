@@ -113,30 +113,35 @@ def test_xla_on_a_gpu_stays_off_without_a_model_kind(tmp_path: Path) -> None:
     assert unknown.jit.level.value == "off"
     assert "TF_XLA_FLAGS" not in unknown.env
     assert "jit_compile=True" in unknown.jit.level.reason and "flags.h" in unknown.jit.level.reason
-    for model, precision, cited in (
-        ("dense", "eligible", "BERT MLPerf"),
-        ("conv", "auto", "mixed precision + XLA trained SE-ResNeXt101"),
+    for model, cited in (
+        ("dense", "34% to BERT"),
+        ("conv", "mixed precision + XLA trained SE-ResNeXt101"),
     ):
-        profile = plan(hw, knowledge=KNOWLEDGE, model=model, precision=precision)
+        profile = plan(hw, knowledge=KNOWLEDGE, model=model, precision="auto")
+        assert profile.precision.enabled == "mixed_float16"  # CC 7.5
         assert profile.env["TF_XLA_FLAGS"].value == "--tf_xla_auto_jit=2"
         assert cited in profile.jit.level.reason
 
 
-def test_xla_on_a_gpu_running_a_conv_model_in_float32_stays_off(tmp_path: Path) -> None:
-    """The SE-ResNeXt101 gain is mixed precision + XLA against mixed precision alone: a float32
-    plan (the T4 with --precision eligible, the p4d's GPUs of unknown capability with --precision
-    auto) is not told that figure, and keeps XLA off."""
+@pytest.mark.parametrize("model", ["conv", "dense"])
+def test_xla_on_a_gpu_in_float32_stays_off(tmp_path: Path, model: str) -> None:
+    """The SE-ResNeXt101 gain is mixed precision + XLA against mixed precision alone, and BERT's
+    +34% came after mixed precision (the MLPerf ~7× does not say its precision): a float32 plan
+    (the T4 with --precision eligible, the p4d's GPUs of unknown capability with --precision
+    auto) is not told those figures, and keeps XLA off."""
     for hw, precision in (
-        (detect(t4_under_cuda_11(tmp_path)), "eligible"),
+        (detect(t4_under_cuda_11(tmp_path / "t4")), "eligible"),
         (detect(P4D_HOST), "auto"),
     ):
-        profile = plan(hw, knowledge=KNOWLEDGE, model="conv", precision=precision)
+        profile = plan(hw, knowledge=KNOWLEDGE, model=model, precision=precision)
         assert profile.distribution is not None and profile.precision.enabled is None
         assert profile.jit.level.value == "off"
         assert "TF_XLA_FLAGS" not in profile.env
         reason = profile.jit.level.reason
         assert "in float32" in reason and "1.58" not in reason
-        assert "published only with XLA on" in reason
+        assert ("published only with XLA on" if model == "conv" else "after mixed precision") in (
+            reason
+        )
 
 
 # -- 6 and 11. precision and layout --------------------------------------------------------
