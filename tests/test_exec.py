@@ -6,6 +6,7 @@ import errno
 import io
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -633,6 +634,42 @@ def test_ctrl_z_stops_the_instances_and_sigcont_resumes_them() -> None:
     finally:
         supervisor.kill()
         _kill_leftovers(pids)
+
+
+# On SIGTERM the instance starts `sleep` and exits: the sleep joins the instance's group after
+# the forwarded SIGTERM was sent, as the command a shell was forking when it came does. (Popen
+# returns once `sleep` runs, so it has no handler of its parent's to lose a signal to.)
+LATE_JOINER = (
+    "import os, signal, subprocess, time\n"
+    "def stop(*_):\n"
+    "    print(subprocess.Popen(['sleep', '300']).pid, flush=True)\n"
+    "    os._exit(143)\n"
+    "signal.signal(signal.SIGTERM, stop)\n"
+    "print(os.getpid(), flush=True)\n"
+    "time.sleep(300)\n"
+)
+
+
+def test_a_process_that_joins_an_instance_as_sigterm_comes_is_stopped_too() -> None:
+    """kill(2) on a process group reaches the members it has then. A shell forking its command
+    as SIGTERM comes (signals blocked, as dash does around vfork) dies of it once the fork is
+    done, and the child it made was never sent it: it ran on, orphaned, after hwtune exited.
+    Here each instance makes that child on purpose, as SIGTERM comes, so the forwarded SIGTERM
+    cannot reach it; hwtune sends SIGTERM to the group again once the instance has ended."""
+    supervisor = _supervise(f"exec {shlex.quote(PYTHON)} -c {shlex.quote(LATE_JOINER)}")
+    instances = _instance_pids(supervisor)
+    late: list[int] = []
+    try:
+        supervisor.send_signal(signal.SIGTERM)
+        late = _instance_pids(supervisor)  # each one's `sleep`
+        supervisor.communicate(timeout=30)
+        assert supervisor.returncode == 128 + signal.SIGTERM
+        assert _eventually(lambda: all(_state(pid) in ("", "Z") for pid in late)), [
+            _state(pid) for pid in late
+        ]
+    finally:
+        supervisor.kill()
+        _kill_leftovers(instances + late)
 
 
 def test_a_gone_stdout_ends_the_instances_as_a_pipe_would() -> None:

@@ -19,6 +19,14 @@ and reaches that instance too. SIGINT, SIGTERM and SIGQUIT (requests to stop) al
 instances not yet started from starting; SIGHUP, SIGUSR1 and SIGUSR2 are only forwarded, and
 start-up goes on. A signal hwtune inherited as ignored (`nohup`) stays ignored, in the
 instances too, as it would across `execve`.
+
+A stop reaches the processes an instance starts as it arrives, too. kill(2) on a process
+group reaches the members it has at that moment: a shell that was forking its command with
+signals blocked (dash around vfork) gets SIGTERM once the fork is done, and dies of it, while
+the child it just made was never sent it and runs on, orphaned, holding the instance's pipes.
+So when an instance hwtune sent a stop to (a forwarded SIGINT, SIGTERM or SIGQUIT, or
+--fail-fast's SIGTERM and SIGKILL) has ended, the stop is sent to its group once more before
+it is reaped (its zombie still holds the group's number, so no other group can have it).
 """
 
 from __future__ import annotations
@@ -108,19 +116,27 @@ class Launcher:
         self._handled: tuple[int, ...] = ()  # the signals forwarded (not inherited as ignored)
         # Each signal handled, with the instances registered when it was forwarded.
         self._received: list[tuple[int, frozenset[int]]] = []
+        # The last stop signal sent to each instance's group, sent again when it has ended.
+        self._stopped: dict[int, int] = {}
 
     def _forward(self, signum: int, _frame: object) -> None:
         if signum in STOP_SIGNALS and self._stop_signal is None:
             self._stop_signal = signum
-        for child in self.children.values():
+        for index, child in self.children.items():
             if child.returncode is None:
-                _killpg(child.pid, signum)
+                self._signal(index, child, signum)
         self._received.append((signum, frozenset(self.children)))
         if signum in SUSPEND_SIGNALS:
             # Then stop as the job's leader, as supervisors do (dumb-init stops itself this
             # way): SIGSTOP, which cannot be caught, so this handler does not run again; the
             # shell sees hwtune stopped, and its SIGCONT on `fg`/`bg` is forwarded in turn.
             os.kill(os.getpid(), signal.SIGSTOP)
+
+    def _signal(self, index: int, child: subprocess.Popen[bytes], signum: int) -> None:
+        """Send `signum` to instance `index`'s process group, noting a stop (see _reap)."""
+        if signum in STOP_SIGNALS or signum == signal.SIGKILL:
+            self._stopped[index] = signum
+        _killpg(child.pid, signum)
 
     def _start(self, spec: InstanceSpec) -> subprocess.Popen[bytes]:
         """Fork and exec one instance; call it with the forwarded signals blocked.
@@ -196,7 +212,7 @@ class Launcher:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             for signum, reached in self._received[handled_before:]:
                 if spec.index not in reached:
-                    _killpg(child.pid, signum)
+                    self._signal(spec.index, child, signum)
             for fd_number, pipe in ((1, child.stdout), (2, child.stderr)):
                 if pipe is None:  # /dev/null: hwtune has no such stream
                     continue
@@ -374,7 +390,14 @@ class Launcher:
 
     def _reap(self, exited_at: dict[int, float]) -> None:
         for index, child in self.children.items():
-            if index not in self.statuses and child.poll() is not None:
+            if index in self.statuses or not _ended(child):
+                continue
+            stop = self._stopped.get(index)
+            if stop is not None and child.returncode is None:
+                # Its zombie still holds the group's number: what joined the group as the
+                # stop was sent (see the module docstring) gets it now.
+                _killpg(child.pid, stop)
+            if child.poll() is not None:
                 self.statuses[index] = child.returncode
                 exited_at[index] = time.monotonic()
                 if self.fail_fast and child.returncode != 0 and self._first_failure is None:
@@ -398,16 +421,16 @@ class Launcher:
         if not self.fail_fast:
             return
         failed = any(code != 0 for code in self.statuses.values())
-        live = [c for c in self.children.values() if c.returncode is None]
+        live = [(i, c) for i, c in self.children.items() if c.returncode is None]
         if not failed or not live:
             return
         if self._stopping_since is None:
             self._stopping_since = time.monotonic()
-            for child in live:
-                _killpg(child.pid, signal.SIGTERM)
+            for index, child in live:
+                self._signal(index, child, signal.SIGTERM)
         elif time.monotonic() - self._stopping_since > self.kill_after:
-            for child in live:
-                _killpg(child.pid, signal.SIGKILL)
+            for index, child in live:
+                self._signal(index, child, signal.SIGKILL)
 
 
 def write_fully(stream: IO[bytes], data: bytes) -> None:
@@ -449,6 +472,20 @@ def _wait_writable(fd: int) -> None:
         poller.poll()
     else:
         select.select([], [fd], [fd])
+
+
+def _ended(child: subprocess.Popen[bytes]) -> bool:
+    """Whether `child` has ended, leaving it unreaped (waitid(2) with WNOWAIT) where the
+    platform allows: a zombie, whose PID no new process or group can take yet."""
+    if child.returncode is not None:
+        return True
+    if not hasattr(os, "waitid"):  # macOS before Python 3.13: reaped at once, nothing resent
+        return child.poll() is not None
+    try:
+        return os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # reaped already (SIGCHLD ignored): nothing holds the PID
+        child.poll()  # sets returncode, so nothing is sent to the number
+        return True
 
 
 def _killpg(pgid: int, signum: int) -> None:
