@@ -292,7 +292,9 @@ def test_tf_config_jit_level_matches_the_env_files_and_says_what_a_cpu_needs(
     assert note.startswith("# ") and "which hwtune's env files set" in note
 
     t4 = t4_under_cuda_11(tmp_path)
-    done = run_cli(["apply", "--output", str(gpu_out), "--root", str(t4), "--model", "dense"])
+    # --precision auto: on a GPU XLA is planned with mixed precision only (planner/accel.py).
+    gpu_args = ["--root", str(t4), "--model", "dense", "--precision", "auto"]
+    done = run_cli(["apply", "--output", str(gpu_out), *gpu_args])
     assert done.exit_status == 0, done.stderr
     assert "--tf_xla_auto_jit=2" in (gpu_out / "hwtune.env").read_text()
     pbtxt = (gpu_out / "tf_config.pbtxt").read_text()
