@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.probes import detect, is_live
+    from hwtune.probes import detect, live_environ
 
     root = Path(args.root)
     if not root.is_dir():
@@ -47,13 +47,11 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             f"--root {args.root}: not a directory",
             hint="give / or a directory made by `hwtune snapshot DIR`",
         )
-    # This process's CUDA_VISIBLE_DEVICES limits this machine's GPUs only; a snapshot's are
-    # read from its files alone, as its CPU affinity is.
     hw = detect(
         root,
         gpus=not args.no_gpu,
         tensorflow=not args.no_tensorflow,
-        environ=env.environ if is_live(root.absolute()) else None,
+        environ=live_environ(root.absolute(), env.environ),
     )
     if args.json:
         from hwtune.models.convert import dumps_json

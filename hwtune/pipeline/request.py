@@ -101,11 +101,9 @@ def load_hardware(request: PlanRequest) -> Hardware:
             f"--root {request.root}: not a directory",
             hint="give / or a `hwtune snapshot` directory",
         )
-    from hwtune.probes import detect, is_live
+    from hwtune.probes import detect, live_environ
 
-    # The request's CUDA_VISIBLE_DEVICES limits this machine's GPUs, never a snapshot's (whose
-    # CPU affinity is its own proc/self/status, not the caller's either).
-    return detect(root, environ=request.environ if is_live(root.absolute()) else None)
+    return detect(root, environ=live_environ(root.absolute(), request.environ))
 
 
 # Caps checked before the JSON parser runs, as for config files (pipeline/config.py). A model

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from hwtune.errors import PlanError
 from hwtune.models.hardware import Gpu, Hardware, MigDevice
 from hwtune.planner.knowledge import version_tuple
+from hwtune.probes.cuda_visible import legacy_mig_name
 
 # Drivers before R470 (R450 to R465) name MIG devices MIG-GPU-<uuid>/<gi>/<ci> (MIG User Guide,
 # "MIG Device Names": "With drivers < R470 (for example, R450 and R460)").
@@ -76,14 +77,8 @@ def mig_name(gpu: Gpu, mig: MigDevice, driver: str | None) -> str | None:
     if mig.uuid:
         return mig.uuid
     branch = version_tuple(driver or "")[:1]
-    if (
-        branch
-        and branch[0] in _OLD_MIG_NAMING
-        and gpu.uuid
-        and mig.gpu_instance_id is not None
-        and mig.compute_instance_id is not None
-    ):
-        return f"MIG-{gpu.uuid}/{mig.gpu_instance_id}/{mig.compute_instance_id}"
+    if branch and branch[0] in _OLD_MIG_NAMING:
+        return legacy_mig_name(gpu, mig)
     return None
 
 
@@ -118,17 +113,11 @@ def visible(hw: Hardware) -> tuple[tuple[Gpu, ...], str]:
         named = tuple(
             mig
             for mig in gpu.mig_devices
-            if {mig.uuid, _old_mig_name(gpu, mig)} & set(seen.mig_devices)
+            if {mig.uuid, legacy_mig_name(gpu, mig)} & set(seen.mig_devices)
         )
         found.append(replace(gpu, mig_devices=named) if named else gpu)
     narrowed = len(found) < len(hw.gpus) or bool(seen.mig_devices)
     return tuple(found), seen.reason if narrowed else ""
-
-
-def _old_mig_name(gpu: Gpu, mig: MigDevice) -> str | None:
-    if gpu.uuid and mig.gpu_instance_id is not None and mig.compute_instance_id is not None:
-        return f"MIG-{gpu.uuid}/{mig.gpu_instance_id}/{mig.compute_instance_id}"
-    return None
 
 
 def _mig_memory(mig: MigDevice) -> tuple[int | None, str]:

@@ -49,6 +49,11 @@ def _links(gpus: tuple[Gpu, ...]) -> str:
     return f"{nvlinked} of {len(pairs)} GPU pairs NVLinked (links seen: {', '.join(kinds)})"
 
 
+def _within(limit: str) -> str:
+    """How CUDA_VISIBLE_DEVICES narrowed the GPUs, to end a reason with ("" where it did not)."""
+    return f" ({limit})" if limit else ""
+
+
 def distribution(mine: Slice, limit: str = "") -> Distribution | None:
     """The slice's strategy; `limit`: how CUDA_VISIBLE_DEVICES narrowed the GPUs, said in the
     strategy's reason ("" where it did not)."""
@@ -56,7 +61,7 @@ def distribution(mine: Slice, limit: str = "") -> Distribution | None:
     if not gpus:
         return None
     indices = tuple(gpu.index for gpu in gpus)
-    within = f" ({limit})" if limit else ""
+    within = _within(limit)
     if mine.mig:
         unit = mine.units[0]
         return Distribution(
@@ -114,7 +119,7 @@ def gpu_env(
         ),
     }
     left: list[LeftOut] = []
-    within = f" ({limit})" if limit else ""
+    within = _within(limit)
     unknown = seen is not None and seen.gpus is None
     if unknown:
         # The caller's indices are read in the caller's order: bus order would make them

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from hwtune.models.hardware import Hardware, ProbeIssue
 from hwtune.probes.issues import IssueLog
-from hwtune.probes.root import is_live
+from hwtune.probes.root import is_live, live_environ
 
 T = TypeVar("T")
 
@@ -117,4 +117,4 @@ def detect(
     )
 
 
-__all__ = ["Hardware", "ProbeIssue", "detect", "is_live"]
+__all__ = ["Hardware", "ProbeIssue", "detect", "is_live", "live_environ"]

@@ -37,7 +37,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from hwtune.models.cpulist import format_cpulist
-from hwtune.models.hardware import Gpu, GpuVisibility
+from hwtune.models.hardware import Gpu, GpuVisibility, MigDevice
 from hwtune.models.words import plural
 
 VARIABLE = "CUDA_VISIBLE_DEVICES"
@@ -57,16 +57,19 @@ def read_visibility(environ: Mapping[str, str], gpus: Sequence[Gpu]) -> GpuVisib
     return parse_visibility(value, environ.get(ORDER_VARIABLE), gpus)
 
 
+def legacy_mig_name(gpu: Gpu, mig: MigDevice) -> str | None:
+    """A MIG device's name before driver R470, `MIG-<GPU UUID>/<GPU instance>/<compute
+    instance>` (NVIDIA MIG User Guide, "MIG Device Names"); None without those ids."""
+    if gpu.uuid and mig.gpu_instance_id is not None and mig.compute_instance_id is not None:
+        return f"MIG-{gpu.uuid}/{mig.gpu_instance_id}/{mig.compute_instance_id}"
+    return None
+
+
 def _mig_names(gpu: Gpu) -> dict[str, str]:
     """Every name CUDA takes for each MIG device of `gpu` -> the device's UUID (or old name)."""
     names: dict[str, str] = {}
     for mig in gpu.mig_devices:
-        old = (
-            f"MIG-{gpu.uuid}/{mig.gpu_instance_id}/{mig.compute_instance_id}"
-            if gpu.uuid and mig.gpu_instance_id is not None and mig.compute_instance_id is not None
-            else None
-        )
-        for name in (mig.uuid, old):
+        for name in (mig.uuid, legacy_mig_name(gpu, mig)):
             if name:
                 names[name] = mig.uuid or name
     return names

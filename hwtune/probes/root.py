@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 from hwtune.fs.trusted_read import read_capped
@@ -53,6 +54,13 @@ def is_live(root: Path) -> bool:
         return root.resolve() == Path("/").resolve() or os.path.samefile(root, "/")
     except OSError:
         return False
+
+
+def live_environ(root: Path, environ: Mapping[str, str]) -> Mapping[str, str] | None:
+    """`environ` where it limits `root`'s GPUs (detect's `environ`): this machine's root. A
+    snapshot's limits are its own files', as its CPU affinity is its proc/self/status, never
+    the caller's: None there."""
+    return environ if is_live(root) else None
 
 
 def _relative(root: Path, path: str | Path) -> list[str]:
