@@ -15,6 +15,7 @@ class Scenario:
     allow_precision: bool = False
     instances: int | None = None  # concurrent jobs, fixed; None: searched by the tuner
     quota: float | None = None  # CPUs of a CFS quota (S3)
+    mode: str = "throughput"  # `hwtune tune --mode`: batch plans the copies (S7)
 
     @property
     def budget_cut(self) -> bool:
@@ -24,7 +25,8 @@ class Scenario:
 
 # S1-S3, S5 and S6 are one training job (`--instances 1`): summing two independent copies
 # would not be the same job. Splitting the node is S4's and S8's subject, two jobs that are
-# there anyway; S7's inference copies are independent servers, so their count is searched.
+# there anyway; S7's inference copies are independent servers, so their count is searched, and
+# its plan is batch mode's (`--mode batch`: the copies planner/copies.py chooses).
 SCENARIOS = (
     Scenario(
         "S1",
@@ -53,7 +55,13 @@ SCENARIOS = (
         "unknown",
         instances=1,
     ),
-    Scenario("S7", "batch inference on a SavedModel, instances searched", "inference", "conv"),
+    Scenario(
+        "S7",
+        "batch inference on a SavedModel, --mode batch, instances searched",
+        "inference",
+        "conv",
+        mode="batch",
+    ),
     Scenario("S8", "mixed jobs: a CNN and an MLP at once", "mixed", "unknown", instances=2),
 )
 

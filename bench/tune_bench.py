@@ -233,6 +233,8 @@ class ScenarioRun:
             args.append("--allow-precision")
         if self.s.instances:
             args += ["--instances", str(self.s.instances)]
+        if self.s.mode != "throughput":
+            args += ["--mode", self.s.mode]
         return args
 
     def trial(self, entry_id: str, phase: str, config: TrialConfig, round_: int) -> None:

@@ -385,7 +385,9 @@ def configure(
         '2'
 
     Args:
-        mode: "throughput" or "latency" (default: config files, HWTUNE_MODE, else throughput).
+        mode: "throughput", "latency" or "batch" (default: config files, HWTUNE_MODE, else
+            throughput). Under "batch" the plan splits the node into copies that `hwtune exec`
+            starts; a process it did not start is planned as copy 0.
         instances, instance: this process's share of the node; by default from
             `hwtune exec` or the launcher's local rank (SLURM_LOCALID, LOCAL_RANK, …).
         precision: "off", "eligible" or "auto" (mixed precision policy).

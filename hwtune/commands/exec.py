@@ -6,6 +6,7 @@ starts N copies on disjoint slices (CPUs, NUMA node, GPUs; pinned, except where 
 was detected or a tune measured unpinned copies faster: then unpinned with capped pools), output
 prefixed "[i] ", signals (job control included) forwarded, and exits with the worst child's
 status (128+N for a death by signal N), or with --fail-fast the first failing one's.
+`--mode batch` without a count starts the copies the plan chose (planner/copies.py).
 Variables already set in the environment win over the profile (a note says so on stderr), and
 when detection saw issues the plan's fallbacks are warned about there, as `hwtune plan` does.
 Inside a copy an outer `hwtune exec` started, a plain `hwtune exec -- CMD` runs CMD as that copy
@@ -91,9 +92,11 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         print(f"hwtune exec: {note}", file=env.stderr)
     intent = first.profile.intent
     # All N copies when --instances was given without --instance, or when the count is what
-    # `hwtune tune` measured; else only this one's slice.
+    # `hwtune tune` measured or batch mode chose; else only this one's slice.
     every = request.instance is None and (
-        request.instances is not None or first.measured_instances
+        request.instances is not None
+        or first.measured_instances
+        or first.profile.copies is not None
     )
     indices = list(range(intent.instances)) if every else [intent.instance]
     # Several instances are pinned only where their slices are big enough (the planner's rule)

@@ -130,6 +130,9 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
         f"{mine.index} of {profile.intent.instances}",
         f"{cpus_named(mine.cpus, mine.cpus_assumed)}{gpus}; mode {profile.intent.mode}",
     )
+    if profile.copies is not None:  # the count batch mode chose
+        c = profile.copies
+        row("copies", str(c.value), c.reason, c.source)
     if profile.pinning is not None:  # several instances: what `hwtune exec` does with them
         p = profile.pinning
         row("pinning", "pinned" if p.value else "unpinned", p.reason, p.source)

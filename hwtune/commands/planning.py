@@ -13,7 +13,7 @@ from typing import Any
 
 from hwtune.commands.pathargs import nonempty_path
 from hwtune.models.hardware import Hardware
-from hwtune.models.profile import MODEL_HELP, MODEL_KINDS
+from hwtune.models.profile import MODEL_HELP, MODEL_KINDS, MODES
 from hwtune.pipeline.request import PlanRequest
 
 
@@ -67,7 +67,10 @@ def add_plan_arguments(
         help="plan from a hardware model saved by `hwtune detect --json` (- reads stdin)",
     )
     group.add_argument(
-        "--mode", choices=("throughput", "latency"), help="the goal (default throughput)"
+        "--mode",
+        choices=MODES,
+        help="the goal (default throughput); batch: independent batches or requests, run as "
+        "several copies (`hwtune exec` starts them)",
     )
     group.add_argument(
         "--instances",

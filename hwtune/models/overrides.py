@@ -19,6 +19,10 @@ FROM_LAUNCHER = "(from the launcher's environment)"
 DataFormat = Literal["channels_last", "channels_first"]
 
 
+# Where an instance count came from when `--mode batch` chose it (planner/copies.py).
+BATCH_ORIGIN = "batch mode's copies"
+
+
 def describe_origin(origin: str | None, key: str) -> str:
     """An override's origin (`Overrides.origin`) in words: a flag, variable or measurement as
     is, a config file with its key, the intent given to plan() where no override set it."""
@@ -27,7 +31,7 @@ def describe_origin(origin: str | None, key: str) -> str:
     if (
         origin.startswith(("--", "HWTUNE_", "configure("))
         or origin.endswith(FROM_LAUNCHER)
-        or origin in ("a measurement", "the default")
+        or origin in ("a measurement", "the default", BATCH_ORIGIN)
     ):
         return origin
     return f"'{key}' in {origin}"

@@ -13,7 +13,10 @@ PROFILE_SCHEMA_VERSION = 1
 
 Source = Literal["rule", "user", "measured", "default"]
 Scalar = str | int | float | bool | None
-Mode = Literal["throughput", "latency"]
+# throughput: one job as fast as it goes; latency: one request at a time; batch: independent
+# requests or batches, run as several copies whose throughputs add up (planner/copies.py).
+Mode = Literal["throughput", "latency", "batch"]
+MODES: tuple[Mode, ...] = ("throughput", "latency", "batch")
 PrecisionIntent = Literal["off", "eligible", "auto"]
 # What the user trains, as far as the rules care: XLA on CPU helps a dense model (matmuls and
 # elementwise ops it can fuse) and hurts a convolutional one (planner/accel.py has the figures).
@@ -180,4 +183,7 @@ class Profile:
     warnings: tuple[str, ...] = ()  # what will go wrong on this machine as planned, and why
     fingerprint: str = ""  # of the hardware facts the plan depends on
     measurement: Measurement | None = None  # the tuned result applied, if any
+    # The copies `--mode batch` chose (planner/copies.py) and why; None where the count came
+    # from the user, a launcher, a measurement or the default of one.
+    copies: Setting | None = None
     schema_version: int = PROFILE_SCHEMA_VERSION

@@ -7,7 +7,7 @@ without `instance` starts the index over at 0 (`Overrides.merged`), so `--instan
 paired with the HWTUNE_INSTANCE a parent `hwtune exec` exported.
 A config file looks like this; every key is optional:
 
-    mode = "latency"            # or "throughput"
+    mode = "latency"            # throughput | latency | batch (copies whose throughputs add)
     instances = 2
     precision = "auto"          # off | eligible | auto
     model = "dense"             # unknown | dense | conv: what you train (XLA on CPU)
@@ -47,7 +47,7 @@ from hwtune.fs.trusted_read import RefusedFile, read_bounded
 from hwtune.models.cpulist import MAX_CPU
 from hwtune.models.nesting import toml_nesting_problem
 from hwtune.models.overrides import DataFormat, JitLevel, Overrides, env_name_problem
-from hwtune.models.profile import MODEL_KINDS, Mode, ModelKind, PrecisionIntent
+from hwtune.models.profile import MODEL_KINDS, MODES, Mode, ModelKind, PrecisionIntent
 
 SYSTEM_CONFIG = Path("/etc/hwtune/config.toml")
 # Caps checked before the TOML parser runs (issue 15). A config is a few hundred bytes; the
@@ -109,7 +109,7 @@ THREAD_VARIABLES: dict[str, str] = {
     "TF_NUM_INTEROP_THREADS": "inter_op",
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
-    "mode": ("throughput", "latency"),
+    "mode": MODES,
     "precision": ("off", "eligible", "auto"),
     "model": MODEL_KINDS,
     "jit": ("off", "autoclustering", "on"),

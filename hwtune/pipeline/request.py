@@ -371,9 +371,13 @@ def _measured(
         return {}, None, [f"tuned results of {workload!r} not used: {why}"]
     settings = measured_settings(record)
     notes: list[str] = []
-    found = settings.get("instances") if for_exec else settings.pop("instances", None)
+    # A measured count is how many copies exec starts; a plan for one process (configure(),
+    # env files) uses its threads only where it was measured for one. In batch mode every
+    # plan is for the copies, so the count holds there too.
+    keep_count = for_exec or mode == "batch"
+    found = settings.get("instances") if keep_count else settings.pop("instances", None)
     count = found.value if found is not None and isinstance(found.value, int) else 1
-    planned = overrides.instances or (count if for_exec else 1)
+    planned = overrides.instances or (count if keep_count else 1)
     if count != planned and [settings.pop(key) for key in _THREAD_KEYS if key in settings]:
         # Threads measured per copy of N copies do not fit a slice of another size.
         notes.append(

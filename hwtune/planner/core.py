@@ -13,9 +13,10 @@ from typing import Any
 
 from hwtune.errors import PlanError
 from hwtune.models.hardware import Hardware
-from hwtune.models.overrides import Overrides, describe_origin
+from hwtune.models.overrides import BATCH_ORIGIN, Overrides, describe_origin
 from hwtune.models.profile import (
     MODEL_KINDS,
+    MODES,
     Intent,
     Jit,
     LeftOut,
@@ -37,6 +38,7 @@ from hwtune.planner import (
     threads,
 )
 from hwtune.planner.bazel import plan_bazel, resolve_tf_version
+from hwtune.planner.copies import batch_copies
 from hwtune.planner.instances import Slice, cpus_assumed, pinning, split
 from hwtune.planner.int8 import plan_int8
 from hwtune.planner.knowledge import (
@@ -112,7 +114,22 @@ def _as_int(value: object) -> int | None:
     return number if number >= 1 else None
 
 
-def resolve_intent(base: Intent, overrides: Overrides, measured: Mapping[str, Setting]) -> Intent:
+def _count_given(base: Intent, overrides: Overrides, measured: Mapping[str, Setting]) -> bool:
+    """Whether the instance count comes from somewhere (the user, a launcher, plan()'s intent
+    or a measurement) rather than the default, which `--mode batch` replaces."""
+    if overrides.instances is not None or base.instances != Intent().instances:
+        return True
+    return "instances" in measured and _as_int(measured["instances"].value) is not None
+
+
+def resolve_intent(
+    base: Intent,
+    overrides: Overrides,
+    measured: Mapping[str, Setting],
+    defer_index: bool = False,
+) -> Intent:
+    """The intent with the overrides and measured count applied, checked. `defer_index`: the
+    count may still change (batch mode), so plan() checks the instance index after it."""
     changes: dict[str, Any] = {
         name: getattr(overrides, name)
         for name in INTENT_FIELDS
@@ -127,15 +144,15 @@ def resolve_intent(base: Intent, overrides: Overrides, measured: Mapping[str, Se
             changes["instances"] = count
             count_from = "a measurement"
     intent = dataclasses.replace(base, **changes)
-    if intent.mode not in ("throughput", "latency"):
-        raise PlanError(f"mode {intent.mode!r} is not throughput or latency")
+    if intent.mode not in MODES:
+        raise PlanError(f"mode {intent.mode!r} is not throughput, latency or batch")
     if intent.precision not in ("off", "eligible", "auto"):
         raise PlanError(f"precision {intent.precision!r} is not off, eligible or auto")
     if intent.model not in MODEL_KINDS:
         raise PlanError(f"model {intent.model!r} is not unknown, dense or conv")
     if intent.instances < 1:
         raise PlanError(f"instances must be at least 1, not {intent.instances}")
-    if not 0 <= intent.instance < intent.instances:
+    if not defer_index and not 0 <= intent.instance < intent.instances:
         index_from = overrides.origin("instance") if "instance" in changes else None
         raise _no_such_instance(intent, index_from, count_from)
     return intent
@@ -204,7 +221,8 @@ def plan(
     overrides = overrides or Overrides()
     measured = measured or {}
     base = dataclasses.replace(intent or Intent(), **intent_fields)
-    resolved = resolve_intent(base, overrides, measured)
+    count_given = _count_given(base, overrides, measured) or "instances" in intent_fields
+    resolved = resolve_intent(base, overrides, measured, defer_index=not count_given)
     layers = _Layers(overrides, measured)
     hw = hardware
 
@@ -214,6 +232,15 @@ def plan(
         hw, planned_tf or _newer_than_known(hw, knowledge), knowledge
     )
     count_from = overrides.origin("instances") if overrides.instances is not None else None
+    copies = None
+    if resolved.mode == "batch" and not count_given:
+        # No count from the user, a launcher or a measurement: batch mode picks it.
+        copies = batch_copies(hw, resolved.model, tf_gpus)
+        count_from = BATCH_ORIGIN
+        resolved = dataclasses.replace(resolved, instances=int(copies.value or 1))
+        if not resolved.instance < resolved.instances:
+            index_from = overrides.origin("instance") if overrides.instance is not None else None
+            raise _no_such_instance(resolved, index_from, count_from)
     slices = split(hw, resolved.instances, tf_gpus, count_from)
     mine = slices[resolved.instance]
     on_gpu = bool(mine.gpus)
@@ -324,6 +351,7 @@ def plan(
         int8=plan_int8(hw, mine.gpus, onednn, knowledge, planned_tf),
         left_out=tuple(left_out),
         fingerprint=plan_fingerprint,
+        copies=copies,
         warnings=(
             *cuda_compat.compat_warnings(hw, visible, planned_tf, knowledge),
             *accel.idle_mig_warnings(hw, tf_gpus),

@@ -36,6 +36,7 @@ ONEDNN_ARCHES = ("x86_64", "aarch64", "unknown")
 KMP_VALUES: dict[str, dict[str, str]] = {
     "throughput": {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1"},
     "latency": {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1"},
+    "batch": {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1"},
 }
 
 

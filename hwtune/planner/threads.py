@@ -151,7 +151,7 @@ def inter_op(
         )
         return Setting(
             value,
-            f"throughput mode: as many inter-op threads as intra-op threads ({intra}){capped}, "
+            f"{intent.mode} mode: as many inter-op threads as intra-op threads ({intra}){capped}, "
             f"so independent ops run side by side ({runtime}; TensorFlow's performance guide: "
             "both pools default to the logical CPUs, or both equal the physical cores; its "
             "one-per-socket advice is for MKL builds); " + MEASURED_INTER_OP,
@@ -168,7 +168,7 @@ def inter_op(
     value = max(1, min(count, intra))
     return Setting(
         value,
-        f"throughput mode on an OpenMP build ({tf.distribution} {tf.version}): one concurrent "
+        f"{intent.mode} mode on an OpenMP build ({tf.distribution} {tf.version}): one concurrent "
         f"op per {unit} the slice spans ({plural(count, unit)}), as each op runs an OpenMP "
         "team over every intra-op thread (TensorFlow's performance guide for MKL builds; Intel "
         "Model Zoo: inter-op = number of sockets)"

@@ -114,16 +114,41 @@ class ResultNotStored(TuneError):
         self.report = report
 
 
-def instance_counts(hw: Hardware, request: TuneRequest) -> list[int]:
+def instance_counts(hw: Hardware, request: TuneRequest, batch: int | None = None) -> list[int]:
     """The instance counts to search: the user's, 1 in latency mode, else 1, 2, 4 and the
-    NUMA node count, as far as physical cores allow (the planner refuses more)."""
+    NUMA node count, as far as physical cores allow (the planner refuses more); in batch mode
+    also the copies the plan chose (`batch`) and half as many."""
     if request.instances is not None:
         return [request.instances]
     if request.mode == "latency":
         return [1]
     cores = hw.cpu.physical_cores or len(hw.limits.usable_cpus) or 1
     counts = {1, 2, 4, max(1, len(hw.numa))}
+    if batch is not None:
+        counts |= {batch, max(1, batch // 2)}
     return sorted(count for count in counts if count <= cores)
+
+
+def batch_copies(hw: Hardware, request: TuneRequest) -> int | None:
+    """The copies the plan chooses in batch mode without a count (None otherwise): the
+    tuner's starting point, as `hwtune exec` would start them."""
+    if request.mode != "batch" or request.instances is not None:
+        return None
+    base = request.planning or PlanRequest(environ=os.environ)
+    planned = profile_for(
+        dataclasses.replace(
+            base,
+            hardware=hw,
+            mode=request.mode,
+            model=request.model,
+            instances=None,
+            instance=None,
+            precision="auto" if request.allow_precision else base.precision,
+            workload=None,
+            measured=False,
+        )
+    ).profile
+    return planned.intent.instances
 
 
 def plan_request(hw: Hardware, request: TuneRequest, count: int) -> PlanRequest:
@@ -146,13 +171,17 @@ def plan_request(hw: Hardware, request: TuneRequest, count: int) -> PlanRequest:
     )
 
 
-def plans_for(hw: Hardware, request: TuneRequest) -> dict[int, Profile]:
+def plans_for(
+    hw: Hardware, request: TuneRequest, first: int, batch: int | None = None
+) -> dict[int, Profile]:
+    """The plan of every instance count searched; `first`, the count the search starts
+    from, must plan. `batch`: the copies batch mode chose (`batch_copies`)."""
     plans: dict[int, Profile] = {}
-    for count in instance_counts(hw, request):
+    for count in instance_counts(hw, request, batch):
         try:
             plans[count] = profile_for(plan_request(hw, request, count)).profile
         except PlanError:
-            if count == (request.instances or 1):
+            if count == first:
                 raise
     return plans
 
@@ -161,7 +190,9 @@ def prepare(hw: Hardware, request: TuneRequest) -> tuple[TrialConfig, SearchSpac
     """(the plan's configuration, the space around it, the hardware fingerprint)."""
     from hwtune.apply.launch import instance_pinning
 
-    plans = plans_for(hw, request)
+    batch = batch_copies(hw, request)
+    first = request.instances or batch or 1
+    plans = plans_for(hw, request, first, batch)
     onednn_default = hw.tensorflow.onednn_default if hw.tensorflow else None
     # The rules' plans (no measured result): each plan's pinning, as `hwtune exec` reads it.
     pinned = {count: instance_pinning(p, hw).pinned for count, p in plans.items()}
@@ -173,7 +204,6 @@ def prepare(hw: Hardware, request: TuneRequest) -> tuple[TrialConfig, SearchSpac
         onednn_default=onednn_default,
         pinned=pinned,
     )
-    first = request.instances or 1
     return space.bases[first], space, plans[first].fingerprint
 
 
