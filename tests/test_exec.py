@@ -672,6 +672,47 @@ def test_a_process_that_joins_an_instance_as_sigterm_comes_is_stopped_too() -> N
         _kill_leftovers(instances + late)
 
 
+def test_a_process_that_joins_an_instance_as_a_start_failure_stops_it_is_stopped_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same race where an instance could not start and hwtune stops those that did
+    (_stop_started): instance 0 starts `sleep` from its SIGTERM handler and exits, and
+    instance 1 fails only once instance 0's handler is in place. Before, hwtune reaped
+    instance 0 at once and its sleep ran on, orphaned, every time."""
+    ready, late_pid = tmp_path / "ready", tmp_path / "late"
+    script = (
+        "import os, pathlib, signal, subprocess, time\n"
+        "def stop(*_):\n"
+        "    p = subprocess.Popen(['sleep', '300'])\n"
+        f"    pathlib.Path({str(late_pid)!r}).write_text(str(p.pid))\n"
+        "    os._exit(143)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        f"pathlib.Path({str(ready)!r}).write_text('up')\n"
+        "time.sleep(300)\n"
+    )
+    start = Launcher._start
+
+    def start_then_fail(self: Launcher, spec: InstanceSpec) -> subprocess.Popen[bytes]:
+        if spec.index == 0:
+            return start(self, spec)
+        assert _eventually(ready.exists), "instance 0 never installed its handler"
+        raise HwtuneError("instance 1 cannot start (made to fail by the test)")
+
+    monkeypatch.setattr(Launcher, "_start", start_then_fail)
+    sink = io.BytesIO()
+    specs = [InstanceSpec(0, dict(os.environ)), InstanceSpec(1, dict(os.environ))]
+    launcher = Launcher([PYTHON, "-c", script], specs, stdout=sink, stderr=sink, kill_after=5.0)
+    late = 0
+    try:
+        with pytest.raises(HwtuneError, match="made to fail"):
+            launcher.run()
+        assert launcher.children[0].returncode == 143
+        late = int(late_pid.read_text())
+        assert _eventually(lambda: _state(late) in ("", "Z")), _state(late)
+    finally:
+        _kill_leftovers([c.pid for c in launcher.children.values()] + ([late] if late else []))
+
+
 def test_a_gone_stdout_ends_the_instances_as_a_pipe_would() -> None:
     """`hwtune exec --instances 2 -- CMD | head -2` ends as `CMD | head -2` does: each instance
     gets SIGPIPE (EPIPE where ignored) on its next write, and stderr is still relayed."""

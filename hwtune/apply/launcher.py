@@ -24,9 +24,10 @@ A stop reaches the processes an instance starts as it arrives, too. kill(2) on a
 group reaches the members it has at that moment: a shell that was forking its command with
 signals blocked (dash around vfork) gets SIGTERM once the fork is done, and dies of it, while
 the child it just made was never sent it and runs on, orphaned, holding the instance's pipes.
-So when an instance hwtune sent a stop to (a forwarded SIGINT, SIGTERM or SIGQUIT, or
---fail-fast's SIGTERM and SIGKILL) has ended, the stop is sent to its group once more before
-it is reaped (its zombie still holds the group's number, so no other group can have it).
+So when an instance hwtune sent a stop to (a forwarded SIGINT, SIGTERM or SIGQUIT,
+--fail-fast's SIGTERM and SIGKILL, or the SIGTERM and SIGKILL that stop the started ones when
+another could not start) has ended, the stop is sent to its group once more before it is
+reaped (its zombie still holds the group's number, so no other group can have it).
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ STOP_SIGNALS = frozenset((signal.SIGINT, signal.SIGTERM, signal.SIGQUIT))
 SUSPEND_SIGNALS = frozenset((signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU))
 _POLL_S = 0.1  # how often children are polled while output is quiet
 _PIPE_GRACE_S = 2.0  # how long a dead child's pipes may stay open (a grandchild holding them)
+# How often _stop_started looks whether a stopped instance has ended: it waits without reaping
+# (waitid WNOWAIT), which has no timeout, so it polls; start failures are rare and short.
+_STOP_POLL_S = 0.01
 _MAX_PARTIAL = 64 * 1024  # a "line" longer than this is flushed without waiting for "\n"
 
 
@@ -284,11 +288,17 @@ class Launcher:
             _killpg(child.pid, signal.SIGTERM)
         deadline = time.monotonic() + self.kill_after
         for child in live:
-            try:
-                child.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _killpg(child.pid, signal.SIGKILL)
-                child.wait()
+            stop = signal.SIGTERM
+            while not _ended(child):
+                if stop != signal.SIGKILL and time.monotonic() >= deadline:
+                    stop = signal.SIGKILL
+                    _killpg(child.pid, stop)
+                time.sleep(_STOP_POLL_S)
+            if child.returncode is None:
+                # Ended, not yet reaped: what joined its group as the stop came gets it now,
+                # as in _reap (the module docstring says why).
+                _killpg(child.pid, stop)
+            child.wait()
         for child in self.children.values():
             for pipe in (child.stdout, child.stderr):
                 if pipe is not None:
