@@ -140,6 +140,11 @@ def test_plan_shows_the_copies_row(cli) -> None:  # type: ignore[no-untyped-def]
     row = next(line for line in result.stdout.splitlines() if line.startswith("copies"))
     assert re.match(r"copies\s+48\s+batch mode: 48 copies", row)
     assert "instance                         0 of 48" in result.stdout
+    # A lone process planned this way would run on copy 0's share: the note says so.
+    assert "batch mode plans 48 copies; this plan is copy 0's share (CPUs 0,48)" in result.stderr
+    assert "hwtune exec --mode batch -- CMD" in result.stderr
+    one = cli(["plan", "--root", str(EPYC), "--mode", "batch", "--instances", "1"])
+    assert one.exit_status == 0 and "batch mode plans" not in one.stderr
 
 
 def test_config_and_environment_take_batch(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -204,3 +209,29 @@ def test_exec_starts_the_copies_the_plan_chose(tmp_path: Path) -> None:
     assert len(lines) == copies
     cpus = [line.split(" ", 2)[2] for line in lines]
     assert len(set(cpus)) == copies  # disjoint slices
+
+
+@needs_two_cores
+def test_configure_in_a_process_exec_did_not_start_says_it_is_copy_0(tmp_path: Path) -> None:
+    import subprocess
+
+    env = {
+        "HOME": str(tmp_path),
+        "PATH": "/usr/bin:/bin",
+        "HWTUNE_MODE": "batch",
+        "HWTUNE_MODEL": "conv",
+    }
+    script = (
+        "import hwtune; r = hwtune.configure(tensorflow=False, use_cache=False); "
+        "print(r.env_set.get('TF_NUM_INTRAOP_THREADS')); print(*r.notes, sep='\\n')"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert ran.returncode == 0, ran.stderr
+    threads, *notes = ran.stdout.splitlines()
+    copies = physical_core_count()
+    assert threads == "1"  # copy 0's share: one core, one thread
+    assert any(
+        f"batch mode plans {copies} copies; this plan is copy 0's share" in n for n in notes
+    )

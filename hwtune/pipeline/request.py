@@ -326,7 +326,24 @@ def profile_for(request: PlanRequest) -> Planned:
     if measurement is not None:
         profile = dataclasses.replace(profile, measurement=measurement)
     from_measurement = "instances" in measured and overrides.instances is None
+    notes.extend(_copies_note(profile, request.for_exec))
     return Planned(hardware, profile, tuple(notes), from_measurement)
+
+
+def _copies_note(profile: Profile, for_exec: bool) -> list[str]:
+    """Where batch mode chose several copies and this is not exec starting them: the plan is
+    copy 0's share of the node, which a lone process would run on."""
+    copies = profile.copies
+    if for_exec or copies is None or profile.intent.instances < 2:
+        return []
+    from hwtune.planner.instances import cpus_named
+
+    mine = profile.instance
+    return [
+        f"batch mode plans {profile.intent.instances} copies; this plan is copy 0's share "
+        f"({cpus_named(mine.cpus, mine.cpus_assumed)}): start the job with `hwtune exec "
+        "--mode batch -- CMD`, which runs every copy, or give --instances 1 for one process"
+    ]
 
 
 def _home_note(environ: Mapping[str, str], measured: bool) -> list[str]:
