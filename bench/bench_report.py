@@ -271,9 +271,32 @@ def provenance(entries: list[dict[str, Any]]) -> str:
         return seen[0] if len(seen) == 1 else " then ".join(seen) + " (resumed)"
 
     return (
-        f"hwtune {distinct('hwtune')} at commit `{distinct('commit')}`, "
-        f"Python {distinct('python')}"
+        f"hwtune {distinct('hwtune')} at commit `{distinct('commit')}`"
+        f"{by_scenario(entries)}, Python {distinct('python')}"
     )
+
+
+def by_scenario(entries: list[dict[str, Any]]) -> str:
+    """Which commits measured which scenarios, where they differ: a scenario measured again
+    on newer code (its entries removed from the journal, then `bench/run --scenarios S7`)
+    sits beside others measured before. Entries belong to the session above them."""
+    commit: str | None = None
+    seen: dict[str, dict[str, None]] = {}
+    for entry in entries:
+        if entry.get("phase") == "session":
+            commit = str(entry.get("commit") or "unknown")
+        elif commit is not None and isinstance(entry.get("scenario"), str):
+            seen.setdefault(entry["scenario"], {})[commit] = None
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name, commits in seen.items():
+        groups.setdefault(tuple(commits), []).append(name)
+    if len(groups) < 2:
+        return ""
+    parts = [
+        f"{', '.join(sorted(names))} at `{' then '.join(commits)}`"
+        for commits, names in sorted(groups.items(), key=lambda item: sorted(item[1])[0])
+    ]
+    return " (by scenario: " + "; ".join(parts) + ")"
 
 
 def load_lines(entries: list[dict[str, Any]]) -> list[str]:
@@ -326,10 +349,23 @@ def final_rounds_text(entries: list[dict[str, Any]], settings: dict[str, Any]) -
         return f"{rounds} final rounds"
     last = max(int(e["final_rounds"]) for e in extensions)
     first = int(rounds or 0)
+    # Scenarios measured only after the extension (run again on newer code) had all their
+    # rounds, grid and tuner in the later session.
+    extended_at = entries.index(extensions[0])
+    before = {e.get("scenario") for e in entries[:extended_at]}
+    later = sorted(
+        {str(e["scenario"]) for e in entries[extended_at:] if isinstance(e.get("scenario"), str)}
+        - before
+    )
+    whole = (
+        f"; {', '.join(later)}: all {last} rounds, its grid and tuner in one later session"
+        if later
+        else ""
+    )
     return (
         f"{last} final rounds ({first} in the first session, rounds {first + 1}-{last} "
         "added in a resumed one: the grid and the tuner were not measured again, and each "
-        "round pairs its own arms)"
+        f"round pairs its own arms{whole})"
     )
 
 
@@ -400,6 +436,9 @@ def write(journal: Path, out_dir: Path, machine: str) -> Path:
         )
         space = data["space"]
         intent = f" planned with `--model {space['model']}`" if space.get("model") else ""
+        args = space.get("args") or []
+        if "--mode" in args[:-1]:
+            intent += f" and `--mode {args[args.index('--mode') + 1]}`"
         plan_s = space.get("plan_s")
         timing = (
             f" (plan: `hwtune tune --dry-run` {plan_s:.1f} s incl. start-up)" if plan_s else ""
