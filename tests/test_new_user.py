@@ -278,7 +278,10 @@ def test_the_configure_cache_carries_the_issues_for_env(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("call", "said"),
     [
-        ("mode='fast'", "configure(mode=): 'fast' is not one of throughput, latency); "),
+        (
+            "mode='fast'",
+            "configure(mode=): 'fast' is not one of throughput, latency, batch); ",
+        ),
         ("model='cnn'", "configure(model=): 'cnn' is not one of "),
         ("instances=0", "configure(instances=): 0 is below the minimum 1"),
         ("mode='latncy'", "(hint: did you mean 'latency'?)"),

@@ -238,9 +238,9 @@ def plan(
         copies = batch_copies(hw, resolved.model, tf_gpus)
         count_from = BATCH_ORIGIN
         resolved = dataclasses.replace(resolved, instances=int(copies.value or 1))
-        if not resolved.instance < resolved.instances:
-            index_from = overrides.origin("instance") if overrides.instance is not None else None
-            raise _no_such_instance(resolved, index_from, count_from)
+    if not count_given and not resolved.instance < resolved.instances:  # deferred to here
+        index_from = overrides.origin("instance") if overrides.instance is not None else None
+        raise _no_such_instance(resolved, index_from, count_from or "the default")
     slices = split(hw, resolved.instances, tf_gpus, count_from)
     mine = slices[resolved.instance]
     on_gpu = bool(mine.gpus)
