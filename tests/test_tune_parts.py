@@ -402,13 +402,22 @@ def test_space_around_the_plan_of_a_big_host() -> None:
     hw = detect(DATA / "hosts" / "alamb-gcp-c3-xeon8481c-spr-vm", gpus=False, tensorflow=False)
     start, space, fingerprint = prepare(hw, TuneRequest(builtin("cnn"), allow_precision=True))
     assert fingerprint and start.instances == 1 and start.precision == "mixed_bfloat16"
-    assert list(space.bases) == [1, 2, 4]  # 4 NUMA nodes
+    # Throughput mode tunes one job: copies of a training script would be several trainings.
+    assert list(space.bases) == [1]
+    batch = TuneRequest(builtin("cnn"), allow_precision=True, mode="batch", model="conv")
+    first, space, _ = prepare(hw, batch)
+    # Batch mode starts from its copies (one per core for a CNN: 88, pinned, one thread each)
+    # and searches 1, 2, 4 (the NUMA nodes), those 88 and half as many.
+    assert first.instances == 88 and first.intra == 1 and first.pinned
+    assert list(space.bases) == [1, 2, 4, 44, 88]
+    start = space.bases[1]
     assert space.intra[1] == (1, 88, 176) and space.intra[4] == (1, 22, 44)
     assert space.precision == (None, "mixed_bfloat16")
     neighbors = space.neighbors(start)
     # inter-op 1, 2 and the plan's (one per intra-op thread): two neighbours on that axis
-    assert space.inter == {1: (1, 2, 88), 2: (1, 2, 44), 4: (1, 2, 22)}
-    assert len(neighbors) == len(set(neighbors)) == 9
+    assert space.inter == {1: (1, 2, 88), 2: (1, 2, 44), 4: (1, 2, 22), 44: (1, 2), 88: (1, 2)}
+    # one per other setting, and each other instance count's plan
+    assert len(neighbors) == len(set(neighbors)) == 11
     assert all(
         sum(
             getattr(n, k) != getattr(start, k)
@@ -419,10 +428,11 @@ def test_space_around_the_plan_of_a_big_host() -> None:
         if n.instances == 1
     )
     grid = list(space.grid())
-    # 72 single-instance configurations (3 intra × 3 inter × oneDNN × XLA × precision), and
-    # 72 each for 2 and 4 instances, pinned and not (the `pinned` dimension, issue 17):
-    # 72 + 2 × 2 × 72.
-    assert len(grid) == len(set(grid)) == space.size() == 360
+    # 72 single-instance configurations (3 intra × 3 inter × oneDNN × XLA × precision), 72
+    # each for 2 and 4 instances, pinned and not (the `pinned` dimension, issue 17), and for
+    # 44 and 88 copies 3 and 2 intra × 2 inter × 8, pinned and not: 72 + 2 × 2 × 72 + 2 ×
+    # (48 + 32).
+    assert len(grid) == len(set(grid)) == space.size() == 520
     assert start in grid and set(neighbors) <= set(grid)
     four = next(n for n in neighbors if n.instances == 4)
     # Whole NUMA nodes of 44 cores: the plan's rule pins them; the tuner may try unpinned.

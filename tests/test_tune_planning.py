@@ -84,8 +84,12 @@ def test_tune_takes_planning_precedence_files_then_environment_then_flags(
 
 
 def test_tune_takes_the_instance_count_from_environment_and_ranks(tmp_path: Path) -> None:
-    searched = dry_run(clean_environ(tmp_path))
-    assert {c["instances"] for c in searched["grid"]} == {1, 2, 4, 8}  # 8 NUMA nodes
+    one_job = dry_run(clean_environ(tmp_path))
+    assert {c["instances"] for c in one_job["grid"]} == {1}  # throughput: one training job
+    searched = dry_run(clean_environ(tmp_path), "--mode", "batch")
+    # 1, 2, 4, 8 NUMA nodes; batch mode's copies are one per A100 (8) and half as many (4)
+    assert {c["instances"] for c in searched["grid"]} == {1, 2, 4, 8}
+    assert searched["start"]["instances"] == 8
     fixed = dry_run(clean_environ(tmp_path, HWTUNE_INSTANCES="4"))
     assert {c["instances"] for c in fixed["grid"]} == {4}
     ranks = clean_environ(tmp_path, LOCAL_RANK="1", LOCAL_WORLD_SIZE="2")

@@ -109,8 +109,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "Planning as `hwtune plan` does (config files < HWTUNE_* < flags and --set), never with "
         "a measured result. An instance count given there (--instances N, HWTUNE_INSTANCES, "
-        "config, the launcher's local ranks) fixes the copies each trial runs; else throughput "
-        "mode searches it."
+        "config, the launcher's local ranks) fixes the copies each trial runs; else --mode "
+        "batch searches it (independent batches: the copies' throughputs add up) and the "
+        "other modes run one."
     )
 
 

@@ -2,7 +2,7 @@
 
 Dimensions: intra-op threads, inter-op threads, oneDNN on/off, XLA JIT on/off, the mixed
 precision policy (only where the plan finds one eligible and the user allowed it), and, in
-throughput mode, instances per node. Instance counts come with their own plan (the slices'
+batch mode, instances per node. Instance counts come with their own plan (the slices'
 CPUs, and thread counts sized for a slice), so changing the count moves to that plan's threads.
 Thread candidates per slice with a budget of n effective CPUs: 1, n/2, n and the plan's
 choice, plus the number of CPUs the process can see (TensorFlow's own default, which a CPU

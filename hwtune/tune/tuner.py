@@ -55,7 +55,7 @@ class TuneRequest:
     allow_precision: bool = False
     mode: Mode = "throughput"
     model: ModelKind = "unknown"  # what the workload trains: the plan's XLA rule uses it
-    instances: int | None = None  # fixed instance count; None: searched in throughput mode
+    instances: int | None = None  # fixed instance count; None: searched in batch mode, else 1
     store: bool = True
     seed: int = 0
     max_repeats: int = 4
@@ -115,12 +115,14 @@ class ResultNotStored(TuneError):
 
 
 def instance_counts(hw: Hardware, request: TuneRequest, batch: int | None = None) -> list[int]:
-    """The instance counts to search: the user's, 1 in latency mode, else 1, 2, 4 and the
-    NUMA node count, as far as physical cores allow (the planner refuses more); in batch mode
-    also the copies the plan chose (`batch`) and half as many."""
+    """The instance counts to search: the user's; in batch mode 1, 2, 4, the NUMA node count,
+    the copies the plan chose (`batch`) and half as many, as far as physical cores allow (the
+    planner refuses more); else 1. Throughput and latency mode tune one job: copies of a
+    training script are several trainings, whose summed samples/s is no speed-up of one, and
+    `hwtune exec --workload` would start that many."""
     if request.instances is not None:
         return [request.instances]
-    if request.mode == "latency":
+    if request.mode != "batch":
         return [1]
     cores = hw.cpu.physical_cores or len(hw.limits.usable_cpus) or 1
     counts = {1, 2, 4, max(1, len(hw.numa))}
