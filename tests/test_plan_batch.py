@@ -9,6 +9,7 @@ quota and by memory. Hosts are real captures; `exec` runs real processes on this
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -118,6 +119,19 @@ def test_one_copy_per_gpu_tensorflow_can_use(tmp_path: Path) -> None:
     assert profile.intent.instances == gpus
     assert profile.copies is not None and "Triton" in profile.copies.reason
     assert [s.gpus for s in profile.instances] == [(g,) for g in range(gpus)]
+
+
+def test_gpu_copies_are_capped_by_the_cores_they_need() -> None:
+    """A container given 8 GPUs but 4 CPUs: a copy per GPU would need 8 cores, which the
+    planner refuses (slices never share a core), so batch mode plans 4, two GPUs each."""
+    hw = detect(P4D_HOST)
+    four = (0, 1, 2, 3)  # four distinct cores: the capture's SMT siblings are CPUs 48-95
+    limits = dataclasses.replace(hw.limits, usable_cpus=four, effective_cpus=4)
+    profile = plan(dataclasses.replace(hw, limits=limits), mode="batch", model="conv")
+    assert profile.intent.instances == 4
+    assert [len(s.gpus) for s in profile.instances] == [2, 2, 2, 2]
+    assert profile.copies is not None
+    assert "capped at 4: copies never share a physical core" in profile.copies.reason
 
 
 def test_one_copy_per_mig_device(tmp_path: Path) -> None:

@@ -49,19 +49,41 @@ MEASURED_COPIES = (
 def batch_copies(hw: Hardware, model: ModelKind, tf_gpus: tuple[Gpu, ...]) -> Setting:
     """The number of copies batch mode plans, and why (`tf_gpus`: the GPUs TensorFlow can
     use, as the planner found them)."""
-    if tf_gpus:
-        found, _ = gpu_units.units(tf_gpus, hw.gpu_driver)
-        if found:
-            mig = any(unit.mig is not None for unit in found)
-            what = "MIG device" if mig else "GPU"
-            return Setting(
-                len(found),
-                f"batch mode: one copy per {what} TensorFlow can use ({plural(len(found), what)})"
-                ", as Triton Inference Server gives a model one instance per available GPU "
-                "by default (Triton docs, Concurrent Model Execution); start them with "
-                "`hwtune exec -- CMD`",
-            )
     cores = len(physical_cores(hw, usable_cpus(hw)))
+    found, _ = gpu_units.units(tf_gpus, hw.gpu_driver) if tf_gpus else ([], [])
+    if found:
+        what = "MIG device" if any(unit.mig is not None for unit in found) else "GPU"
+        count = len(found)
+        why = [
+            f"one copy per {what} TensorFlow can use ({plural(count, what)}), as Triton "
+            "Inference Server gives a model one instance per available GPU by default (Triton "
+            "docs, Concurrent Model Execution)"
+        ]
+        if cores < count:  # every copy needs a core of its own (planner/instances.py)
+            count = max(1, cores)
+            why.append(f"capped at {count}: copies never share a physical core")
+    else:
+        count, why = _cpu_copies(hw, model, cores)
+    memory = hw.limits.memory_bytes or hw.memory.total_bytes
+    if memory:
+        fits = max(1, memory // 2 // COPY_BYTES)
+        if fits < count:
+            count = fits
+            why.append(
+                f"capped at {count} by memory: half of {memory / 2**30:.1f} GiB over the "
+                f"{COPY_BYTES // 2**20} MiB one TensorFlow copy of a small CNN peaked at (on a "
+                "2-vCPU EPYC Zen 4 VM, TF 2.21)"
+            )
+    start = "; `hwtune exec -- CMD` starts them" if count > 1 else ""
+    return Setting(
+        count,
+        f"batch mode: {count} {'copy' if count == 1 else 'copies'} ({'; '.join(why)}){start}; "
+        "`hwtune tune` measures other counts",
+    )
+
+
+def _cpu_copies(hw: Hardware, model: ModelKind, cores: int) -> tuple[int, list[str]]:
+    """Copies on CPUs alone: by cores a copy for the model kind, capped by the CPU quota."""
     per_copy = CORES_PER_COPY[model]
     count = max(1, cores // per_copy)
     openvino = (
@@ -82,19 +104,4 @@ def batch_copies(hw: Hardware, model: ModelKind, tf_gpus: tuple[Gpu, ...]) -> Se
     if quota is not None and quota < cores and max(1, quota // per_copy) < count:
         count = max(1, quota // per_copy)
         why.append(f"capped at {count} by the CPU budget of {plural(quota, 'effective CPU')}")
-    memory = hw.limits.memory_bytes or hw.memory.total_bytes
-    if memory:
-        fits = max(1, memory // 2 // COPY_BYTES)
-        if fits < count:
-            count = fits
-            why.append(
-                f"capped at {count} by memory: half of {memory / 2**30:.1f} GiB over the "
-                f"{COPY_BYTES // 2**20} MiB one TensorFlow copy of a small CNN peaked at (on a "
-                "2-vCPU EPYC Zen 4 VM, TF 2.21)"
-            )
-    start = "; `hwtune exec -- CMD` starts them" if count > 1 else ""
-    return Setting(
-        count,
-        f"batch mode: {count} {'copy' if count == 1 else 'copies'} ({'; '.join(why)}){start}; "
-        "`hwtune tune` measures other counts",
-    )
+    return count, why
