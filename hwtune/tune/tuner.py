@@ -136,30 +136,21 @@ def batch_copies(hw: Hardware, request: TuneRequest) -> int | None:
     tuner's starting point, as `hwtune exec` would start them."""
     if request.mode != "batch" or request.instances is not None:
         return None
-    base = request.planning or PlanRequest(environ=os.environ)
-    planned = profile_for(
-        dataclasses.replace(
-            base,
-            hardware=hw,
-            mode=request.mode,
-            model=request.model,
-            instances=None,
-            instance=None,
-            precision="auto" if request.allow_precision else base.precision,
-            workload=None,
-            measured=False,
-        )
-    ).profile
-    return planned.intent.instances
+    return profile_for(plan_request(hw, request, None)).profile.intent.instances
 
 
-def plan_request(hw: Hardware, request: TuneRequest, count: int) -> PlanRequest:
-    """The pipeline's request for the plan of `count` instances: the user's planning inputs
-    with the tuner's intent, and no measured result (the tuner's baseline is the rules')."""
+def plan_request(hw: Hardware, request: TuneRequest, count: int | None) -> PlanRequest:
+    """The pipeline's request for the plan of `count` instances (None: as many as the plan
+    chooses, batch mode's copies): the user's planning inputs with the tuner's intent, and no
+    measured result (the tuner's baseline is the rules')."""
     base = request.planning or PlanRequest(environ=os.environ)
     # A trial runs every copy on its own slice; the plan of one copy (--instance K of a fixed
     # count, else the first) gives the thread counts.
-    instance = base.instance if count == request.instances and base.instance is not None else 0
+    instance: int | None = 0
+    if count is None:
+        instance = None
+    elif count == request.instances and base.instance is not None:
+        instance = base.instance
     return dataclasses.replace(
         base,
         hardware=hw,
