@@ -161,6 +161,15 @@ def test_plan_shows_the_copies_row(cli) -> None:  # type: ignore[no-untyped-def]
     assert one.exit_status == 0 and "batch mode plans" not in one.stderr
 
 
+def test_explain_copies_gives_the_count_and_its_reason(cli) -> None:  # type: ignore[no-untyped-def]
+    args = ["explain", "copies", "--root", str(EPYC), "--mode", "batch", "--model", "conv"]
+    result = cli(args)
+    assert result.exit_status == 0, result.stderr
+    assert result.stdout.startswith("copies = 48\n  source: rule\n  why: batch mode: 48 copies")
+    thrown = cli(["explain", "copies", "--root", str(EPYC)])  # not batch mode: no such row
+    assert thrown.exit_status != 0 and "no setting named 'copies'" in thrown.stderr
+
+
 def test_config_and_environment_take_batch(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     env = {"HWTUNE_MODE": "batch", "HWTUNE_MODEL": "conv", "HOME": str(tmp_path)}
     result = cli(["plan", "--root", str(EPYC), "--json"], environ=env)

@@ -88,8 +88,9 @@ def _entries(profile: Profile) -> dict[str, str]:
         + (f" (devices {', '.join(mine.devices)})" if mine.devices else "")
         + f"\n  mode {profile.intent.mode}; slices never share a physical core"
     )
-    if profile.copies is not None:
-        entries["instance"] += "\n" + _setting("copies", profile.copies)
+    if profile.copies is not None:  # batch mode chose the count
+        entries["copies"] = _setting("copies", profile.copies)
+        entries["instance"] += "\n" + entries["copies"]
     if profile.pinning is not None:  # several instances: does `hwtune exec` pin them?
         entries["pinning"] = _setting("pinning", profile.pinning)
         entries["instance"] += "\n" + entries["pinning"]
