@@ -65,6 +65,7 @@ def test_manifest_lists_what_was_copied(tmp_path: Path) -> None:
     ]
     assert manifest["captures"] == {
         "gpu": "skipped (--no-gpu)",
+        "cuda_visible_devices": "skipped (--no-gpu)",
         "tensorflow": "skipped (--no-tensorflow)",
     }
     # this process's cgroup files came along, so limits can be read back

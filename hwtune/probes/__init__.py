@@ -95,7 +95,14 @@ def detect(
     if gpu_report is not None and gpu_report.gpus:
         from hwtune.probes.cuda_visible import read_visibility
 
-        seen = (os.environ if live else {}) if environ is None else environ
+        if environ is not None:
+            seen: Mapping[str, str] = environ
+        elif live:
+            seen = os.environ
+        else:  # a snapshot: what `hwtune snapshot` recorded of the process that took it
+            from hwtune.probes.cuda_visible_snapshot import read_snapshot
+
+            seen = read_snapshot(base, issues)
         visibility = _guarded(issues, "gpu", None, lambda: read_visibility(seen, gpu_report.gpus))
     if gpu_report is not None and tf_info is not None:
         from hwtune.probes.cuda_check import check_driver

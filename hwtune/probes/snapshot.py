@@ -399,6 +399,21 @@ def _save_extra(name: str, dest: Destination, issues: IssueLog) -> str:
     return "done" if not added else f"done, {added} issue(s) (see issues)"
 
 
+def _save_visibility(dest: Destination, source: Path) -> str:
+    """Record this process's CUDA_VISIBLE_DEVICES (and CUDA_DEVICE_ORDER) when it snapshots
+    this machine: a limit on its GPUs, as its affinity is (probes/cuda_visible_snapshot.py)."""
+    from hwtune.probes.cuda_visible_snapshot import SNAPSHOT_NAME, snapshot_bytes
+    from hwtune.probes.root import is_live
+
+    if not is_live(source):
+        return "not recorded: the source is not this machine"
+    data = snapshot_bytes(os.environ)
+    if data is None:
+        return "unset: every GPU visible"
+    dest.write(SNAPSHOT_NAME, data)
+    return f"recorded in {SNAPSHOT_NAME}"
+
+
 def take_snapshot(
     dest: Path, *, source: Path = Path("/"), gpus: bool = True, tensorflow: bool = True
 ) -> dict[str, Any]:
@@ -438,6 +453,7 @@ def _fill(dest: Destination, source: Path, *, gpus: bool, tensorflow: bool) -> d
         commands["lscpu.txt"] = lscpu
     captures = {
         "gpu": _save_extra("gpu", dest, issues) if gpus else "skipped (--no-gpu)",
+        "cuda_visible_devices": _save_visibility(dest, source) if gpus else "skipped (--no-gpu)",
         "tensorflow": (
             _save_extra("tensorflow", dest, issues) if tensorflow else "skipped (--no-tensorflow)"
         ),
