@@ -24,7 +24,10 @@ BUILTINS: dict[str, str] = {
     "matmul": "a chain of 512×512 matrix multiplies in a tf.function (intra-op threads)",
     "pipeline": "a tf.data pipeline decoding and augmenting images (tf.data parallelism)",
     "transformer": "Keras training of one transformer encoder block (attention, layer norm, GELU)",
-    "inference": "batch inference with the CNN as a SavedModel (instances are the lever)",
+    "inference": (
+        "batch inference with the CNN as a SavedModel (instances are the lever: tune it with "
+        "--mode batch --model conv)"
+    ),
     "mixed": "a CNN and an MLP trained at once, one per instance (use 2 instances)",
 }
 # The metric each built-in reports, where it is not samples per second.
