@@ -74,7 +74,7 @@ def batch_copies(hw: Hardware, model: ModelKind, tf_gpus: tuple[Gpu, ...]) -> Se
                 f"{COPY_BYTES // 2**20} MiB one TensorFlow copy of a small CNN peaked at (on a "
                 "2-vCPU EPYC Zen 4 VM, TF 2.21)"
             )
-    start = "; `hwtune exec -- CMD` starts them" if count > 1 else ""
+    start = "; `hwtune exec --mode batch -- CMD` starts them" if count > 1 else ""
     return Setting(
         count,
         f"batch mode: {count} {'copy' if count == 1 else 'copies'} ({'; '.join(why)}){start}; "
