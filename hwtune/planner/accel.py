@@ -81,7 +81,10 @@ GPU_XLA_REASONS: dict[str, tuple[str, str]] = {
 
 
 def gpus_tensorflow_can_use(
-    hw: Hardware, planned: TfVersionEntry | None = None, knowledge: Knowledge | None = None
+    hw: Hardware,
+    planned: TfVersionEntry | None = None,
+    knowledge: Knowledge | None = None,
+    visible: tuple[tuple[Gpu, ...], str] | None = None,
 ) -> tuple[tuple[Gpu, ...], str]:
     """The GPUs TensorFlow will run on, and why none when it will not.
 
@@ -93,11 +96,12 @@ def gpus_tensorflow_can_use(
     a GPU in MIG mode with no MIG device to run on (`idle_mig_warnings` says so). A driver
     whose CUDA is of an older major release than the CUDA TensorFlow is built with (the
     installed build's, else `planned`'s wheels) cannot load it, so no GPU is usable at all
-    (`cuda_compat.driver_cannot_load`); the plan warns about the driver too.
+    (`cuda_compat.driver_cannot_load`); the plan warns about the driver too. `visible`:
+    `gpu_units.visible(hw)` where the caller has it already.
     """
     if not hw.gpus:
         return (), "no NVIDIA GPU found"
-    gpus, limit = gpu_units.visible(hw)
+    gpus, limit = visible if visible is not None else gpu_units.visible(hw)
     if not gpus:
         return (), limit  # "CUDA_VISIBLE_DEVICES='' hides every GPU"
     tf = hw.tensorflow

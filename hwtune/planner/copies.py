@@ -3,8 +3,8 @@
 Batch mode is for work whose requests or batches are independent (batch inference, scoring,
 offline prediction): the job's throughput is the sum over copies, so the node is split into
 copies, each with its own slice and pools, instead of one process whose intra-op threads wait
-for each other at every op. `hwtune exec -- CMD` starts them; an explicit `--instances N`, a
-launcher's ranks or a measured count still win.
+for each other at every op. `hwtune exec --mode batch -- CMD` starts them; an explicit
+`--instances N`, a launcher's ranks or a measured count still win.
 
 Rules (issue 17), in the order they bind:
 - GPUs: one copy per GPU, or per MIG device, TensorFlow can use. Triton Inference Server's

@@ -228,8 +228,9 @@ def plan(
 
     tf_asked_by = overrides.origin("tf_version") if overrides.tf_version is not None else None
     planned_tf, _ = resolve_tf_version(hw, resolved, knowledge, tf_asked_by)
+    visible, gpu_limit = gpu_units.visible(hw)  # how CUDA_VISIBLE_DEVICES narrowed the GPUs
     tf_gpus, no_gpu_reason = accel.gpus_tensorflow_can_use(
-        hw, planned_tf or _newer_than_known(hw, knowledge), knowledge
+        hw, planned_tf or _newer_than_known(hw, knowledge), knowledge, (visible, gpu_limit)
     )
     count_from = overrides.origin("instances") if overrides.instances is not None else None
     copies = None
@@ -301,7 +302,6 @@ def plan(
         overrides.data_format,
         "data_format",
     )
-    visible, gpu_limit = gpu_units.visible(hw)  # how CUDA_VISIBLE_DEVICES narrowed the GPUs
     gpu_env, omitted = multigpu.gpu_env(
         resolved, mine, no_gpu_reason, hw.gpu_visibility, gpu_limit
     )

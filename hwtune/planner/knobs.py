@@ -32,12 +32,9 @@ ONEDNN_ARCHES = ("x86_64", "aarch64", "unknown")
 # launcher; PyTorch's run_cpu): compact,1,0 puts one thread per core before any SMT sibling;
 # a 1 ms block time keeps threads spinning between the back-to-back ops of one step and then
 # frees the core (the default, 200 ms, starves other pools and instances). The guides give the
-# same values for max-throughput and real-time inference; OMP_NUM_THREADS follows intra-op.
-KMP_VALUES: dict[str, dict[str, str]] = {
-    "throughput": {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1"},
-    "latency": {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1"},
-    "batch": {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1"},
-}
+# same values for max-throughput and real-time inference, so every mode gets them;
+# OMP_NUM_THREADS follows intra-op.
+KMP_VALUES: dict[str, str] = {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1"}
 
 
 def onednn_on(setting: Setting) -> bool:
@@ -162,7 +159,7 @@ def openmp_env(
             "do not share a core's SMT siblings (OpenMP 4.0 spec)",
         )
         return env, left, build
-    values = KMP_VALUES[intent.mode]
+    values = KMP_VALUES
     env["KMP_AFFINITY"] = (
         Setting("disabled", f"{build}: {stacked} (Intel OpenMP: KMP_AFFINITY=disabled)")
         if unpinned_instances
