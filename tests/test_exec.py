@@ -474,21 +474,34 @@ def test_instances_are_not_pinned_to_cpu_numbers_no_list_gave(tmp_path: Path) ->
 
 
 @needs_two_cores
-def test_a_measured_instance_count_is_for_exec_only(tmp_path: Path) -> None:
+def test_a_measured_instance_count_is_for_batch_mode_only(tmp_path: Path) -> None:
+    """`hwtune tune` searches the count in batch mode only; exec starts the copies it measured
+    there. A throughput-mode result with two instances (stored by a version that searched the
+    count in every mode) must not have exec start two trainings."""
     from hwtune.pipeline.measured import save_result
 
     env = _env(tmp_path, HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
     fingerprint = profile_for(PlanRequest(env)).profile.fingerprint
-    record = {"fingerprint": fingerprint, "workload": "serve", "ratio": 1.9}
+    record = {"fingerprint": fingerprint, "workload": "serve", "ratio": 1.9, "mode": "batch"}
     save_result({**record, "settings": {"instances": 2, "threads.intra_op": 1}}, env)
-    ran = _run_exec(["--workload", "serve"], env)
+    ran = _run_exec(["--workload", "serve", "--mode", "batch"], env)
     assert ran.returncode == 0, ran.stderr
     seen = [json.loads(line[4:]) for line in ran.stdout.splitlines()]
     assert sorted(s["instance"] for s in seen) == ["0", "1"]  # the copies the result measured
     assert {s["env"]["TF_NUM_INTRAOP_THREADS"] for s in seen} == {"1"}
-    # Every other command plans one instance, without the threads measured for two.
-    planned = profile_for(PlanRequest(env, workload="serve")).profile
-    assert planned.intent.instances == 1 and planned.threads.intra_op.source == "rule"
+    # Every other command plans copy 0's share of those copies, with the measured threads.
+    planned = profile_for(PlanRequest(env, workload="serve", mode="batch")).profile
+    assert planned.intent.instances == 2 and planned.threads.intra_op.source == "measured"
+    # The same result stored in throughput mode: one copy, the rules' threads, and why.
+    save_result(
+        {**record, "mode": "throughput", "settings": {"instances": 2, "threads.intra_op": 1}},
+        env,
+    )
+    older = _run_exec(["--workload", "serve"], env)
+    assert older.returncode == 0, older.stderr
+    one = json.loads(older.stdout)  # one copy: its output is not prefixed
+    assert one["env"]["HWTUNE_INSTANCES"] == "1" and one["env"]["TF_NUM_INTRAOP_THREADS"] != "1"
+    assert "measured for 2 instances, planning 1 (a measured count holds in batch" in older.stderr
     # Without the workload named, exec runs one copy with the rules.
     alone = subprocess.run(
         [*HWTUNE, "exec", "--", PYTHON, "-c", REPORT],
@@ -510,16 +523,16 @@ def test_exec_pins_as_the_tuner_measured(tmp_path: Path, measured: bool) -> None
     env = _env(tmp_path, HWTUNE_TUNED_DIR=str(tmp_path / "tuned"))
     fingerprint = profile_for(PlanRequest(env)).profile.fingerprint
     settings = {"instances": 2, "threads.intra_op": 1, "instances.pinned": measured}
-    save_result(
-        {"fingerprint": fingerprint, "workload": "serve", "ratio": 1.2, "settings": settings},
-        env,
-    )
-    ran = _run_exec(["--workload", "serve"], env)
+    record = {"fingerprint": fingerprint, "workload": "serve", "ratio": 1.2, "mode": "batch"}
+    save_result({**record, "settings": settings}, env)
+    ran = _run_exec(["--workload", "serve", "--mode", "batch"], env)
     assert ran.returncode == 0, ran.stderr
     seen = {
         json.loads(line[4:])["instance"]: json.loads(line[4:]) for line in ran.stdout.splitlines()
     }
-    request = PlanRequest(env, workload="serve", for_exec=True, instances=2, instance=0)
+    request = PlanRequest(
+        env, workload="serve", mode="batch", for_exec=True, instances=2, instance=0
+    )
     planned = profile_for(request)
     shown = planned.profile.pinning  # what `plan --json` and `explain` show too
     assert shown is not None and shown.value is measured and shown.source == "measured"
@@ -532,8 +545,8 @@ def test_exec_pins_as_the_tuner_measured(tmp_path: Path, measured: bool) -> None
     else:
         assert cpus[0] == cpus[1] == everything, cpus
         assert "left unpinned, as `hwtune tune` measured" in ran.stderr
-    # A plan of one instance (every command but exec) has no copies to pin.
-    alone = profile_for(PlanRequest(env, workload="serve"))
+    # A plan of one instance has no copies to pin.
+    alone = profile_for(PlanRequest(env, workload="serve", mode="batch", instances=1))
     assert alone.profile.pinning is None
 
 

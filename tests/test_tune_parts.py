@@ -504,21 +504,23 @@ def test_forget_never_removes_another_workloads_result_sharing_its_file_name(
 
 
 def test_a_result_the_plan_cannot_use_is_ignored_with_the_file_named(tmp_path: Path) -> None:
+    """A batch-mode count beyond this machine's cores: the rules plan, and the note names the
+    file."""
     from hwtune.pipeline.request import PlanRequest, profile_for
-    from hwtune.planner import plan
     from tests.plan_builders import make_hardware
 
     environ = {"HWTUNE_TUNED_DIR": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
     hardware = make_hardware()
-    rules = plan(hardware)
-    path = save_result(
-        record(fingerprint=rules.fingerprint, settings={"instances": 1024}), environ
+    rules = profile_for(PlanRequest(environ, hardware=hardware, mode="batch")).profile
+    batch = {"fingerprint": rules.fingerprint, "mode": "batch"}
+    path = save_result(record(**batch, settings={"instances": 1024}), environ)
+    request = PlanRequest(
+        environ, hardware=hardware, workload="builtin:cnn", mode="batch", for_exec=True
     )
-    request = PlanRequest(environ, hardware=hardware, workload="builtin:cnn", for_exec=True)
     planned = profile_for(request)
     assert planned.profile == rules
     assert any(n.startswith(f"tuned results ignored: {path}: ") for n in planned.notes)
-    save_result(record(fingerprint=rules.fingerprint), environ)
+    save_result(record(**batch), environ)
     planned = profile_for(request)
     assert planned.profile.threads.intra_op.source == "measured"
     assert planned.profile.measurement is not None

@@ -10,9 +10,9 @@
 
 A measurement holds for what was measured: the named workload (`--workload`, `HWTUNE_WORKLOAD`,
 `workload = ` in config, `configure(workload=)`), its mode, and its model kind when the user
-names one. Its instance count applies to `exec` only (the command that starts the copies);
-elsewhere its thread counts apply only when they were measured for as many instances as are
-planned.
+names one. Its instance count applies in batch mode only, the one mode `hwtune tune` searches
+counts in (copies of one training are several trainings); elsewhere its thread counts apply
+only when they were measured for as many instances as are planned.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class PlanRequest:
     sets: tuple[str, ...] = ()
     workload: str | None = None
     measured: bool = True  # False: rules and overrides only (--no-measured)
-    for_exec: bool = False  # a measured instance count applies (exec starts the copies)
+    for_exec: bool = False  # exec: it starts the copies, so a batch plan needs no note
     # The intent came as configure()'s keyword arguments: errors and reasons name `mode=`, not
     # the `--mode` flag the command line has.
     keywords: bool = False
@@ -311,9 +311,7 @@ def profile_for(request: PlanRequest) -> Planned:
     measured: dict[str, Setting] = {}
     measurement: Measurement | None = None
     if request.measured and overrides.workload:
-        measured, measurement, why = _measured(
-            fingerprint(hardware), overrides, request.for_exec, request.environ
-        )
+        measured, measurement, why = _measured(fingerprint(hardware), overrides, request.environ)
         notes.extend(why)
     try:
         profile = plan(hardware, overrides=overrides, measured=measured)
@@ -359,7 +357,7 @@ def _home_note(environ: Mapping[str, str], measured: bool) -> list[str]:
 
 
 def _measured(
-    hardware_fingerprint: str, overrides: Overrides, for_exec: bool, environ: Mapping[str, str]
+    hardware_fingerprint: str, overrides: Overrides, environ: Mapping[str, str]
 ) -> tuple[dict[str, Setting], Measurement | None, list[str]]:
     """The named workload's measured settings that fit this plan, the measurement, and notes
     on what did not fit."""
@@ -388,19 +386,20 @@ def _measured(
         return {}, None, [f"tuned results of {workload!r} not used: {why}"]
     settings = measured_settings(record)
     notes: list[str] = []
-    # A measured count is how many copies exec starts; a plan for one process (configure(),
-    # env files) uses its threads only where it was measured for one. In batch mode every
-    # plan is for the copies, so the count holds there too.
-    keep_count = for_exec or mode == "batch"
+    # In batch mode a measured count is how many copies there are (exec starts them; every
+    # other plan is copy 0's share). In the other modes the count is the user's: `hwtune tune`
+    # measures one job there (63bee2f), and a count stored by an older version that searched
+    # it would have exec start several trainings. Threads apply where the counts agree.
+    keep_count = mode == "batch"
     found = settings.get("instances") if keep_count else settings.pop("instances", None)
     count = found.value if found is not None and isinstance(found.value, int) else 1
     planned = overrides.instances or (count if keep_count else 1)
     if count != planned and [settings.pop(key) for key in _THREAD_KEYS if key in settings]:
         # Threads measured per copy of N copies do not fit a slice of another size.
-        notes.append(
-            f"measured thread counts of {workload!r} not used: measured for "
-            f"{plural(count, 'instance')}, planning {planned}"
-        )
+        why = f"measured for {plural(count, 'instance')}, planning {planned}"
+        if not keep_count and overrides.instances is None:
+            why += " (a measured count holds in batch mode only: `hwtune tune --mode batch`)"
+        notes.append(f"measured thread counts of {workload!r} not used: {why}")
     if count != planned:
         settings.pop("instances.pinned", None)  # pinning measured for another count
         settings = _unmeasured_here(settings, count, planned)
