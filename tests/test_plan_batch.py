@@ -107,6 +107,7 @@ def test_memory_caps_the_copies() -> None:
     profile = plan(hw, mode="batch", model="conv")
     assert profile.intent.instances == 2
     assert profile.copies is not None and "capped at 2 by memory" in profile.copies.reason
+    assert "GiB cgroup memory limit over the" in profile.copies.reason  # the basis, named
     tiny = make_hardware(cores_per_socket=16, memory=64 * GIB, memory_limit=COPY_BYTES)
     assert plan(tiny, mode="batch", model="conv").intent.instances == 1  # never fewer than 1
 

@@ -27,6 +27,7 @@ from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import ModelKind, Setting
 from hwtune.models.words import plural
 from hwtune.planner import gpu_units
+from hwtune.planner.data import usable_memory
 from hwtune.planner.instances import physical_cores, usable_cpus
 
 # Physical cores a copy gets, per model kind (see the module docstring for the sources).
@@ -64,13 +65,14 @@ def batch_copies(hw: Hardware, model: ModelKind, tf_gpus: tuple[Gpu, ...]) -> Se
             why.append(f"capped at {count}: copies never share a physical core")
     else:
         count, why = _cpu_copies(hw, model, cores)
-    memory = hw.limits.memory_bytes or hw.memory.total_bytes
+    memory, basis = usable_memory(hw)
     if memory:
         fits = max(1, memory // 2 // COPY_BYTES)
         if fits < count:
             count = fits
             why.append(
-                f"capped at {count} by memory: half of {memory / 2**30:.1f} GiB over the "
+                f"capped at {count} by memory: half of the {memory / 2**30:.1f} GiB {basis} "
+                "over the "
                 f"{COPY_BYTES // 2**20} MiB one TensorFlow copy of a small CNN peaked at (on a "
                 "2-vCPU EPYC Zen 4 VM, TF 2.21)"
             )

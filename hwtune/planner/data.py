@@ -56,16 +56,21 @@ def tf_data(hw: Hardware, intent: Intent, mine: Slice) -> TfData:
     )
 
 
-def _ram_budget(hw: Hardware, intent: Intent) -> Setting:
+def usable_memory(hw: Hardware) -> tuple[int | None, str]:
+    """The memory a job can use (the cgroup limit where it is lower than RAM) and what it is,
+    for reasons: tf.data's RAM budget and batch mode's copies (planner/copies.py) share it."""
     limit, cgroup = hw.limits.memory_bytes, hw.limits.memory_limit_bytes
     if limit is None:
-        limit, basis = hw.memory.total_bytes, "RAM"
-    elif cgroup is not None and limit == cgroup:
-        basis = "cgroup memory limit"
-    elif cgroup is None:
-        basis = "RAM (no cgroup memory limit)"
-    else:
-        basis = "RAM (below the cgroup memory limit)"
+        return hw.memory.total_bytes, "RAM"
+    if cgroup is not None and limit == cgroup:
+        return limit, "cgroup memory limit"
+    if cgroup is None:
+        return limit, "RAM (no cgroup memory limit)"
+    return limit, "RAM (below the cgroup memory limit)"
+
+
+def _ram_budget(hw: Hardware, intent: Intent) -> Setting:
+    limit, basis = usable_memory(hw)
     if limit is None:
         return Setting(None, "memory size unknown: tf.data keeps its default (half of RAM)")
     share = limit // 2 // intent.instances
