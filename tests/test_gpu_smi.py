@@ -37,6 +37,7 @@ GPU_DATA = DATA / "gpu"
 T4_XML = GPU_DATA / "telegraf-tesla-t4-xml.smi"
 P4D_TOPO = GPU_DATA / "trainingoneks-aws-p4d.24xlarge-8xA100.topo"
 MIG_LIST = GPU_DATA / "cuiliang-8xa100-80gb-mig-1g20gb.L"
+GB200_TOPO = GPU_DATA / "aiconfigurator-gb200-4gpu.topo"
 
 
 def layout(
@@ -99,6 +100,23 @@ def test_p4d_topo_capture_gives_eight_gpus_all_nv12(tmp_path: Path) -> None:
             assert gpu.numa_node == 1
             assert gpu.cpu_affinity == (*range(24, 48), *range(72, 96))
     assert "nvidia-smi-q.xml absent" in reasons(issues)
+
+
+def test_gb200_topo_with_empty_cpu_affinity_keeps_the_numa_node(tmp_path: Path) -> None:
+    # The capture's GPU2 and GPU3 rows have an empty CPU Affinity cell ("NODE\t\t1\t\tN/A"):
+    # their NUMA Affinity (1) is still read, not dropped with a "cells for columns" issue.
+    issues = IssueLog()
+    report = probe_gpus(layout(tmp_path, topo=GB200_TOPO), issues, live=False)
+    assert [(g.index, g.numa_node, g.cpu_affinity) for g in report.gpus] == [
+        (0, 0, tuple(range(36))),  # "0-35\t0"
+        (1, 0, tuple(range(36))),
+        (2, 1, ()),  # "\t1": no CPU Affinity printed
+        (3, 1, ()),
+    ]
+    for gpu in report.gpus:  # every GPU pair NV18; the six NIC columns are not GPU links
+        assert {(link.kind, link.nvlinks) for link in gpu.links} == {("NV18", 18)}
+        assert gpu.nvlink_peers == tuple(i for i in range(4) if i != gpu.index)
+    assert [i.reason for i in issues if i.path == nvidia_smi.TOPO_NAME] == []
 
 
 def test_xml_and_topo_merge_by_index(tmp_path: Path) -> None:

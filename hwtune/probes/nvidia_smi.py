@@ -390,7 +390,7 @@ def parse_topo(text: str, path: str, issues: IssueLog) -> TopoMatrix:
             )
             continue
         seen[index] = lineno
-        row = _parse_row(index, columns, tokens[1:], path, lineno, issues)
+        row = _parse_row(index, columns, line, path, lineno, issues)
         if row is not None:
             rows.append(row)
         if len(rows) > MAX_GPUS:
@@ -409,14 +409,36 @@ def parse_topo(text: str, path: str, issues: IssueLog) -> TopoMatrix:
     return TopoMatrix(rows=tuple(rows))
 
 
+def _trailing_by_tabs(text: str, devices: int, trailing: Sequence[str]) -> dict[str, str] | None:
+    """The trailing cells of a tab-separated row in which a trailing cell is empty, or None.
+
+    Split on whitespace, an empty cell vanishes and the row looks one cell short: a GB200
+    tray's `topo -m` prints an empty CPU Affinity for GPU2 and GPU3, whose NUMA Affinity is 1
+    ("GPU2\t…\tNODE\t\t1\t\tN/A", tests/data/gpu/aiconfigurator-gb200-4gpu.topo). nvidia-smi
+    writes one tab after each cell and pads some trailing cells with a second one
+    ("0-35\t0\t\tN/A" under CPU Affinity, NUMA Affinity and GPU NUMA ID in that capture), so
+    padding follows a value and the field right after the device cells is the first trailing
+    column, empty or not; the other values follow in order.
+    """
+    fields = [f.strip() for f in text.split("\t")][1:]  # [0] is the row's own name
+    cells, rest = fields[:devices], fields[devices:]
+    if len(cells) < devices or not all(cells) or not rest or not trailing:
+        return None
+    values = [rest[0], *(f for f in rest[1:] if f)]
+    if len(values) != len(trailing):
+        return None
+    return dict(zip(trailing, values, strict=True))
+
+
 def _parse_row(
     index: int,
     columns: Sequence[str],
-    cells: list[str],
+    text: str,
     path: str,
     line: int,
     issues: IssueLog,
 ) -> TopoRow | None:
+    cells = text.split()[1:]
     devices = [c for c in columns if c not in _TRAILING_COLUMNS]
     trailing = [c for c in columns if c in _TRAILING_COLUMNS]
     if len(cells) < len(devices):
@@ -428,7 +450,12 @@ def _parse_row(
             line=line,
         )
         return None
-    if len(cells) != len(columns):
+    short = len(cells) < len(columns)  # a trailing cell missing: empty, or cut off
+    by_tabs = _trailing_by_tabs(text, len(devices), trailing) if short else None
+    trailing_cells: dict[str, str] = {}
+    if by_tabs is not None:
+        trailing_cells = by_tabs
+    elif len(cells) != len(columns):
         issues.add(
             "nvidia-smi",
             f"GPU{index} row has {len(cells)} cells for {len(columns)} "
@@ -436,7 +463,6 @@ def _parse_row(
             path=path,
             line=line,
         )
-        trailing_cells: dict[str, str] = {}
     else:
         trailing_cells = dict(zip(trailing, cells[len(devices) :], strict=True))
     links = []
@@ -446,7 +472,7 @@ def _parse_row(
             links.append(_link(int(peer.group(1)), cell))
     cpus: tuple[int, ...] = ()
     affinity = trailing_cells.get("CPU Affinity", "N/A")
-    if affinity != "N/A":
+    if affinity not in ("", "N/A"):
         try:
             cpus = parse_cpulist(affinity)
         except CpuListError as err:
