@@ -127,7 +127,9 @@ def parse_xml_tree(data: bytes) -> _Node:
     # expat hands over a start tag's attributes only once the whole tag is read, as one dict:
     # one `<a` with a million attributes costs 400 MB before the handler below can count
     # them. Every attribute has its "=", so more "=" than the budget refuses it unparsed (an
-    # "=" in text counts too: real output has two in the XML declaration and one per GPU).
+    # "=" in text counts too: real output has two in the XML declaration, one per GPU, and a
+    # few in each process's command line: six in each of two Chromium and Electron GPU
+    # processes of tests/data/gpu/telegraf-geforce-gt-1030-v11.smi).
     if (signs := data.count(b"=")) > MAX_XML_ELEMENTS:
         raise XmlRefused(
             f"refused: {signs} '=' signs, more than the {MAX_XML_ELEMENTS} elements and "
