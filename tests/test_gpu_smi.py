@@ -39,6 +39,7 @@ T4_XML = GPU_DATA / "telegraf-tesla-t4-xml.smi"
 P4D_TOPO = GPU_DATA / "trainingoneks-aws-p4d.24xlarge-8xA100.topo"
 MIG_LIST = GPU_DATA / "cuiliang-8xa100-80gb-mig-1g20gb.L"
 GB200_TOPO = GPU_DATA / "aiconfigurator-gb200-4gpu.topo"
+GT1030_XML = GPU_DATA / "telegraf-geforce-gt-1030-v11.smi"
 
 
 def layout(
@@ -81,6 +82,27 @@ def test_t4_capture_gives_expected_facts(tmp_path: Path) -> None:
     assert gpu.architecture == "Turing"
     assert gpu.mig_enabled is False  # current_mig "N/A": a T4 cannot be partitioned
     assert gpu.mig_devices == ()
+    assert list(issues) == []
+
+
+def test_gt_1030_v11_capture_gives_expected_facts(tmp_path: Path) -> None:
+    # Every value below is in the capture: <driver_version>, <cuda_version>, <product_name>,
+    # <uuid>, <pci_bus_id>, <fb_memory_usage><total>, <current_mig>N/A. Schema v11 prints no
+    # <product_architecture>: capability and architecture come from the name table (GT 1030:
+    # Pascal, 6.1 on developer.nvidia.com/cuda-gpus).
+    issues = IssueLog()
+    report = probe_gpus(layout(tmp_path, xml=GT1030_XML), issues, live=False)
+    assert (report.driver_version, report.cuda_driver_version) == ("470.74", "11.4")
+    (gpu,) = report.gpus
+    assert (gpu.name, gpu.uuid, gpu.pci_bus_id) == (
+        "NVIDIA GeForce GT 1030",
+        "GPU-857c6374-f681-cf3a-f99f-9063a87b8ac0",
+        "00000000:2D:00.0",
+    )
+    assert gpu.memory_bytes == 1998 * 2**20
+    assert (gpu.compute_capability, gpu.architecture) == ("6.1", "Pascal")
+    assert gpu.compute_capability_basis == "name table: GT 1030"
+    assert (gpu.mig_enabled, gpu.mig_devices) == (False, ())
     assert list(issues) == []
 
 
@@ -607,6 +629,10 @@ def test_xml_parser_never_raises(noise: bytes, cut: int) -> None:
         ("NVIDIA A40", "8.6", "Ampere"),
         ("NVIDIA RTX A6000", "8.6", "Ampere"),
         ("NVIDIA GeForce RTX 3090", "8.6", "Ampere"),
+        # <product_name> in telegraf's testdata/quadro-p400.xml and in the -q -x output posted
+        # in a0s/nvidia-smi-exporter issue #1 (Quadro P2000)
+        ("Quadro P400", "6.1", "Pascal"),
+        ("Quadro P2000", "6.1", "Pascal"),
         ("NVIDIA L4", "8.9", "Ada Lovelace"),
         ("NVIDIA L40", "8.9", "Ada Lovelace"),
         ("NVIDIA L40S", "8.9", "Ada Lovelace"),
