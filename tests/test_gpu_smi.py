@@ -263,6 +263,27 @@ def test_truncated_capture_names_file_and_line(tmp_path: Path) -> None:
     assert "malformed XML" in issue.reason
 
 
+@pytest.mark.parametrize("garbage", [b"\xff" * 8, b"py\x01thon", b"\xc3(\x00"])
+def test_garbled_process_name_costs_no_gpu(tmp_path: Path, garbage: bytes) -> None:
+    # cwltool PR #1910: concurrent `nvidia-smi -q -x` runs wrote "<process_name>\xff...\xff
+    # </process_name> (or other arbitrary bytes)". The T4 capture's second process, line 340
+    # (<process_name>python</process_name>), given such a name.
+    data = T4_XML.read_bytes()
+    assert data.count(b"<process_name>python<") == 1
+    data = data.replace(b"<process_name>python<", b"<process_name>" + garbage + b"<")
+    issues = IssueLog()
+    report = probe_gpus(layout(tmp_path, xml=data), issues, live=False)
+    (gpu,) = report.gpus
+    assert (gpu.name, gpu.memory_bytes, report.driver_version) == (
+        "Tesla T4",
+        15360 * 2**20,
+        "515.105.01",
+    )
+    (issue,) = list(issues)
+    assert (issue.path, issue.line) == (nvidia_smi.XML_NAME, 340)
+    assert "replaced by U+FFFD" in issue.reason
+
+
 def test_attached_gpus_disagreeing_is_an_issue() -> None:
     issues = IssueLog()
     log = parse_smi_xml(_xml(_gpu_xml("Tesla T4", "0"), attached=2), "x.xml", issues)

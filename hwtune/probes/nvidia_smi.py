@@ -281,8 +281,49 @@ def _mig_devices(gpu: _Node, path: str, issues: IssueLog) -> tuple[MigDevice, ..
     return tuple(devices)
 
 
+# Output as nvidia-smi writes it: "<" first (no byte-order mark, so not UTF-16) and an XML
+# declaration, if any, that names no encoding (UTF-8 by the XML spec).
+_UNDECLARED_UTF8_RE = re.compile(rb"\A\s*<(?!\?xml[^>]*\bencoding\s*=)")
+# Characters XML 1.0 forbids in a document (production [2] Char): C0 controls but tab, LF, CR.
+_NOT_XML_CHAR_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def scrub_xml_bytes(data: bytes) -> tuple[bytes, int | None]:
+    """`data` with bytes that are not UTF-8, and characters XML forbids, made U+FFFD; and the
+    1-based line of the first one (None when there was none: `data` comes back unchanged).
+
+    cwltool's maintainers saw `nvidia-smi -q -x`, run concurrently, write
+    "<process_name>\\xff...\\xff</process_name> (or other arbitrary bytes)", which expat
+    refuses as "not well-formed (invalid token)" (common-workflow-language/cwltool PR #1910):
+    one process's name cost every GPU of the file. A document that declares an encoding is
+    left to expat, and so is one that does not start with "<" (UTF-16, a byte-order mark).
+    """
+    if not _UNDECLARED_UTF8_RE.match(data):
+        return data, None
+    lines: list[int] = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        text = data.decode("utf-8", errors="replace")
+        lines.append(data.count(b"\n", 0, err.start) + 1)
+    if control := _NOT_XML_CHAR_RE.search(text):
+        lines.append(text.count("\n", 0, control.start()) + 1)
+    if not lines:
+        return data, None
+    return _NOT_XML_CHAR_RE.sub("\ufffd", text).encode("utf-8"), min(lines)
+
+
 def parse_smi_xml(data: bytes, path: str, issues: IssueLog) -> SmiLog:
     """Parse `nvidia-smi -q -x` output; problems become issues naming `path`."""
+    data, garbled = scrub_xml_bytes(data)
+    if garbled is not None:
+        issues.add(
+            "nvidia-smi",
+            "bytes that are not UTF-8 text, or control characters, replaced by U+FFFD "
+            "(the first on this line) and the rest read",
+            path=path,
+            line=garbled,
+        )
     try:
         doc = parse_xml_tree(data)
     except XmlRefused as err:
