@@ -29,8 +29,9 @@ from hwtune.probes.gpu import (
     save_gpu_snapshot,
 )
 from hwtune.probes.issues import IssueLog
-from hwtune.probes.nvidia_smi import parse_smi_xml, parse_topo
+from hwtune.probes.nvidia_smi import parse_smi_xml
 from hwtune.probes.nvidia_smi_list import LIST_NAME
+from hwtune.probes.nvidia_topo import parse_topo
 
 from .conftest import DATA
 

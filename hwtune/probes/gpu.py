@@ -187,11 +187,11 @@ def with_pci_locality(root: Path, gpus: Sequence[Gpu]) -> tuple[Gpu, ...]:
 
 
 def _from_files(root: Path, issues: IssueLog) -> GpuReport:
-    from hwtune.probes import nvidia_smi, nvidia_smi_list
+    from hwtune.probes import nvidia_smi, nvidia_smi_list, nvidia_topo
 
     log = nvidia_smi.read_smi_xml(root, issues)
     listed = nvidia_smi_list.read_smi_list(root, issues)
-    topo = nvidia_smi.read_topo(root, issues)
+    topo = nvidia_topo.read_topo(root, issues)
     if log is None and topo is None and listed is None:
         return NO_GPUS
     gpus = log.gpus if log else ()
@@ -204,7 +204,7 @@ def _from_files(root: Path, issues: IssueLog) -> GpuReport:
                 f"{nvidia_smi.XML_NAME} absent: GPU names, memory and compute "
                 f"capability unknown (only {nvidia_smi.TOPO_NAME} was found)",
             )
-        gpus = nvidia_smi.merge_topo(gpus, topo, issues)
+        gpus = nvidia_topo.merge_topo(gpus, topo, issues)
     if log is None and listed:
         issues.add(
             "gpu",
@@ -254,7 +254,7 @@ def run_nvidia_smi(
 
 
 def _from_nvidia_smi(root: Path, executable: str, issues: IssueLog, timeout_s: float) -> GpuReport:
-    from hwtune.probes import nvidia_smi
+    from hwtune.probes import nvidia_smi, nvidia_topo
 
     xml = run_nvidia_smi(executable, ["-q", "-x"], issues, timeout_s=timeout_s)
     if xml is None:
@@ -272,10 +272,10 @@ def _from_nvidia_smi(root: Path, executable: str, issues: IssueLog, timeout_s: f
     if len(gpus) > 1:  # one GPU has no links; spare the second run
         text = run_nvidia_smi(executable, ["topo", "-m"], issues, timeout_s=timeout_s)
         if text is not None:
-            topo = nvidia_smi.parse_topo(
+            topo = nvidia_topo.parse_topo(
                 text.decode("utf-8", "replace"), "nvidia-smi topo -m", issues
             )
-            gpus = nvidia_smi.merge_topo(gpus, topo, issues)
+            gpus = nvidia_topo.merge_topo(gpus, topo, issues)
     gpus = with_pci_locality(root, gpus)
     return GpuReport(gpus, log.driver_version, log.cuda_version, "nvidia-smi")
 

@@ -387,7 +387,7 @@ def test_xml_entity_attacks(attack: str, tmp_path: Path, figures: Figures) -> No
 @fuzz_settings
 @given(data=st.data())
 def test_nvidia_smi_topo(data: st.DataObject, figures: Figures, topo_seeds: list[str]) -> None:
-    from hwtune.probes.nvidia_smi import merge_topo, parse_topo
+    from hwtune.probes.nvidia_topo import merge_topo, parse_topo
 
     text = data.draw(fz.fuzz_text(fz.structured_topo(), topo_seeds), label="topo")
     figures.count("inputs")

@@ -68,7 +68,8 @@ def _parsers() -> dict[str, Callable[[Path], object]]:
     from hwtune.probes.lscpu import lscpu_topology, parse_lscpu
     from hwtune.probes.memory import parse_meminfo
     from hwtune.probes.numa import parse_node_meminfo
-    from hwtune.probes.nvidia_smi import parse_size, parse_smi_xml, parse_topo
+    from hwtune.probes.nvidia_smi import parse_size, parse_smi_xml
+    from hwtune.probes.nvidia_topo import parse_topo
     from hwtune.probes.sysfs_cpu import read_sysfs_cpu
 
     def knowledge(tmp: Path) -> object:
@@ -192,7 +193,8 @@ def _digit_readers() -> dict[str, Callable[[str, Path], object]]:
     from hwtune.probes.lscpu import parse_lscpu
     from hwtune.probes.memory import parse_meminfo
     from hwtune.probes.numa import parse_node_meminfo
-    from hwtune.probes.nvidia_smi import parse_size, parse_smi_xml, parse_topo
+    from hwtune.probes.nvidia_smi import parse_size, parse_smi_xml
+    from hwtune.probes.nvidia_topo import parse_topo
     from hwtune.probes.sysfs_cpu import read_sysfs_cpu
     from hwtune.probes.tf_knowledge import parse_version
     from tests.plan_builders import make_hardware
