@@ -13,6 +13,7 @@ from hwtune.probes import detect
 from hwtune.probes.cgroup import (
     MAX_MOUNT_TRIES,
     CgroupLimits,
+    Membership,
     Mount,
     parse_cfs_quota,
     parse_cpu_max,
@@ -152,6 +153,20 @@ def test_proc_cgroup_lines_and_errors() -> None:
     ]
     [issue] = list(issues)
     assert (issue.path, issue.line) == ("proc/self/cgroup", 5)
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("1::/", "hierarchy 1 with no controllers; cgroup2 is 0::PATH"),
+        ("0:cpu:/", "hierarchy 0 is cgroup2, which lists no controllers"),
+    ],
+)
+def test_a_line_mixing_v1_and_v2_is_malformed(line: str, why: str) -> None:
+    issues = IssueLog()
+    assert parse_proc_cgroup(f"{line}\n0::/ok\n", issues) == [Membership(0, (), "/ok", 2)]
+    [issue] = list(issues)
+    assert (issue.path, issue.line) == ("proc/self/cgroup", 1) and why in issue.reason
 
 
 def test_mountinfo_cgroup_lines_only_and_escapes() -> None:

@@ -97,6 +97,13 @@ CASES = [
         quota_source="sys/fs/cgroup/Example/cpu.max",
         dirs={c: "sys/fs/cgroup/Example" for c in ("cpu", "cpuset", "memory")},
     ),
+    # TestCGroup2GroupPathDiscovery_Errors "no matching subsystem": "1::/" is no cgroup2 line
+    # (ErrNotV2), and, lacking a controller list, no v1 line either (cgroups(7)).
+    Case(
+        "automaxprocs-v2-cgroup-no-match",
+        effective=8,
+        issue=("proc/self/cgroup", "(hierarchy 1 with no controllers; cgroup2 is 0::PATH)"),
+    ),
     # TestCGroup2GroupPathDiscovery_Errors "invalid subsystems": an error naming the format.
     Case(
         "automaxprocs-v2-cgroup-invalid",

@@ -115,10 +115,23 @@ def parse_proc_cgroup(text: str, issues: IssueLog, path: str = PROC_CGROUP) -> l
         ):
             issues.add(PROBE, f"not a cgroup line: {excerpt(raw)}", path=path, line=number)
             continue
+        # Only the cgroup2 line has hierarchy 0, and only it has no controller list: a v1
+        # hierarchy always names its controllers or its name= (cgroups(7); kernel/cgroup/
+        # cgroup.c, proc_cgroup_show). A line like "1::/" is neither; taken as v1 it matched no
+        # controller, and the issue then blamed sys/fs/cgroup instead of this line.
+        hierarchy = int(parts[0])
+        if (hierarchy == 0) != (parts[1] == ""):
+            why = (
+                f"hierarchy {hierarchy} with no controllers; cgroup2 is 0::PATH"
+                if hierarchy
+                else "hierarchy 0 is cgroup2, which lists no controllers"
+            )
+            issues.add(PROBE, f"not a cgroup line: {excerpt(raw)} ({why})", path=path, line=number)
+            continue
         names = tuple(n for n in parts[1].split(",") if n and not n.startswith("name="))
         if parts[1] and not names:
             continue  # a named hierarchy without controllers (name=systemd)
-        found.append(Membership(int(parts[0]), names, parts[2], number))
+        found.append(Membership(hierarchy, names, parts[2], number))
     return found
 
 
