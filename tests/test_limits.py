@@ -169,6 +169,26 @@ def test_a_line_mixing_v1_and_v2_is_malformed(line: str, why: str) -> None:
     assert (issue.path, issue.line) == ("proc/self/cgroup", 1) and why in issue.reason
 
 
+def test_a_membership_without_cpu_cpuset_or_memory_is_named_as_the_reason(
+    tmp_path: Path,
+) -> None:
+    # Go's runtime (internal/runtime/cgroup, parseCPURelativePath) finds no CPU cgroup in such a
+    # file; the directories were never looked for, so the issue names the file, not sys/fs/cgroup.
+    root = make_tree(
+        tmp_path,
+        {
+            "proc/self/cgroup": "2:blkio:/a/b/blkio\n1:name=systemd:/a\n",
+            "proc/self/mountinfo": "56 22 0:40 / /sys/fs/cgroup/blkio rw - cgroup cgroup blkio\n",
+            "sys/fs/cgroup/blkio/a/b/blkio/blkio.weight": "100\n",
+        },
+    )
+    issues = IssueLog()
+    assert read_cgroup_limits(root, issues) == CgroupLimits()
+    [issue] = list(issues)
+    assert issue.path == "proc/self/cgroup"
+    assert "lists no cpu, cpuset or memory controller and no cgroup2 line" in issue.reason
+
+
 def test_mountinfo_cgroup_lines_only_and_escapes() -> None:
     spaced = "40 30 0:31 / /sys/fs/cgroup/with\\040space rw - cgroup2 cgroup2 rw\n"
     text = V1_MOUNTINFO + spaced + "bad\n"

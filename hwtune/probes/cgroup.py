@@ -595,10 +595,15 @@ def _find(
     unknown: set[str] = set()
     dirs = locate(root, memberships, mounts, issues, unknown, membership)
     if not dirs and memberships and not unknown:
+        # locate() looked nothing up: no line lists cpu, cpuset or memory, and there is no
+        # cgroup2 line. Such a controller is on no mounted hierarchy (the kernel lists every one,
+        # cgroups(7)), so it limits nothing; what says so is the membership file, not a
+        # directory (Go's runtime calls this ErrNoCgroup, automaxprocs ErrNotV2).
         issues.add(
             PROBE,
-            "no cpu, cpuset or memory cgroup directory found; no limits applied",
-            path="sys/fs/cgroup",
+            "lists no cpu, cpuset or memory controller and no cgroup2 line (0::PATH); "
+            "no cgroup limits applied",
+            path=membership,
         )
     return dirs, unknown
 
