@@ -68,13 +68,13 @@ CASES = [
         "automaxprocs-v2-invalid-max",
         effective=8,
         quota_unknown=True,
-        issue=(V2_MAX, "'asdf' is not a whole number"),
+        issue=(V2_MAX, "unreadable CPU quota: quota 'asdf' is not a whole number"),
     ),
     Case(
         "automaxprocs-v2-invalid-period",
         effective=8,
         quota_unknown=True,
-        issue=(V2_MAX, "'njn' is not a whole number"),
+        issue=(V2_MAX, "unreadable CPU quota: period 'njn' is not a whole number"),
     ),
     Case(
         "automaxprocs-v2-too-many-fields",
@@ -309,9 +309,12 @@ def test_translate_as_automaxprocs(path: str, expected: str | None) -> None:
 # golang/go cgroup_test.go TestParseV2Limit: a unit on either number is an error. (Go also
 # refuses a lone "500000" and a missing newline; hwtune takes both, as automaxprocs' "only-max"
 # and "set" do, and as cgroup-v2.rst allows a lone $MAX.)
-@pytest.mark.parametrize("text", ["500000us 100000\n", "500000 100000us\n"])
-def test_cpu_max_with_units_is_refused(text: str) -> None:
-    with pytest.raises(ValueError, match="us'"):
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("500000us 100000\n", "quota '500000us'"), ("500000 100000us\n", "period '100000us'")],
+)
+def test_cpu_max_with_units_is_refused(text: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
         parse_cpu_max(text)
 
 

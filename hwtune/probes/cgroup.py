@@ -413,13 +413,22 @@ def parse_cpu_max(text: str) -> float | None:
         raise ValueError(f"expected '$MAX $PERIOD', got {excerpt(text.strip())}")
     if fields[0] == "max":
         return None
-    period = parse_u64(fields[1], signed=True) if len(fields) == 2 else 100_000
+    # Both numbers share one file, so the message says which one is bad: automaxprocs'
+    # invalid-period ("500000 njn") read as an unreadable quota.
+    period = _field("period", fields[1]) if len(fields) == 2 else 100_000
     if period <= 0:
         raise ValueError(f"period {period} is not positive")
-    quota = parse_u64(fields[0], signed=True)
+    quota = _field("quota", fields[0])
     if quota < 0:  # the kernel writes only "max" or a positive quota (kernel/sched/core.c)
         raise ValueError(f"quota {quota} is negative")
     return _ratio(quota, period)
+
+
+def _field(name: str, text: str) -> int:
+    try:
+        return parse_u64(text, signed=True)
+    except ValueError as err:
+        raise ValueError(f"{name} {err}") from None
 
 
 def parse_memory_limit(text: str, version: Literal[1, 2]) -> int | None:
