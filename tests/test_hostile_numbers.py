@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.probes.cgroup import parse_cfs_quota, parse_cpu_max, parse_memory_limit
+from hwtune.probes.cgroup_text import parse_cfs_quota, parse_cpu_max, parse_memory_limit
 from tests.conftest import run_cli
 from tests.test_limits import limits, v1_tree, v2_tree
 from tests.test_probe_cpu_sysfs import CPU, NODE, machine, probe, write

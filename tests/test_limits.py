@@ -10,9 +10,8 @@ from hypothesis import strategies as st
 
 from hwtune.models.hardware import CpuInfo, Memory
 from hwtune.probes import detect
-from hwtune.probes.cgroup import (
-    MAX_MOUNT_TRIES,
-    CgroupLimits,
+from hwtune.probes.cgroup import MAX_MOUNT_TRIES, CgroupLimits, read_cgroup_limits, translate
+from hwtune.probes.cgroup_text import (
     Membership,
     Mount,
     parse_cfs_quota,
@@ -20,8 +19,6 @@ from hwtune.probes.cgroup import (
     parse_memory_limit,
     parse_mountinfo,
     parse_proc_cgroup,
-    read_cgroup_limits,
-    translate,
 )
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.limits import effective_cpus, parse_affinity, probe_limits

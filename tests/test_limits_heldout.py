@@ -13,15 +13,13 @@ from typing import NamedTuple
 
 import pytest
 
-from hwtune.probes.cgroup import (
+from hwtune.probes.cgroup import find_controllers, read_cgroup_limits, translate
+from hwtune.probes.cgroup_text import (
     Membership,
     Mount,
-    find_controllers,
     parse_cpu_max,
     parse_mountinfo,
     parse_proc_cgroup,
-    read_cgroup_limits,
-    translate,
 )
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.limits import effective_cpus

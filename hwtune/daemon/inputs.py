@@ -17,7 +17,8 @@ from pathlib import Path
 
 from hwtune.daemon.watch import Input, Part
 from hwtune.models.digits import is_ascii_digits
-from hwtune.probes.cgroup import PROC_CGROUP, cgroup_files
+from hwtune.probes.cgroup import cgroup_files
+from hwtune.probes.cgroup_text import PROC_CGROUP
 from hwtune.probes.issues import IssueLog
 
 CPU_DIR = "sys/devices/system/cpu"

@@ -16,9 +16,8 @@ from pathlib import Path
 
 from hwtune.doctor.samples import Budget, CpuStat, ThreadSample
 from hwtune.models.cpulist import CpuListError, parse_cpulist
-from hwtune.probes.cgroup import (
-    CgroupLimits,
-    locate,
+from hwtune.probes.cgroup import CgroupLimits, locate
+from hwtune.probes.cgroup_text import (
     parse_cfs_quota,
     parse_cpu_max,
     parse_mountinfo,

@@ -30,7 +30,8 @@ from typing import Any
 
 from hwtune.errors import HwtuneError
 from hwtune.fs.trust import check_trusted_path, make_dirs, owner_name
-from hwtune.probes.cgroup import PROC_CGROUP, PROC_MOUNTINFO, cgroup_files
+from hwtune.probes.cgroup import cgroup_files
+from hwtune.probes.cgroup_text import PROC_CGROUP, PROC_MOUNTINFO
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.root import read_bytes
 

@@ -173,7 +173,7 @@ _V2_FILES = ("cpu.max", "memory.max", "cpuset.cpus", "cpuset.cpus.effective")
     mountinfo=fz.fuzz_text(fz.structured_mountinfo(), (_V1_MOUNTS, _V2_MOUNTS)),
 )
 def test_proc_cgroup_and_mountinfo(cgroup: str, mountinfo: str, figures: Figures) -> None:
-    from hwtune.probes.cgroup import parse_mountinfo, parse_proc_cgroup
+    from hwtune.probes.cgroup_text import parse_mountinfo, parse_proc_cgroup
 
     figures.count("inputs")
     issues = IssueLog()

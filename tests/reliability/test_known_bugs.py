@@ -62,7 +62,7 @@ def _parsers() -> dict[str, Callable[[Path], object]]:
     from hwtune.knowledge import clear_cache, load_table
     from hwtune.models.cpulist import parse_cpulist
     from hwtune.pipeline.config import parse_config_text
-    from hwtune.probes.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
+    from hwtune.probes.cgroup_text import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
     from hwtune.probes.elf import read_needed
     from hwtune.probes.gpu import GpuEntry
     from hwtune.probes.lscpu import lscpu_topology, parse_lscpu
@@ -189,7 +189,7 @@ def _digit_readers() -> dict[str, Callable[[str, Path], object]]:
     from hwtune.models.profile import Setting
     from hwtune.pipeline.ranks import local_rank
     from hwtune.planner import plan
-    from hwtune.probes.cgroup import parse_proc_cgroup
+    from hwtune.probes.cgroup_text import parse_proc_cgroup
     from hwtune.probes.lscpu import parse_lscpu
     from hwtune.probes.memory import parse_meminfo
     from hwtune.probes.numa import parse_node_meminfo
