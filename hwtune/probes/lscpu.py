@@ -186,7 +186,7 @@ def _rows(
 
     core, socket, node = at("core"), at("socket"), at("node")
     maxmhz, online = at("maxmhz"), at("online")
-    l1d, caches = at("l1d"), max(at("l1d:l1i:l2:l3"), at("l1d:l1i:l2"))
+    l1d, l1i, caches = at("l1d"), at("l1i"), max(at("l1d:l1i:l2:l3"), at("l1d:l1i:l2"))
     llc = max(at("l3"), at("l2"))  # the L3 column follows the L2 one
     rows = []
     for number, cells in raw_rows:
@@ -221,6 +221,7 @@ def _rows(
                 online={"Y": True, "YES": True, "N": False, "NO": False}.get(state),
                 l1d=_cell_int(cells, l1d) if l1d >= 0 else _cache_id(cells, caches, 0),
                 llc=_cell_int(cells, llc) if llc >= 0 else _cache_id(cells, caches, -1),
+                l1i=_cell_int(cells, l1i) if l1i >= 0 else _cache_id(cells, caches, 1),
             )
         )
     return rows
@@ -244,10 +245,12 @@ def _mhz(cell: str, line: int, problems: list[ParseProblem]) -> float | None:
 
 
 def _cache_id(cells: list[str], column: int, which: int) -> int | None:
-    """One id of an `lscpu -e` cache cell ("12:12:6:0"): 0 the L1d, -1 the last level."""
+    """One id of an `lscpu -e` cache cell ("12:12:6:0"): 0 the L1d, 1 the L1i, -1 the last
+    level; None when the cell has no such id (":::" of an offline CPU is four empty ids)."""
     if column < 0 or column >= len(cells):
         return None
-    return _cell_int([cells[column].split(":")[which]], 0)
+    ids = cells[column].split(":")
+    return _cell_int([ids[which]], 0) if -len(ids) <= which < len(ids) else None
 
 
 def _facts(
@@ -351,6 +354,17 @@ def lscpu_topology(lscpu: LscpuFacts, issues: IssueLog, *, soc: bool = False) ->
     if rows and {r.cpu for r in rows} >= online_set:
         topo.basis = "lscpu rows (-p/-e): sockets from the Socket column"
         topo.count({r.cpu: (r.socket, r.core_key()) for r in rows if r.cpu in online_set})
+        said = lscpu.number("Thread(s) per core")
+        if said and topo.threads_per_core and said != topo.threads_per_core:
+            # util-linux's lscpu-rv64-linux (a SiFive U74-MC, no SMT) prints 2 and puts CPUs 0
+            # and 1 in Core 0, though each has its own L1d and L1i: not one core's threads.
+            issues.add(
+                PROBE,
+                f"the summary says {said} thread(s) per core, but the -p/-e rows give "
+                f"{topo.threads_per_core} (CPUs with their own L1i cache are separate cores): "
+                "the rows are used",
+                path="lscpu.txt",
+            )
         if soc:  # an older lscpu on a pre-6.3 SoC kernel prints each cluster as a socket
             places, note = merge_clusters(topo.places, rows_cache_spans(lscpu), lscpu.max_mhz)
             if note:

@@ -126,14 +126,20 @@ class LscpuRow(NamedTuple):
     node: int | None = None
     max_mhz: float | None = None
     online: bool | None = None
-    l1d: int | None = None  # the L1d cache id: SMT siblings share theirs
+    l1d: int | None = None  # the L1d cache id
     llc: int | None = None  # the id of the last cache column (L3, else L2)
+    l1i: int | None = None  # the L1i cache id: the threads of one core share theirs
 
     def core_key(self) -> tuple[int | None, int | None, int | None]:
         """What tells this CPU's core apart. lscpu's logical Core ids restart for each core
         type (util-linux's A510/A710/A715/X3 dump repeats Core 0 on CPUs 0, 3, 5, 7); CPUs with
-        their own L1d are never threads of one core, so the L1d id is part of the key."""
-        return (self.socket, self.core, self.l1d)
+        their own L1i (the front end SMT threads share) are never threads of one core, so the
+        L1i id is part of the key. Not the L1d: an AMD Bulldozer module's two integer cores
+        each have their own L1d but share the L1i, FPU and L2, and the kernel counts them as
+        one core's two threads (util-linux's lscpu-vmware_fpe, an Opteron 6328: "Thread(s) per
+        core: 2", Core 0 on CPUs 0 and 1 with L1d ids 0 and 1, L1i id 0). Sections without an
+        L1i column fall back to the L1d."""
+        return (self.socket, self.core, self.l1i if self.l1i is not None else self.l1d)
 
 
 class LscpuFacts(NamedTuple):

@@ -1,0 +1,98 @@
+"""util-linux's `lscpu` test expectations (tests/expected/lscpu/*) that hwtune had not been
+checked against, laid out as `ROOT/lscpu.txt` (captures in tests/data/cpu, sources in its
+SOURCES.md). Each expected value is read from the capture; the comment beside it names the line.
+These old dumps print no Architecture line and often no Flags line, so identity is what their
+Vendor ID / CPU family / ISA / Machine type lines allow, and nothing more.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from hwtune.models.hardware import CpuInfo, NumaNode
+from hwtune.probes.cpu import probe_cpu
+from hwtune.probes.issues import IssueLog
+from hwtune.probes.numa import probe_numa
+from tests.conftest import DATA
+
+CAPTURES = DATA / "cpu"
+
+
+class Want(NamedTuple):
+    arch: str | None  # None: the capture cannot tell (not asserted)
+    sockets: int | None
+    cores: int | None
+    logical: int | None
+    threads: int | None
+    online: int
+    nodes: tuple[int, ...] | None  # CPUs per NUMA node, by id; None: no NUMA lines at all
+
+
+WANT = {
+    # "Vendor ID: AuthenticAMD", "CPU op-mode(s): 32-bit, 64-bit"; "Socket(s): 2",
+    # "Core(s) per socket: 4", "Thread(s) per core: 2", "CPU(s): 16", "On-line CPU(s) list:
+    # 0-15", "NUMA node0..3 CPU(s): 0-3, 4-7, 8-11, 12-15".
+    "utillinux-vmware_fpe.lscpu": Want("x86_64", 2, 8, 16, 2, 16, (4, 4, 4, 4)),
+    # "ISA: rv64imafdc"; "Socket(s): 1", "CPU(s): 2". Its summary and Core column say one core
+    # of two threads, but the -p rows "0,0,0,,,0,0,0" and "1,0,0,,,1,1,0" give CPUs 0 and 1
+    # their own L1d and L1i (a U74-MC has no SMT): two cores, one thread each. No NUMA lines.
+    "utillinux-rv64-linux.lscpu": Want("riscv64", 1, 2, 2, 1, 2, None),
+}
+
+
+def probe(tmp_path: Path, name: str) -> tuple[CpuInfo, tuple[NumaNode, ...], list[str]]:
+    shutil.copy(CAPTURES / name, tmp_path / "lscpu.txt")
+    issues = IssueLog()
+    cpu = probe_cpu(tmp_path, issues)
+    numa = probe_numa(tmp_path, issues, cpu)
+    return cpu, numa, [f"{i.probe}: {i.reason}" for i in issues]
+
+
+@pytest.mark.parametrize("name", sorted(WANT))
+def test_heldout_lscpu_capture(tmp_path: Path, name: str) -> None:
+    want = WANT[name]
+    cpu, numa, issues = probe(tmp_path, name)
+    if want.arch is not None:
+        assert cpu.arch == want.arch
+    got = (cpu.sockets, cpu.physical_cores, cpu.logical_cpus, cpu.threads_per_core)
+    assert got == (want.sockets, want.cores, want.logical, want.threads)
+    assert len(cpu.online_cpus) == want.online
+    assert cpu.smt_enabled == (want.threads > 1 if want.threads else None)
+    if want.nodes is None:
+        assert any(i.startswith("numa: no NUMA information") for i in issues), issues
+    else:
+        assert tuple(len(n.cpus) for n in sorted(numa, key=lambda n: n.id)) == want.nodes
+
+
+def test_bulldozer_module_is_one_core_of_two_threads(tmp_path: Path) -> None:
+    # lscpu-vmware_fpe's first -p section: "0,0,0,0,,0,0,0,0" and "1,0,0,0,,1,0,0,0" -- one
+    # Core, their own L1d (0, 1), one L1i (0): a module's two integer cores, siblings to the
+    # kernel. The L1d alone must not split them.
+    cpu, _, issues = probe(tmp_path, "utillinux-vmware_fpe.lscpu")
+    by_cpu = {c.cpu: c.core for c in cpu.topology}
+    assert by_cpu[0] == by_cpu[1] != by_cpu[2]
+    assert not [i for i in issues if "thread(s) per core" in i]
+
+
+def test_rows_that_contradict_the_summary_say_so(tmp_path: Path) -> None:
+    cpu, _, issues = probe(tmp_path, "utillinux-rv64-linux.lscpu")
+    assert cpu.threads_per_core == 1
+    assert (
+        "cpu: the summary says 2 thread(s) per core, but the -p/-e rows give 1 (CPUs with "
+        "their own L1i cache are separate cores): the rows are used"
+    ) in issues
+
+
+def test_lscpu_e_cache_cell_keys_cores_by_l1i(tmp_path: Path) -> None:
+    # The same module as `lscpu -e` prints it (L1d:L1i:L2:L3 cells, sys-utils/lscpu.c).
+    text = "CPU NODE SOCKET CORE L1d:L1i:L2:L3 ONLINE\n" + "".join(
+        f"{cpu:3d}    0      0 {cpu // 2:4d} {cpu}:{cpu // 2}:{cpu // 2}:0          yes\n"
+        for cpu in range(4)
+    )
+    (tmp_path / "lscpu.txt").write_text(text)
+    cpu = probe_cpu(tmp_path, IssueLog())
+    assert (cpu.physical_cores, cpu.threads_per_core) == (2, 2)
