@@ -41,6 +41,15 @@ WANT = {
     # of two threads, but the -p rows "0,0,0,,,0,0,0" and "1,0,0,,,1,1,0" give CPUs 0 and 1
     # their own L1d and L1i (a U74-MC has no SMT): two cores, one thread each. No NUMA lines.
     "utillinux-rv64-linux.lscpu": Want("riscv64", 1, 2, 2, 1, 2, None),
+    # Itanium: "Vendor ID: GenuineIntel" with "CPU family: Itanium 2" (no x86 prints a name).
+    # "CPU socket(s): 8", "Core(s) per socket: 2", "Thread(s) per core: 1", "CPU(s): 16"; the
+    # -p rows' Node column: CPUs 0-7 on node 0, 8-15 on node 1 ("NUMA node(s): 2").
+    "utillinux-ia64-pg0.lscpu": Want("ia64", 8, 16, 16, 1, 16, (8, 8)),
+    # "CPU socket(s): 2", "Core(s) per socket: 1", "CPU(s): 2"; rows' Node 0 for both.
+    "utillinux-ia64-hprx1620.lscpu": Want("ia64", 2, 2, 2, 1, 2, (2,)),
+    # "CPU socket(s): 8", "Core(s) per socket: 1", "CPU(s): 8"; "NUMA node0 CPU(s): 4-7",
+    # "NUMA node1 CPU(s): 0-3", "NUMA node2 CPU(s):" (empty: a memory-only node).
+    "utillinux-ia64-hpmatterhorn.lscpu": Want("ia64", 8, 8, 8, 1, 8, (4, 4, 0)),
 }
 
 
@@ -96,3 +105,31 @@ def test_lscpu_e_cache_cell_keys_cores_by_l1i(tmp_path: Path) -> None:
     (tmp_path / "lscpu.txt").write_text(text)
     cpu = probe_cpu(tmp_path, IssueLog())
     assert (cpu.physical_cores, cpu.threads_per_core) == (2, 2)
+
+
+@pytest.mark.parametrize("name", [n for n in WANT if "-ia64-" in n])
+def test_itanium_is_not_x86(tmp_path: Path, name: str) -> None:
+    cpu, _, issues = probe(tmp_path, name)
+    assert (cpu.arch, cpu.vendor, cpu.microarch, cpu.x86_64_level) == (
+        "ia64",
+        "GenuineIntel",
+        None,
+        None,
+    )
+    assert any("Itanium (ia64) is not supported" in i for i in issues)
+
+
+def test_itanium_cpuinfo_is_ia64(tmp_path: Path) -> None:
+    # The record arch/ia64/kernel/setup.c show_cpuinfo() prints (no public capture at hand):
+    # "vendor", not x86's "vendor_id", and "arch : IA-64".
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "cpuinfo").write_text(
+        "processor  : 0\nvendor     : GenuineIntel\narch       : IA-64\nfamily     : 32\n"
+        "model      : 1\nmodel name : Dual-Core Intel(R) Itanium(R) Processor 9140M\n"
+        "revision   : 1\narchrev    : 0\nfeatures   : branchlong, 16-byte atomic ops\n"
+        "cpu number : 0\ncpu regs   : 4\ncpu MHz    : 1669.000\nitc MHz    : 416.875000\n"
+        "BogoMIPS   : 3325.95\n\n"
+    )
+    cpu = probe_cpu(tmp_path, IssueLog())
+    assert (cpu.arch, cpu.vendor) == ("ia64", "GenuineIntel")
+    assert cpu.model_name == "Dual-Core Intel(R) Itanium(R) Processor 9140M"

@@ -14,7 +14,8 @@ from typing import Literal
 
 SCHEMA_VERSION = 1
 
-# The last six are told apart so that a report names them; hwtune plans nothing CPU-specific there.
+# The last seven are told apart so that a report names them; hwtune plans nothing CPU-specific
+# there.
 Arch = Literal[
     "x86_64",
     "aarch64",
@@ -28,6 +29,7 @@ Arch = Literal[
     "loongarch64",
     "sparc64",
     "mips",
+    "ia64",
     "unknown",
 ]
 CoreKind = Literal["performance", "efficiency", "low-power-efficiency", "unknown"]

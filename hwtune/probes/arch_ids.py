@@ -40,6 +40,10 @@ def cpuinfo_arch(field: Callable[[str], str | None], flags: tuple[str, ...]) -> 
     vendor = field("vendor_id")
     if vendor is not None and vendor.strip() in X86_VENDORS:
         return "x86_64"
+    # arch/ia64/kernel/setup.c show_cpuinfo prints "arch : IA-64" (and "vendor", not
+    # "vendor_id": GenuineIntel there is no x86).
+    if (field("arch") or "").strip() == "IA-64":
+        return "ia64"
     if vendor is not None and vendor.startswith("IBM/S390"):
         return "s390x"
     if field("CPU implementer") is not None:

@@ -300,6 +300,8 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
         facts = facts._replace(
             vendor="Loongson", model_name=field("Model Name") or field("model name")
         )
+    elif arch == "ia64":  # "vendor", not "vendor_id" (arch/ia64/kernel/setup.c)
+        facts = facts._replace(vendor=field("vendor"), model_name=field("model name"))
     else:
         facts = facts._replace(vendor=vendor, model_name=field("model name") or field("cpu model"))
     return facts._replace(problems=tuple(problems))

@@ -9,8 +9,10 @@ implementer name plus its hwcaps (arm64-only `asimd` vs 32-bit `vfp`/`thumb`).
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
+from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Arch
 from hwtune.probes.arch_ids import (
     ARM32_ONLY,
@@ -42,7 +44,10 @@ MACHINES: dict[str, Arch] = {
     "sparc64": "sparc64",
     "mips": "mips",
     "mips64": "mips",
+    "ia64": "ia64",
 }
+
+_ITANIUM = re.compile(r"^(Itanium|McKinley|Merced|Madison)\b", re.IGNORECASE)
 
 
 class LscpuIdentity(NamedTuple):
@@ -59,6 +64,12 @@ def lscpu_arch(fields: dict[str, str], flags: tuple[str, ...]) -> Arch:
         return MACHINES[fields["Architecture"]]
     vendor = fields.get("Vendor ID", "").strip()
     if vendor in X86_VENDORS:
+        # Itanium is GenuineIntel too. x86 lscpu prints "CPU family" as a number; ia64 kernels
+        # before 2.6.19 printed the family's name (arch/ia64/kernel/setup.c show_cpuinfo:
+        # "Itanium", "Itanium 2", "McKinley"), which util-linux's ia64-* dumps show.
+        family = fields.get("CPU family", "").strip()
+        if family and not is_ascii_digits(family):
+            return "ia64" if _ITANIUM.match(family) else "unknown"
         return "x86_64"
     if vendor.startswith("IBM/S390") or "Machine type" in fields:
         return "s390x"

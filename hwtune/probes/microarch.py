@@ -211,6 +211,7 @@ UNSUPPORTED_ARCHES = {
     "loongarch64": "LoongArch",
     "sparc64": "SPARC",
     "mips": "MIPS",
+    "ia64": "Itanium",
 }
 
 
