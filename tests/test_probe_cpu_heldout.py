@@ -41,6 +41,9 @@ WANT = {
     # of two threads, but the -p rows "0,0,0,,,0,0,0" and "1,0,0,,,1,1,0" give CPUs 0 and 1
     # their own L1d and L1i (a U74-MC has no SMT): two cores, one thread each. No NUMA lines.
     "utillinux-rv64-linux.lscpu": Want("riscv64", 1, 2, 2, 1, 2, None),
+    # "Socket(s): 4", "Core(s) per socket: 8", "Thread(s) per core: 2", "CPU(s): 64";
+    # "NUMA node(s): 1" whose "NUMA node0 CPU(s)" lists the 32 even CPUs only.
+    "utillinux-x86_64-64cpu.lscpu": Want("x86_64", 4, 32, 64, 2, 64, (32,)),
     # Itanium: "Vendor ID: GenuineIntel" with "CPU family: Itanium 2" (no x86 prints a name).
     # "CPU socket(s): 8", "Core(s) per socket: 2", "Thread(s) per core: 1", "CPU(s): 16"; the
     # -p rows' Node column: CPUs 0-7 on node 0, 8-15 on node 1 ("NUMA node(s): 2").
@@ -133,3 +136,15 @@ def test_itanium_cpuinfo_is_ia64(tmp_path: Path) -> None:
     cpu = probe_cpu(tmp_path, IssueLog())
     assert (cpu.arch, cpu.vendor) == ("ia64", "GenuineIntel")
     assert cpu.model_name == "Dual-Core Intel(R) Itanium(R) Processor 9140M"
+
+
+def test_online_cpus_in_no_listed_node_are_named(tmp_path: Path) -> None:
+    # lscpu-x86_64-64cpu: node0 lists 0,2,...,62 and the -p rows ("1,1,1,,,1,1,1,1") leave the
+    # odd CPUs' Node empty: their node is unknown, and an issue must say which they are.
+    _, numa, issues = probe(tmp_path, "utillinux-x86_64-64cpu.lscpu")
+    assert [n.cpus for n in numa] == [tuple(range(0, 64, 2))]
+    odd = ",".join(str(c) for c in range(1, 64, 2))
+    assert (
+        f"numa: online CPUs {odd} are in none of the NUMA nodes lscpu.txt lists: their node "
+        "is unknown"
+    ) in issues

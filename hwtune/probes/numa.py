@@ -7,8 +7,8 @@ Sources, best first:
    a node without `cpulist` is read from `cpumap` or the CPU links (probes/sysfs_nodes.py), and
    a node no source describes keeps `cpus_known=False` and an issue, so nothing pins to it;
 2. the node of each CPU as `probe_cpu` found it (lscpu "NUMA nodeN CPU(s)" lines or `-p` rows),
-   with the nodes lscpu lists empty (memory-only); a "NUMA node(s): N" line without the lists
-   gives N nodes whose CPUs are unknown;
+   with the nodes lscpu lists empty (memory-only), and an issue naming online CPUs no node
+   lists; a "NUMA node(s): N" line without the lists gives N nodes whose CPUs are unknown;
 3. a single node holding every online CPU, only when the CPU list is known to be complete and the
    machine has one socket (a multi-socket machine almost always has a node per socket or more),
    recorded as an issue because it is an assumption;
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hwtune.models.cpulist import MAX_NUMA_NODES
+from hwtune.models.cpulist import MAX_NUMA_NODES, format_cpulist
 from hwtune.models.digits import parse_u64, within_u64
 from hwtune.models.hardware import CpuInfo, NumaNode
 from hwtune.probes.cpuinfo import read_text
@@ -75,6 +75,17 @@ def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ..
     if by_node or listed:
         for node in listed:  # a memory-only node: "NUMA node1 CPU(s):" with nothing after it
             by_node.setdefault(node, [])
+        placed = {c for cpus in by_node.values() for c in cpus}
+        loose = [c for c in cpu.online_cpus if c not in placed]
+        if loose:
+            # util-linux's lscpu-x86_64-64cpu: "NUMA node(s): 1", node0 lists the 32 even CPUs
+            # and the -p rows leave Node empty on the odd ones. Nothing may pin them to node 0.
+            issues.add(
+                PROBE,
+                f"online CPUs {format_cpulist(loose)} are in none of the NUMA nodes lscpu.txt "
+                "lists: their node is unknown",
+                path="lscpu.txt",
+            )
         return tuple(
             NumaNode(id=node, cpus=tuple(sorted(cpus))) for node, cpus in sorted(by_node.items())
         )
