@@ -44,6 +44,57 @@ WANT = {
     # "Socket(s): 4", "Core(s) per socket: 8", "Thread(s) per core: 2", "CPU(s): 64";
     # "NUMA node(s): 1" whose "NUMA node0 CPU(s)" lists the 32 even CPUs only.
     "utillinux-x86_64-64cpu.lscpu": Want("x86_64", 4, 32, 64, 2, 64, (32,)),
+    # The rest passed unchanged. x86 with "CPU op-mode(s): 32-bit, 64-bit" (or "64-bit") is
+    # x86_64; without that line or a Flags line the dump cannot say (arch None, not asserted).
+    # "Socket(s): 1", "Core(s) per socket: 4", "Thread(s) per core: 2", "NUMA node0 CPU(s): 0-7".
+    "utillinux-x86_64-64cpu-linux6.2.lscpu": Want("x86_64", 1, 4, 8, 2, 8, (8,)),
+    # "Socket(s): 1", "Core(s) per socket: 2", "Thread(s) per core: 2", "NUMA node0 CPU(s): 0-3".
+    "utillinux-x86_64-dell_e4310.lscpu": Want("x86_64", 1, 2, 4, 2, 4, (4,)),
+    # "CPU socket(s): 2" (util-linux < 2.19's key), "Core(s) per socket: 4", "Thread(s) per
+    # core: 2", "CPU(s): 16", "NUMA node0/1 CPU(s)": the even / odd CPUs.
+    "utillinux-x86_64-dell_poweredgeR610.lscpu": Want("x86_64", 2, 8, 16, 2, 16, (8, 8)),
+    "utillinux-x86_64-dellr710.lscpu": Want("x86_64", 2, 8, 16, 2, 16, (8, 8)),
+    # "CPU socket(s): 8", "Core(s) per socket: 1", "Thread(s) per core: 1"; no NUMA lines and
+    # an empty Node column; "Hypervisor vendor: Xen".
+    "utillinux-x86_64-el5xen.lscpu": Want("x86_64", 8, 8, 8, 1, 8, None),
+    # "CPU op-mode(s): 64-bit", "CPU socket(s): 4", "Core(s) per socket: 4", four NUMA lines.
+    "utillinux-x86_64-hpdl585.lscpu": Want("x86_64", 4, 16, 16, 1, 16, (4, 4, 4, 4)),
+    # No op-mode line; "CPU socket(s): 1", "Core(s) per socket: 2"; rows' Node 0 for both.
+    "utillinux-x86_64-ibme326m.lscpu": Want(None, 1, 2, 2, 1, 2, (2,)),
+    # No op-mode line; "Core(s) per socket: 1", "Thread(s) per core: 2"; rows' Node 0.
+    "utillinux-x86_64-necem14.lscpu": Want(None, 1, 1, 2, 2, 2, (2,)),
+    # "Socket(s): 1", "Core(s) per socket: 2", "Thread(s) per core: 1", "NUMA node0 CPU(s): 0,1".
+    "utillinux-vbox-win.lscpu": Want("x86_64", 1, 2, 2, 1, 2, (2,)),
+    # No op-mode line; "CPU socket(s): 2", "Core(s) per socket: 4"; no NUMA lines.
+    "utillinux-i386-amdshanghai.lscpu": Want(None, 2, 8, 8, 1, 8, None),
+    # No op-mode line; "CPU socket(s): 1", "Core(s) per socket: 1", "Thread(s) per core: 2".
+    "utillinux-i386-dellpe700.lscpu": Want(None, 1, 1, 2, 2, 2, None),
+    # "CPU op-mode(s): 32-bit, 64-bit", "CPU socket(s): 2", "Core(s) per socket: 4".
+    "utillinux-i386-intels5000phb.lscpu": Want("x86_64", 2, 8, 8, 1, 8, None),
+    # No Vendor ID, Model name or Flags: the architecture is unknown. "Socket(s): 1",
+    # "Core(s) per socket: 2", "Thread(s) per core: 1".
+    "utillinux-armv7.lscpu": Want("unknown", 1, 2, 2, 1, 2, None),
+    # "CPU family: Loongson-64bit"; "Socket(s): 32", "Core(s) per socket: 1",
+    # "NUMA node0 CPU(s): 0-31".
+    "utillinux-loongarch-kvm_on_loongson_3c6000.lscpu": Want(
+        "loongarch64", 32, 32, 32, 1, 32, (32,)
+    ),
+    # "Vendor ID: 0x5b7" and no ISA line: rv64 or rv32 cannot be told. "Socket(s): 1",
+    # "Core(s) per socket: 64", four "NUMA nodeN CPU(s)" lines of 16 CPUs.
+    "utillinux-rv64-milkvpioneer.lscpu": Want("unknown", 1, 64, 64, 1, 64, (16, 16, 16, 16)),
+    # "Vendor ID: IBM/S390"; "Socket(s) per book: 1", "Book(s): 3", "Core(s) per socket: 1".
+    "utillinux-s390-kvm.lscpu": Want("s390x", 3, 3, 3, 1, 3, None),
+    # "Socket(s) per book: 1", "Book(s): 4", "Core(s) per socket: 1".
+    "utillinux-s390-zvm.lscpu": Want("s390x", 4, 4, 4, 1, 4, None),
+    # "Socket(s) per book: 1", "Book(s) per drawer: 1", "Drawer(s): 2", "NUMA node0 CPU(s): 0,1".
+    "utillinux-s390-nested-virt.lscpu": Want("s390x", 2, 2, 2, 1, 2, (2,)),
+    # Its summary's 3 x 2 x 4 sockets of 8 cores is the LPAR's virtual layout, not 8 CPUs; the
+    # -p rows put CPUs 0-2 on Socket 0 and 3-7 on Socket 1, each its own Core; node0 of
+    # "NUMA node0 CPU(s): 0-140" holds the 8 that exist.
+    "utillinux-s390-lpar-drawer.lscpu": Want("s390x", 2, 8, 8, 1, 8, (8,)),
+    # No Flags or Model name: the architecture is unknown. "CPU(s): 32", "On-line CPU(s) list:
+    # 0-23", "Thread(s) per core: 4", "CPU socket(s): 6"; node0 holds the 24 online CPUs.
+    "utillinux-sparc64-UltraSparc-T1.lscpu": Want("unknown", 6, 6, 32, 4, 24, (24,)),
     # Itanium: "Vendor ID: GenuineIntel" with "CPU family: Itanium 2" (no x86 prints a name).
     # "CPU socket(s): 8", "Core(s) per socket: 2", "Thread(s) per core: 1", "CPU(s): 16"; the
     # -p rows' Node column: CPUs 0-7 on node 0, 8-15 on node 1 ("NUMA node(s): 2").
