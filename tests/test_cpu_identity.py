@@ -491,3 +491,64 @@ def test_a_raspberry_pi_3_plans_a_generic_armv8_target(
     )
     assert (hw.cpu.model_name, hw.cpu.microarch) == ("Cortex-A53", "armv8-a")
     assert copts(hw, knowledge) == ["-march=armv8-a"]
+
+
+def _intel_cpuinfo(model: int, threads_per_core: tuple[int, ...]) -> str:
+    """/proc/cpuinfo of one Intel socket whose cores have these thread counts, as the kernel
+    prints it (processor, vendor_id, cpu family, model, physical id, siblings, core id, cpu
+    cores); the flags of an x86-64-v3 part."""
+    siblings = sum(threads_per_core)
+    records, cpu = [], 0
+    for core, threads in enumerate(threads_per_core):
+        for _ in range(threads):
+            records.append(
+                f"processor\t: {cpu}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n"
+                f"model\t\t: {model}\nmodel name\t: Intel(R) test part\nphysical id\t: 0\n"
+                f"siblings\t: {siblings}\ncore id\t\t: {core}\ncpu cores\t: "
+                f"{len(threads_per_core)}\nflags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 avx "
+                "avx2 fma bmi1 bmi2 movbe popcnt xsave f16c lzcnt abm\n"
+            )
+            cpu += 1
+    return "\n".join(records)
+
+
+@pytest.mark.parametrize(
+    ("model", "threads", "unknown"),
+    [
+        (0xC6, (1,) * 20, True),  # Arrow Lake-S: no Hyper-Threading on any core
+        (0x97, (1,) * 16, True),  # Alder Lake with Hyper-Threading off in the firmware
+        (0x97, (2,) * 6, False),  # i5-12400-like: every core has 2 threads, so all P-cores
+        (0x97, (2,) * 8 + (1,) * 8, False),  # told by SMT: P-cores 2 threads, E-cores 1
+        (0xBE, (1,) * 8, False),  # Alder Lake-N: E-cores only (intel-family.h ATOM_GRACEMONT)
+        (0x8F, (1,) * 16, False),  # Sapphire Rapids: no hybrid parts
+    ],
+)
+def test_an_intel_hybrid_model_nothing_tells_apart_has_unknown_core_types(
+    tmp_path: Path, model: int, threads: tuple[int, ...], unknown: bool
+) -> None:
+    """Uniform is a guess where the model is one of Intel's hybrids and every core has one
+    thread: the report says the core types are unknown instead."""
+    cpu, reasons = probe(root_with(tmp_path, _intel_cpuinfo(model, threads)))
+    said = [r for r in reasons if "is listed among Intel's hybrid parts" in r]
+    assert bool(said) is unknown, reasons
+    if unknown:
+        assert cpu.core_types == () and "one thread on every core" in said[0]
+
+
+def test_the_real_arrow_lake_capture_says_its_core_types_are_unknown(tmp_path: Path) -> None:
+    # archspec's arrowlake_s capture is one record of a Core Ultra 9 285 (model 198 = 0xc6).
+    _, reasons = probe(capture(tmp_path, "archspec-ubuntu26.04-arrowlake_s.cpuinfo"))
+    said = [r for r in reasons if "is listed among Intel's hybrid parts" in r]
+    assert said and "6:0xc6 (Arrow Lake-S)" in said[0] and "no per-core topology" in said[0]
+
+
+def test_a_hybrid_id_outside_the_entrys_ids_is_refused() -> None:
+    from hwtune.errors import KnowledgeError
+    from hwtune.probes.microarch import MicroarchEntry, hybrid_model
+
+    entry = MicroarchEntry(
+        key="x", arch="x86_64", name="X", source="s", vendor="GenuineIntel",
+        x86_ids=("6:0x97",), hybrid_x86_ids=("6:0x98",),
+    )  # fmt: skip
+    with pytest.raises(KnowledgeError, match="hybrid id 6:0x98 is not one of its x86_ids"):
+        hybrid_model("GenuineIntel", 6, 0x98, entries=(entry,))

@@ -84,6 +84,7 @@ FIELDS: dict[str, dict[str, str]] = {
         "parents": _NAME,
         "vendor": r"[A-Za-z0-9_]{1,32}",
         "x86_ids": r"\d{1,3}:0x[0-9a-fA-F]{1,4}(-0x[0-9a-fA-F]{1,4})?",
+        "hybrid_x86_ids": r"\d{1,3}:0x[0-9a-fA-F]{1,4}(-0x[0-9a-fA-F]{1,4})?",
         "arm_ids": r"0x[0-9a-fA-F]{1,4}:0x[0-9a-fA-F]{1,4}",
         "power_pvrs": r"0x[0-9a-fA-F]{1,8}",
         "option": r"-march|-mcpu",

@@ -38,7 +38,14 @@ from hwtune.probes.darwin_sysctl import is_sysctl, parse_sysctl
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.lscpu import LscpuFacts, lscpu_topology, parse_lscpu
 from hwtune.probes.lscpu_identity import MACHINES, lscpu_arch, lscpu_identity
-from hwtune.probes.microarch import CpuIdentity, arm_implementer_code, arm_vendor_name, identify
+from hwtune.probes.microarch import (
+    CpuIdentity,
+    MicroarchEntry,
+    arm_implementer_code,
+    arm_vendor_name,
+    hybrid_model,
+    identify,
+)
 from hwtune.probes.root import MAX_LARGE, is_file
 from hwtune.probes.sysfs_cpu import SysfsCpuFacts, read_sysfs_cpu, sysfs_topology
 from hwtune.probes.sysfs_nodes import read_node_cpus
@@ -362,7 +369,28 @@ def _core_kinds(
             "hybrid part: P/E cores told by SMT (only P-cores have 2 threads); "
             "low-power E-cores cannot be told apart without sysfs",
         )
+    elif set(per_core.values()) <= {1} and (entry := _hybrid_model(info)) is not None:
+        # Every core has one thread (Hyper-Threading off, or Arrow/Lunar Lake, which have none),
+        # and nothing above ranked them: uniform is a guess. Cores with two threads each are
+        # all P-cores (E-cores never have SMT), so that case stays uniform.
+        threads = "one thread on every core" if per_core else "no per-core topology"
+        issues.add(
+            PROBE,
+            f"model {info.family}:{info.model:#x} ({entry.name}) is listed among Intel's hybrid "
+            "parts (Linux intel-family.h), but nothing here tells P-cores from E-cores (no "
+            f"sysfs PMU types, capacities or frequencies, and {threads}): core types "
+            "unknown, so latency mode cannot keep work on the P-cores",
+        )
     return kinds
+
+
+def _hybrid_model(info: CpuInfo) -> MicroarchEntry | None:
+    if info.arch != "x86_64" or info.model is None:
+        return None
+    try:
+        return hybrid_model(info.vendor, info.family, info.model)
+    except KnowledgeError:  # a broken table is reported where the microarchitecture is told
+        return None
 
 
 def _core_type_list(

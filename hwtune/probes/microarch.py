@@ -65,6 +65,7 @@ class MicroarchEntry:
     march: str | None = None  # the compiler's name when it is not the key (dhyana -> znver1)
     parents: tuple[str, ...] = ()
     x86_ids: tuple[str, ...] = ()
+    hybrid_x86_ids: tuple[str, ...] = ()  # those of x86_ids whose parts may have P and E cores
     arm_ids: tuple[str, ...] = ()
     power_pvrs: tuple[str, ...] = ()
     riscv_ids: tuple[str, ...] = ()  # "MVENDORID:MARCHID", as /proc/cpuinfo prints them
@@ -116,6 +117,7 @@ class _Table:
         for entry in entries:
             self._close(entry.key, ())
         self.x86: list[tuple[str, int, int, int, MicroarchEntry]] = []
+        self.hybrid: list[tuple[str, int, int, int, MicroarchEntry]] = []
         self.arm: dict[tuple[int, int], list[MicroarchEntry]] = {}
         self.pvr: dict[int, list[MicroarchEntry]] = {}
         self.names: dict[str, list[MicroarchEntry]] = {}
@@ -144,10 +146,11 @@ class _Table:
     def _index(self, entry: MicroarchEntry) -> None:
         try:
             for spec in entry.x86_ids:
-                family, _, models = spec.partition(":")
-                first, _, last = models.partition("-")
-                lo, hi = int(first, 16), int(last or first, 16)
-                self.x86.append((entry.vendor or "", int(family), lo, hi, entry))
+                self.x86.append((entry.vendor or "", *_x86_range(spec), entry))
+            for spec in entry.hybrid_x86_ids:
+                if spec not in entry.x86_ids:
+                    raise ValueError(f"hybrid id {spec} is not one of its x86_ids")
+                self.hybrid.append((entry.vendor or "", *_x86_range(spec), entry))
             for spec in entry.arm_ids:
                 implementer, _, part = spec.partition(":")
                 self.arm.setdefault((int(implementer, 16), int(part, 16)), []).append(entry)
@@ -176,6 +179,34 @@ class _Table:
 
     def specificity(self, entry: MicroarchEntry) -> tuple[int, int, int]:
         return (len(self.required[entry.key]), self.depth[entry.key], self.order[entry.key])
+
+
+def _x86_range(spec: str) -> tuple[int, int, int]:
+    """'FAMILY:MODEL' or 'FAMILY:FIRST-LAST' -> (family, first model, last model)."""
+    family, _, models = spec.partition(":")
+    first, _, last = models.partition("-")
+    return int(family), int(first, 16), int(last or first, 16)
+
+
+def hybrid_model(
+    vendor: str | None,
+    family: int | None,
+    model: int | None,
+    entries: tuple[MicroarchEntry, ...] | None = None,
+) -> MicroarchEntry | None:
+    """The entry whose `hybrid_x86_ids` name this x86 model: a part that may have P- and
+    E-cores. None for every other CPU."""
+    if vendor is None or family is None or model is None:
+        return None
+    table = _compile(load_microarchitectures() if entries is None else entries)
+    return next(
+        (
+            entry
+            for seller, fam, lo, hi, entry in table.hybrid
+            if seller == vendor and fam == family and lo <= model <= hi
+        ),
+        None,
+    )
 
 
 def load_microarchitectures() -> tuple[MicroarchEntry, ...]:
