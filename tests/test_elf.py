@@ -5,6 +5,7 @@ corrupt input that must end as ElfError and nothing else."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import struct
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from hwtune.probes.elf import ElfDynamic, ElfError, parse_dynamic, read_dynamic, read_needed
 
+WHEEL_DATA = Path(__file__).resolve().parent / "data" / "tf_wheels" / "tensorflow-2.21.0-x86_64"
 BASE = 0x400000  # where the single PT_LOAD segment is mapped; any page-aligned value works
 
 
@@ -143,6 +145,25 @@ def test_any_corruption_ends_as_elf_error_or_a_result(data: st.DataObject) -> No
     cut = data.draw(st.integers(0, len(blob)))
     with contextlib.suppress(ElfError):  # any other exception fails the test
         parse_bytes(bytes(blob[:cut]))
+
+
+def test_a_runpath_of_twenty_kilobytes_is_read_whole() -> None:
+    """tensorflow 2.21.0's CUDA wheel: libtensorflow_framework.so.2's RUNPATH lists
+    $ORIGIN/../nvidia/*/lib for every CUDA library, 20,297 bytes (readelf -d, kept in
+    tests/data/tf_wheels); a 4 kB cap on names once made the whole object unreadable."""
+    spec = json.loads((WHEEL_DATA / "objects.json").read_text())
+    entries = spec["objects"]["tensorflow/libtensorflow_framework.so.2"]
+    assert len(entries["runpath"]) == 20_297
+    reads: list[int] = []
+
+    def read_at(offset: int, size: int) -> bytes:
+        reads.append(size)
+        return data[offset : offset + size]
+
+    data = build_elf(entries["needed"], entries["soname"], entries["runpath"])
+    got = parse_dynamic(read_at)
+    assert (got.needed, got.runpath) == (tuple(entries["needed"]), entries["runpath"])
+    assert len(reads) < 40  # names are read in growing chunks, not 80 reads of 256 bytes
 
 
 def _readelf_dynamic(path: Path) -> ElfDynamic:

@@ -67,6 +67,11 @@ WANT = {
     "tensorflow-2.15.1-x86_64": Want(
         "tensorflow", "2.15.1", (True, "12.2", "8"), EIGEN, None, AVX, True
     ),
+    # build_info.py: cuda_version '12.5.1', cudnn_version '9'; libtensorflow_framework.so.2 has
+    # a 20,297-byte RUNPATH (every $ORIGIN/../nvidia/*/lib) that once made it "unreadable"
+    "tensorflow-2.21.0-x86_64": Want(
+        "tensorflow", "2.21.0", (True, "12.5.1", "9"), EIGEN, None, AVX, True
+    ),
     "tensorflow-2.21.0-aarch64": Want("tensorflow", "2.21.0", NO_CUDA, EIGEN, None, ARMV8, True),
     # METADATA Name: tf_nightly_cpu
     "tf-nightly-cpu-2.22.0.dev20260905-x86_64": Want(

@@ -35,7 +35,10 @@ PN_XNUM = 0xFFFF  # gABI: the real program header count is then in section heade
 # libtensorflow_cc.so.2 (TF 2.21) has 12 program headers and 40 dynamic entries.
 MAX_PROGRAM_HEADERS = 4096
 MAX_DYNAMIC_BYTES = 1 << 20
-MAX_NAME_BYTES = 4096
+# A DT_RUNPATH is a colon-separated list with no length limit: tensorflow 2.21.0's CUDA wheel
+# (x86_64) gives libtensorflow_framework.so.2 one of 20,297 bytes, $ORIGIN/../nvidia/*/lib for
+# every CUDA library (tests/data/tf_wheels). Names are read in doubling chunks up to this.
+MAX_NAME_BYTES = 1 << 20
 MAX_ENTRY_BYTES = 256  # e_phentsize is 56 (ELF64) or 32 (ELF32) in every object seen
 
 ReadAt = Callable[[int, int], bytes]
@@ -137,11 +140,12 @@ def _file_offset(loads: list[tuple[int, int, int, int]], vaddr: int) -> int:
 
 
 def _string(read_at: ReadAt, offset: int, limit: int) -> str:
-    """The NUL-terminated string at `offset`, reading in small chunks up to `limit` bytes."""
+    """The NUL-terminated string at `offset`, up to `limit` bytes: chunks of 256 bytes first
+    (a library name), doubling after, so a 20 kB RUNPATH takes 7 reads, not 80."""
     chunks: list[bytes] = []
-    got = 0
+    got, size = 0, 256
     while got < limit:
-        chunk = read_at(offset + got, min(256, limit - got))
+        chunk = read_at(offset + got, min(size, limit - got))
         if not chunk:
             break
         end = chunk.find(b"\0")
@@ -150,6 +154,7 @@ def _string(read_at: ReadAt, offset: int, limit: int) -> str:
             return b"".join(chunks).decode("utf-8", "replace")
         chunks.append(chunk)
         got += len(chunk)
+        size *= 2
     raise ElfError(f"unterminated string at offset {offset}")
 
 
