@@ -167,6 +167,8 @@ LAYERED = {
     # METADATA: Requires-Dist tensorflow-cpu-aws (==2.12.0) on Linux aarch64; its RECORD lists
     # 4 files and no tensorflow/ package (a metadata-only shim)
     "tensorflow-2.12.0-aarch64",
+    # Intel Extension for TensorFlow's CPU build: a plugin, not a TensorFlow
+    "intel-extension-for-tensorflow-lib-2.15.0.0.0-x86_64",
 }
 
 
@@ -174,3 +176,19 @@ def test_the_aarch64_shim_defers_to_tensorflow_cpu_aws(tmp_path: Path) -> None:
     site = lay_out(tmp_path, "tensorflow-2.12.0-aarch64", "tensorflow-cpu-aws-2.12.0-aarch64")
     info, issues = probe(site, V1)
     check(info, issues, WANT["tensorflow-cpu-aws-2.12.0-aarch64"])
+
+
+def test_itex_on_tensorflow_cpu_names_the_openmp_runtime_its_onednn_links(tmp_path: Path) -> None:
+    """ITEX's METADATA (extra "cpu") pins intel_extension_for_tensorflow_lib==x.y.z.w.0 over
+    `tensorflow`; its tensorflow-plugins/libitex_cpu.so links no OpenMP itself, its oneDNN
+    libraries link libiomp5.so (objects.json): the runtime is OpenMP, the library Intel's."""
+    site = lay_out(
+        tmp_path,
+        "tensorflow-cpu-2.15.1-x86_64",
+        "intel-extension-for-tensorflow-lib-2.15.0.0.0-x86_64",
+    )
+    info, issues = probe(site, SPR)
+    want = WANT["tensorflow-cpu-2.15.1-x86_64"]
+    check(info, issues, want._replace(runtime="openmp", openmp="libiomp5.so"))
+    assert info is not None and "ITEX_OMP_THREADPOOL" in info.threading_runtime_basis
+    assert "libonednn_cpu_so.so links libiomp5.so" in info.threading_runtime_basis

@@ -109,8 +109,12 @@ def _threading(
                 return "openmp", f"{library.path} links {name} (DT_NEEDED)", name
     plugin = install.itex_cpu_plugin
     if plugin is not None:
-        omp = next((n for n in plugin.needed if OPENMP_LIBRARY.match(n)), None)
-        return "openmp", ITEX_BASIS.format(path=ITEX_CPU_PLUGIN), omp
+        basis = ITEX_BASIS.format(path=ITEX_CPU_PLUGIN)
+        for library in (plugin, *install.itex_libraries):
+            omp = next((n for n in library.needed if OPENMP_LIBRARY.match(n)), None)
+            if omp is not None:
+                return "openmp", f"{basis}; {library.path} links {omp} (DT_NEEDED)", omp
+        return "openmp", basis, None
     if install.libraries and not install.libraries_unread:
         names = ", ".join(lib.path for lib in install.libraries)
         return "eigen", f"no OpenMP runtime among the DT_NEEDED of {names}; {EIGEN_BASIS}", None

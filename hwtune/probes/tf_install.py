@@ -33,6 +33,13 @@ LIBRARY_GLOBS = (
     "python/lib_pywrap_tensorflow_common.so",
 )
 ITEX_CPU_PLUGIN = "tensorflow-plugins/libitex_cpu.so"  # ITEX docs/install: the CPU build
+# The plugin itself links no OpenMP: ITEX's oneDNN builds do (libiomp5.so in both, the OpenMP
+# one and the Eigen one, in intel-extension-for-tensorflow-lib 2.15.0.0.0: readelf -d,
+# tests/data/tf_wheels). Relative to the site directory, like the plugin.
+ITEX_ONEDNN_LIBRARIES = (
+    "intel_extension_for_tensorflow/libonednn_cpu_so.so",
+    "intel_extension_for_tensorflow/libonednn_cpu_eigen_so.so",
+)
 # libiomp5 (Intel), libgomp (GNU), libomp (LLVM); auditwheel renames vendored copies
 # libgomp-<8 hex>.so.1, as in PyTorch's wheels.
 OPENMP_LIBRARY = re.compile(r"^lib(?:iomp5|gomp|omp)(?:-[0-9a-f]{8})?\.so(?:\.\d+)*$")
@@ -76,6 +83,7 @@ class TfInstall:
     # shared objects found but unreadable: "no OpenMP among the DT_NEEDED" is then unproven
     libraries_unread: int = 0
     itex_cpu_plugin: LinkedLibrary | None = None
+    itex_libraries: tuple[LinkedLibrary, ...] = ()  # ITEX's oneDNN builds (ITEX_ONEDNN_LIBRARIES)
     also_installed: tuple[str, ...] = ()  # other TF distributions in the same directory
     problems: tuple[ProbeIssue, ...] = ()
 
@@ -355,10 +363,15 @@ def read_install(search_path: Sequence[str], names: frozenset[str]) -> TfInstall
         None,
     )
     libraries, unread = ((), 0) if package is None else _read_libraries(package, problems)
-    plugin = None
+    plugin, itex = None, []
     if plugin_site is not None:
         needed = _needed(Path(plugin_site, ITEX_CPU_PLUGIN), problems, "ITEX CPU plugin")
         plugin = LinkedLibrary(ITEX_CPU_PLUGIN, needed or ())
+        for name in ITEX_ONEDNN_LIBRARIES:
+            path = Path(plugin_site, name)
+            found = _needed(path, problems, "ITEX oneDNN library") if path.is_file() else None
+            if found is not None:
+                itex.append(LinkedLibrary(name, found))
     return TfInstall(
         distribution=meta.distribution,
         version=meta.version,
@@ -372,6 +385,7 @@ def read_install(search_path: Sequence[str], names: frozenset[str]) -> TfInstall
         libraries=libraries,
         libraries_unread=unread,
         itex_cpu_plugin=plugin,
+        itex_libraries=tuple(itex),
         also_installed=meta.others,
         problems=tuple(problems),
     )
