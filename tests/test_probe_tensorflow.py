@@ -171,8 +171,19 @@ def test_openmp_build_is_told_from_dt_needed(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["libgomp.so.1", "libomp.so.5", "libgomp-a34b3233.so.1"])
 def test_every_openmp_runtime_name_counts(tmp_path: Path, name: str) -> None:
     objects = {"python/_pywrap_tensorflow_internal.so": build_elf([name, "libc.so.6"])}
-    info, _ = probe(make_site(tmp_path, objects=objects))
+    info, issues = probe(make_site(tmp_path, objects=objects))
     assert info is not None and (info.threading_runtime, info.openmp_library) == ("openmp", name)
+    # tensorflow-cpu is described as an Eigen build with -mavx: this one is not that build
+    assert info.compiled_isa == () and info.missing_isa == () and info.onednn_default is None
+    assert "built another way" in info.compiled_isa_basis
+    assert "compiled ISA unknown" in reasons(issues)
+
+
+def test_an_intel_tensorflow_without_openmp_is_not_the_mkl_build(tmp_path: Path) -> None:
+    info, _ = probe(make_site(tmp_path, dist="intel_tensorflow", version="2.14.0"))
+    assert info is not None and info.threading_runtime == "eigen"
+    assert info.onednn_default is None  # not "always": the --config=mkl build is not this one
+    assert "described as an OpenMP build" in info.compiled_isa_basis
 
 
 def test_itex_cpu_plugin_means_openmp(tmp_path: Path) -> None:

@@ -77,6 +77,15 @@ WANT = {
     "tf-nightly-cpu-2.22.0.dev20260905-x86_64": Want(
         "tf-nightly-cpu", "2.22.0.dev20260905", NO_CUDA, EIGEN, None, AVX, True
     ),
+    # `tensorflow` on aarch64 before 2.21: libtensorflow_cc.so.2 NEEDED libomp-<hash>.so.5 (LLVM
+    # OpenMP), not the release_arm64_linux Eigen build the table describes for tensorflow@aarch64
+    # (2.21.0 above is that one): its compiled ISA and oneDNN policy are unknown
+    "tensorflow-2.16.1-aarch64": Want(
+        "tensorflow", "2.16.1", NO_CUDA, "openmp", "libomp-e9212f90.so.5", (), None
+    ),
+    "tensorflow-2.20.0-aarch64": Want(
+        "tensorflow", "2.20.0", NO_CUDA, "openmp", "libomp-f1025659.so.5", (), None
+    ),
     # libtensorflow_cc.so.2 NEEDED libgomp-cc9055c7.so.1.0.0 (auditwheel's copy of GNU OpenMP);
     # the table leaves the compiled ISA and oneDNN policy of AWS's builds unknown
     "tensorflow-cpu-aws-2.12.0-aarch64": Want(
@@ -192,3 +201,13 @@ def test_itex_on_tensorflow_cpu_names_the_openmp_runtime_its_onednn_links(tmp_pa
     check(info, issues, want._replace(runtime="openmp", openmp="libiomp5.so"))
     assert info is not None and "ITEX_OMP_THREADPOOL" in info.threading_runtime_basis
     assert "libonednn_cpu_so.so links libiomp5.so" in info.threading_runtime_basis
+
+
+@pytest.mark.parametrize("wheel", ["tensorflow-2.16.1-aarch64", "tensorflow-2.20.0-aarch64"])
+def test_a_build_the_table_does_not_describe_says_so(tmp_path: Path, wheel: str) -> None:
+    info, _ = probe(lay_out(tmp_path, wheel), V1)
+    assert info is not None
+    assert "links libomp-" in info.compiled_isa_basis
+    assert "tensorflow@aarch64 is described as an Eigen-threadpool build" in (
+        info.compiled_isa_basis
+    )

@@ -11,6 +11,8 @@ with `knowledge/data/tf_distributions.json` into the model's `TensorFlowInfo`:
   (a manylinux tag, not installed by conda). The binary itself cannot tell this cheaply:
   cpu_feature_guard's feature names are immediates inside its code, not strings to scan, and
   disassembling 65 MB to find VEX/EVEX encodings is far beyond the probe's ~15 ms budget.
+  Binaries whose threading runtime is not the entry's are another build: ISA and oneDNN
+  policy unknown (`_built_otherwise`).
 - missing_isa: what TF's cpu_feature_guard would list (tf_knowledge.missing_isa).
 - onednn_default: TF's DefaultOneDnnPolicy for this CPU and version.
 
@@ -99,14 +101,47 @@ def _compiled_isa(
     return entry.compiled_isa, f"{entry.key} wheel ({platforms[0]}): {entry.build}"
 
 
+def _linked_openmp(install: TfInstall) -> tuple[str, str] | None:
+    """(object, OpenMP library) for the first TF object whose DT_NEEDED names one."""
+    for library in install.libraries:
+        for name in library.needed:
+            if OPENMP_LIBRARY.match(name):
+                return library.path, name
+    return None
+
+
+def _built_otherwise(install: TfInstall, entry: TfDistribution | None) -> str | None:
+    """Why the table's entry does not describe these binaries, or None when nothing says so.
+
+    The `tensorflow` aarch64 wheels 2.16.1-2.20.0 link LLVM OpenMP (libomp-<hash>.so.5, the
+    same build as tensorflow-aarch64 2.16.1), where 2.21.0 is the release_arm64_linux Eigen
+    build the table describes (readelf -d, tests/data/tf_wheels): a threading runtime other
+    than the entry's is a build the entry's flags and oneDNN policy do not cover."""
+    if entry is None or entry.threading_runtime is None:
+        return None
+    linked = _linked_openmp(install)
+    if linked is not None and entry.threading_runtime == "eigen":
+        path, name = linked
+        return (
+            f"{path} links {name}, but {entry.key} is described as an Eigen-threadpool build "
+            f"({entry.build}): this wheel was built another way"
+        )
+    all_read = install.libraries and not install.libraries_unread
+    if linked is None and all_read and entry.threading_runtime == "openmp":
+        return (
+            f"no TF object links an OpenMP runtime, but {entry.key} is described as an OpenMP "
+            f"build ({entry.build}): this wheel was built another way"
+        )
+    return None
+
+
 def _threading(
     install: TfInstall, entry: TfDistribution | None, issues: IssueLog
 ) -> tuple[Literal["eigen", "openmp"], str, str | None]:
     """(runtime, basis, OpenMP library) from the DT_NEEDED facts, else from knowledge."""
-    for library in install.libraries:
-        for name in library.needed:
-            if OPENMP_LIBRARY.match(name):
-                return "openmp", f"{library.path} links {name} (DT_NEEDED)", name
+    linked = _linked_openmp(install)
+    if linked is not None:
+        return "openmp", f"{linked[0]} links {linked[1]} (DT_NEEDED)", linked[1]
     plugin = install.itex_cpu_plugin
     if plugin is not None:
         basis = ITEX_BASIS.format(path=ITEX_CPU_PLUGIN)
@@ -141,13 +176,15 @@ def describe(
         (e for e in table if normalize(e.distribution) == install.distribution and e.arch == arch),
         None,
     )
-    compiled, isa_basis = _compiled_isa(install, entry, arch)
+    otherwise = _built_otherwise(install, entry)
+    compiled, isa_basis = (None, otherwise) if otherwise else _compiled_isa(install, entry, arch)
     if compiled is None and cpu.arch == "x86_64":
         issues.add(PROBE, f"compiled ISA unknown ({isa_basis}); missing_isa cannot be told")
     elif cpu.arch == "x86_64" and not cpu.flags:
         issues.add(PROBE, "CPU flags unknown; missing_isa cannot be told")
     runtime, runtime_basis, omp = _threading(install, entry, issues)
-    onednn, _why = onednn_default(entry.onednn if entry else None, version, cpu)
+    policy = entry.onednn if entry and not otherwise else None
+    onednn, _why = onednn_default(policy, version, cpu)
     return TensorFlowInfo(
         version=install.version or "unknown",
         distribution=install.distribution,
