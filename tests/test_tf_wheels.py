@@ -211,3 +211,18 @@ def test_a_build_the_table_does_not_describe_says_so(tmp_path: Path, wheel: str)
     assert "tensorflow@aarch64 is described as an Eigen-threadpool build" in (
         info.compiled_isa_basis
     )
+
+
+@pytest.mark.parametrize(
+    "wheel", ["tensorflow-cpu-aws-2.12.0-aarch64", "tensorflow-aarch64-2.16.1-aarch64"]
+)
+def test_unreadable_aws_and_linaro_builds_are_expected_to_be_openmp(
+    tmp_path: Path, wheel: str
+) -> None:
+    """Every such wheel read links OpenMP (objects.json), so the table expects it of them."""
+    site = lay_out(tmp_path, wheel)
+    for path in json.loads((WHEELS / wheel / "objects.json").read_text())["objects"]:
+        (site / path).write_bytes(b"truncated")
+    info, issues = probe(site, V1)
+    assert info is not None and info.threading_runtime == "openmp", issues
+    assert info.threading_runtime_basis.startswith("binaries unreadable; expected of")
