@@ -226,3 +226,15 @@ def test_unreadable_aws_and_linaro_builds_are_expected_to_be_openmp(
     info, issues = probe(site, V1)
     assert info is not None and info.threading_runtime == "openmp", issues
     assert info.threading_runtime_basis.startswith("binaries unreadable; expected of")
+
+
+def test_the_aarch64_shim_alone_says_what_is_missing(tmp_path: Path) -> None:
+    info, issues = probe(lay_out(tmp_path, "tensorflow-2.12.0-aarch64"), V1)
+    assert info is not None and info.location is None
+    # METADATA: Requires-Dist tensorflow-cpu-aws (Linux aarch64), tensorflow-intel (Windows);
+    # RECORD: 314 bytes
+    assert issues == [
+        "tensorflow 2.12.0 is a metadata-only wheel that installs no tensorflow/ package; "
+        "the TensorFlow it requires (tensorflow-cpu-aws or tensorflow-intel, as its platform "
+        "markers pick) is not installed"
+    ]

@@ -116,6 +116,20 @@ def parse_metadata(text: str) -> tuple[str | None, str | None]:
     return name, version
 
 
+def parse_requires(text: str) -> tuple[str, ...]:
+    """The project names of METADATA's Requires-Dist headers ("tensorflow-cpu-aws (==2.12.0) ;
+    platform_machine == ..." -> "tensorflow-cpu-aws"), normalised, in order."""
+    names = []
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", value)
+        if key.lower() == "requires-dist" and match:
+            names.append(normalize(match[1]))
+    return tuple(names)
+
+
 def parse_wheel_tags(text: str) -> tuple[str, ...]:
     return tuple(
         v.strip()
@@ -278,6 +292,8 @@ class _Metadata(NamedTuple):
     wheel_tags: tuple[str, ...] = ()
     installer: str | None = None
     others: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()  # Requires-Dist project names
+    shim: bool = False  # a RECORD too small for TensorFlow's files: metadata only
 
 
 def _read_metadata(
@@ -309,6 +325,7 @@ def _read_metadata(
         meta_name, meta_version = parse_metadata(text)
         distribution = normalize(meta_name) if meta_name else distribution
         version = meta_version or version
+    record = _record_size(directory)
     return _Metadata(
         distribution=distribution,
         version=version,
@@ -316,6 +333,8 @@ def _read_metadata(
         wheel_tags=parse_wheel_tags(_read_text(directory / "WHEEL", problems) or ""),
         installer=(_read_text(directory / "INSTALLER", problems) or "").strip() or None,
         others=tuple(normalize(m["name"]) for _, m in metas[1:]),
+        requires=parse_requires(text or ""),
+        shim=0 < record < REAL_RECORD_BYTES,
     )
 
 
@@ -346,10 +365,20 @@ def read_install(search_path: Sequence[str], names: frozenset[str]) -> TfInstall
     meta = _read_metadata(site, metas_in(site), problems)
     package = Path(site, "tensorflow") if package_site else None
     build = None
-    if package is None:
+    what = f"{meta.distribution} {meta.version or '(version unknown)'}"
+    deps = [n for n in meta.requires if n in names]
+    if package is None and meta.shim and deps:
+        # tensorflow 2.12.0 on aarch64: 4 files, Requires-Dist tensorflow-cpu-aws (==2.12.0)
         problems.note(
-            f"{meta.distribution} {meta.version or '(version unknown)'} is installed but its "
-            "package directory tensorflow/ is missing: a broken or half-removed install",
+            f"{what} is a metadata-only wheel that installs no tensorflow/ package; the "
+            f"TensorFlow it requires ({' or '.join(deps)}"
+            f"{', as its platform markers pick' if len(deps) > 1 else ''}) is not installed",
+            meta.directory,
+        )
+    elif package is None:
+        problems.note(
+            f"{what} is installed but its package directory tensorflow/ is missing: "
+            "a broken or half-removed install",
             meta.directory,
         )
     else:
