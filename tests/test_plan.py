@@ -260,6 +260,19 @@ def test_gnu_openmp_gets_omp_binding_not_kmp(knowledge: Knowledge) -> None:
     assert "GNU OpenMP ignores KMP_*" in explain(profile, "KMP_BLOCKTIME")
 
 
+def test_an_openmp_runtime_not_known_gets_only_the_standard_binding(knowledge: Knowledge) -> None:
+    """Binaries that could not be read leave the OpenMP runtime unknown (tensorflow-cpu-aws
+    2.12 links GNU OpenMP, which ignores KMP_*): only what every runtime reads is set."""
+    tf = tf_info(runtime="openmp", openmp_library=None)
+    profile = plan(make_hardware(cores_per_socket=4, tensorflow=tf), knowledge=knowledge)
+    assert profile.env["OMP_PROC_BIND"].value == "close"
+    assert "every OpenMP runtime pins" in profile.env["OMP_PROC_BIND"].reason
+    assert not {name for name in profile.env if name.startswith("KMP_")}
+    assert "not known which: KMP_* work in Intel and LLVM OpenMP only" in explain(
+        profile, "KMP_AFFINITY"
+    )
+
+
 def test_bf16_cpu_plans_onednn_on_and_auto_enables(knowledge: Knowledge) -> None:
     profile = plan(make_hardware(), knowledge=knowledge, precision="auto")
     assert profile.precision.eligible == ("mixed_bfloat16",)

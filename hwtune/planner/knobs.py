@@ -140,18 +140,25 @@ def openmp_env(
         "the instances are left unpinned, so each starts with every CPU and a binding would "
         "place all copies' threads on the same first cores"
     )
-    if "gomp" in library:
-        # GNU OpenMP ignores KMP_*; its equivalents are the standard OMP_PROC_BIND/OMP_PLACES.
-        why = f"left out: {build}, and GNU OpenMP ignores KMP_* (it reads OMP_*/GOMP_*)"
+    if "gomp" in library or tf.openmp_library is None:
+        # GNU OpenMP ignores KMP_*; its equivalents are the standard OMP_PROC_BIND/OMP_PLACES,
+        # which every OpenMP runtime reads (OpenMP 4.0): all that holds when the runtime linked
+        # is not known (binaries unreadable: tensorflow-cpu-aws 2.12 links libgomp).
+        why = (
+            f"left out: {build}, and GNU OpenMP ignores KMP_* (it reads OMP_*/GOMP_*)"
+            if tf.openmp_library
+            else f"left out: {build}, not known which: KMP_* work in Intel and LLVM OpenMP "
+            "only, GNU OpenMP ignores them"
+        )
         left = [LeftOut(name, why) for name in OPENMP_KNOBS if name.startswith("KMP_")]
         if unpinned_instances:
             env["OMP_PROC_BIND"] = Setting("false", f"{build}: {stacked} (OpenMP 4.0 spec)")
             left.append(LeftOut("OMP_PLACES", f"left out: {build}: threads are not bound"))
             return env, left, build
+        runtime = "GNU OpenMP pins" if tf.openmp_library else "every OpenMP runtime pins"
         env["OMP_PROC_BIND"] = Setting(
             "close",
-            f"{build}: GNU OpenMP pins with OMP_PROC_BIND "
-            "(KMP_AFFINITY is Intel/LLVM OpenMP only)",
+            f"{build}: {runtime} with OMP_PROC_BIND (KMP_AFFINITY is Intel/LLVM OpenMP only)",
         )
         env["OMP_PLACES"] = Setting(
             "cores",
