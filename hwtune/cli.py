@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import os
 import sys
@@ -19,6 +20,7 @@ from typing import Protocol, TextIO
 
 from hwtune.errors import CommandNotStarted, HwtuneError
 from hwtune.status import ExitStatus
+from hwtune.streams import guard_stderr
 
 # name -> (module, one-line help). The order is the order of `hwtune --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -98,6 +100,8 @@ def _selected_command(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     env = env or Environment()
+    # A closed stderr must not send errors to stdout (hwtune/streams.py).
+    env = dataclasses.replace(env, stderr=guard_stderr(env.stderr))
     try:
         # Importing the subcommand (TensorFlow-free, but pydantic and friends) takes tens of
         # milliseconds: Ctrl-C then is an interrupted start, not a traceback.

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -226,6 +225,8 @@ def lookup(
         store(path, current, payload, identity)
     if refused:
         note = f"the configure cache was ignored and rebuilt: {refused}"
-        print(f"hwtune: warning: {note}", file=sys.stderr)
+        from hwtune.streams import warn
+
+        warn(f"hwtune: warning: {note}")
         payload = {**payload, "notes": [*payload.get("notes", []), note]}
     return payload, False, path

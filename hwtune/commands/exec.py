@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import io
 import sys
 from typing import BinaryIO, TextIO, cast
 
@@ -70,10 +69,6 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply.marker import in_exec_copy
     from hwtune.pipeline.request import load_hardware, profile_for
 
-    # Started with stderr closed (`2>&-`), Python makes sys.stderr None: notes go nowhere.
-    # (print(file=None) would write them to stdout.)
-    if cast(TextIO | None, env.stderr) is None:
-        env = dataclasses.replace(env, stderr=io.StringIO())
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]

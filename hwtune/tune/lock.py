@@ -14,19 +14,19 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from hwtune import paths
 from hwtune.errors import NoHomeError, TuneError
 from hwtune.fs.trust import make_dirs
+from hwtune.streams import warn
 
 LOCK_NAME = ".tune.lock"
 
 
 def warn_on_stderr(message: str) -> None:
-    print(f"hwtune tune: warning: {message}", file=sys.stderr)
+    warn(f"hwtune tune: warning: {message}")
 
 
 @contextlib.contextmanager

@@ -1,0 +1,72 @@
+"""hwtune's standard streams, in whatever state the process was started with them.
+
+Python makes a stream the process was started without (`>&-`, `2>&-`) None, and
+`print(..., file=None)` writes to sys.stdout. So with stderr closed, errors and warnings went
+to stdout, and `eval "$(hwtune env 2>&-)"` ran them as shell code: an error quotes the bad
+value, Python quotes a value holding `'` in double quotes, and a `$(…)` in it was executed.
+
+The CLI therefore wraps stderr (`guard_stderr`): diagnostics that stderr cannot take are
+dropped, as there is nowhere else to send them. Library code that warns on sys.stderr uses
+`warn`, which never falls back to stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import sys
+from typing import Any, BinaryIO, TextIO, cast
+
+
+class _Guarded:
+    """A text stream over `stream` (None: the process has no such stream), passing on
+    `isatty`, `fileno` and `buffer` so that callers can still tell what it is."""
+
+    def __init__(self, stream: TextIO | None, name: str) -> None:
+        self.stream = stream
+        self.name = name
+
+    @property
+    def buffer(self) -> BinaryIO:
+        found = getattr(self.stream, "buffer", None)
+        if found is None:  # getattr(stream, "buffer", None) then says there is none
+            raise AttributeError("buffer")
+        return cast(BinaryIO, found)
+
+    def isatty(self) -> bool:
+        return bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def fileno(self) -> int:
+        if self.stream is None:
+            raise OSError(errno.EBADF, f"{self.name} is closed")
+        return self.stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> Any:  # encoding, errors, line_buffering…
+        return getattr(self.stream, name)
+
+
+class _Stderr(_Guarded):
+    def write(self, text: str) -> int:
+        with contextlib.suppress(OSError, ValueError):
+            if self.stream is not None:
+                self.stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if self.stream is not None:
+                self.stream.flush()
+
+
+def guard_stderr(stream: TextIO | None) -> TextIO:
+    """`stream` (None: closed) with what it cannot take dropped, never sent to stdout."""
+    return stream if isinstance(stream, _Stderr) else cast(TextIO, _Stderr(stream, "stderr"))
+
+
+def warn(text: str) -> None:
+    """Print one line on sys.stderr; nothing when the process has no stderr or it fails
+    (print(file=None) would write it to stdout)."""
+    guard_stderr(sys.stderr).write(text + "\n")

@@ -1,0 +1,71 @@
+"""hwtune started with its stderr closed (hwtune/streams.py).
+
+Real processes, started by sh with `2>&-`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _environ(tmp_path: Path, **extra: str) -> dict[str, str]:
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HWTUNE_", "XDG_", "SLURM_", "OMPI_", "PMI_", "LOCAL_"))
+    }
+    environ.update(
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        HWTUNE_TUNED_DIR=str(tmp_path / "tuned"),
+        TF_CPP_MIN_LOG_LEVEL="3",
+    )
+    environ.update(extra)
+    return environ
+
+
+def _hwtune(
+    redirect: str, args: list[str], environ: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """`python -m hwtune ARGS REDIRECT` through sh, so the streams are closed as a shell
+    closes them; what is left open is captured."""
+    return subprocess.run(
+        ["sh", "-c", f'exec "$@" {redirect}', "sh", sys.executable, "-m", "hwtune", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environ,
+    )
+
+
+def test_with_stderr_closed_an_error_never_reaches_stdout_where_eval_runs_it(
+    tmp_path: Path,
+) -> None:
+    """Before: print(file=None) sent the error to stdout, and `eval "$(hwtune env 2>&-)"` ran
+    the `$(…)` of the bad value it quotes (in double quotes, as Python quotes a value with
+    a `'`)."""
+    planted = tmp_path / "planted"
+    environ = _environ(tmp_path, HWTUNE_MODE=f"x'$(touch {planted})")
+    done = _hwtune("2>&-", ["env"], environ)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    subprocess.run(["sh", "-c", 'eval "$1"', "sh", done.stdout], check=True, timeout=30)
+    assert not planted.exists()
+
+
+def test_with_stderr_closed_a_library_warning_never_reaches_stdout(tmp_path: Path) -> None:
+    """The configure cache's warning is printed on sys.stderr by library code, not the CLI:
+    with stderr closed it went into `hwtune env`'s stdout, between the variables."""
+    environ = _environ(tmp_path)
+    cache = tmp_path / "cache" / "hwtune" / "configure-default.json"
+    assert _hwtune("", ["env"], environ).returncode == 0  # makes the cache
+    os.chmod(cache, 0o666)  # writable by others: ignored with a warning, and rebuilt
+    done = _hwtune("2>&-", ["env", "--format", "json"], environ)
+    assert done.returncode == 0
+    assert "warning" not in done.stdout
+    assert "TF_NUM_INTRAOP_THREADS" in json.loads(done.stdout)
+    assert os.stat(cache).st_mode & 0o777 == 0o644  # it was refused, so the warning was due
