@@ -20,7 +20,7 @@ from typing import Protocol, TextIO
 
 from hwtune.errors import CommandNotStarted, HwtuneError
 from hwtune.status import ExitStatus
-from hwtune.streams import guard_stderr
+from hwtune.streams import OutputError, guard_stderr, guard_stdout
 
 # name -> (module, one-line help). The order is the order of `hwtune --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -100,8 +100,11 @@ def _selected_command(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     env = env or Environment()
-    # A closed stderr must not send errors to stdout (hwtune/streams.py).
-    env = dataclasses.replace(env, stderr=guard_stderr(env.stderr))
+    # A closed stderr must not send errors to stdout, nor a failing stdout end in a traceback
+    # (hwtune/streams.py).
+    env = dataclasses.replace(
+        env, stdout=guard_stdout(env.stdout), stderr=guard_stderr(env.stderr)
+    )
     try:
         # Importing the subcommand (TensorFlow-free, but pydantic and friends) takes tens of
         # milliseconds: Ctrl-C then is an interrupted start, not a traceback.
@@ -121,15 +124,23 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
                 owner.error(problem)
     except SystemExit as exit_:  # argparse exits 2 on bad usage, 0 on --help
         return int(exit_.code or 0)
+    except OutputError as err:  # --help to a stdout that fails
+        print(f"hwtune: error: {err.message}", file=env.stderr)
+        return ExitStatus.ERROR
     except KeyboardInterrupt:
         if "--debug" in argv:
             raise
         return ExitStatus.INTERRUPTED
     if getattr(args, "_command", None) is None:
-        parser.print_help(env.stdout)
+        try:
+            parser.print_help(env.stdout)
+        except OutputError as err:
+            print(f"hwtune: error: {err.message}", file=env.stderr)
         return ExitStatus.USAGE
     try:
-        return int(_load(args._command).run(args, env))
+        status = int(_load(args._command).run(args, env))
+        env.stdout.flush()  # a full disk fails here for output the stream still buffered
+        return status
     except HwtuneError as err:
         if args.debug:
             raise

@@ -4,10 +4,13 @@ Python makes a stream the process was started without (`>&-`, `2>&-`) None, and
 `print(..., file=None)` writes to sys.stdout. So with stderr closed, errors and warnings went
 to stdout, and `eval "$(hwtune env 2>&-)"` ran them as shell code: an error quotes the bad
 value, Python quotes a value holding `'` in double quotes, and a `$(…)` in it was executed.
+A stdout that could not be written (closed, a full disk, EIO) ended in a traceback.
 
-The CLI therefore wraps stderr (`guard_stderr`): diagnostics that stderr cannot take are
-dropped, as there is nowhere else to send them. Library code that warns on sys.stderr uses
-`warn`, which never falls back to stdout.
+The CLI therefore wraps both streams (`guard_stdout`, `guard_stderr`). A failed write to stdout
+becomes an `OutputError` that names stdout and the reason. A gone reader (EPIPE) stays a
+BrokenPipeError, because `hwtune detect | head` is not an error. Diagnostics that stderr cannot
+take are dropped: there is nowhere else to send them. Library code that warns on sys.stderr
+uses `warn`, which never falls back to stdout.
 """
 
 from __future__ import annotations
@@ -16,6 +19,16 @@ import contextlib
 import errno
 import sys
 from typing import Any, BinaryIO, TextIO, cast
+
+from hwtune.errors import HwtuneError
+
+_HINT = "give hwtune a stdout it can write, or redirect it to /dev/null"
+
+
+class OutputError(HwtuneError):
+    """stdout cannot take hwtune's output (closed, a full disk, an I/O error)."""
+
+    code = "output-failed"
 
 
 class _Guarded:
@@ -48,6 +61,28 @@ class _Guarded:
         return getattr(self.stream, name)
 
 
+class _Stdout(_Guarded):
+    def write(self, text: str) -> int:
+        if self.stream is None:
+            raise OutputError("cannot write to stdout: it is closed", hint=_HINT)
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise _failed(err) from err
+
+    def flush(self) -> None:
+        if self.stream is None:
+            return
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise _failed(err) from err
+
+
 class _Stderr(_Guarded):
     def write(self, text: str) -> int:
         with contextlib.suppress(OSError, ValueError):
@@ -59,6 +94,15 @@ class _Stderr(_Guarded):
         with contextlib.suppress(OSError, ValueError):
             if self.stream is not None:
                 self.stream.flush()
+
+
+def _failed(err: OSError) -> OutputError:
+    return OutputError(f"cannot write to stdout: {err.strerror or err}", hint=_HINT)
+
+
+def guard_stdout(stream: TextIO | None) -> TextIO:
+    """`stream` (None: closed) with failed writes raised as OutputError."""
+    return stream if isinstance(stream, _Stdout) else cast(TextIO, _Stdout(stream, "stdout"))
 
 
 def guard_stderr(stream: TextIO | None) -> TextIO:

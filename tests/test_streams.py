@@ -1,6 +1,6 @@
-"""hwtune started with its stderr closed (hwtune/streams.py).
+"""hwtune with its stdout or stderr closed, or a stdout that fails (hwtune/streams.py).
 
-Real processes, started by sh with `2>&-`.
+Real processes, started by sh with `>&-` / `2>&-`, and /dev/full as a stdout that is full.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 
 def _environ(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -69,3 +71,44 @@ def test_with_stderr_closed_a_library_warning_never_reaches_stdout(tmp_path: Pat
     assert "warning" not in done.stdout
     assert "TF_NUM_INTRAOP_THREADS" in json.loads(done.stdout)
     assert os.stat(cache).st_mode & 0o777 == 0o644  # it was refused, so the warning was due
+
+
+@pytest.mark.parametrize(
+    "args", [["env"], ["detect", "--json"], ["plan"], ["schema"], ["apply", "--output", "out"]]
+)
+@pytest.mark.parametrize(
+    ("redirect", "reason"),
+    [(">&-", "it is closed"), (">/dev/full", "No space left on device")],
+)
+def test_a_stdout_that_cannot_be_written_is_an_error_not_a_traceback(
+    args: list[str], redirect: str, reason: str, tmp_path: Path
+) -> None:
+    if redirect == ">/dev/full" and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    args = [a if a != "out" else str(tmp_path / "out") for a in args]
+    done = _hwtune(redirect, args, _environ(tmp_path))
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"hwtune {args[0]}: error: cannot write to stdout: {reason}" in done.stderr
+
+
+def test_help_to_a_closed_stdout_is_an_error(tmp_path: Path) -> None:
+    done = _hwtune(">&-", ["--help"], _environ(tmp_path))
+    assert done.returncode == 1
+    assert done.stderr == "hwtune: error: cannot write to stdout: it is closed\n"
+
+
+def test_a_gone_reader_is_still_no_error(tmp_path: Path) -> None:
+    """`hwtune env | true`: EPIPE stays what it was, success without a message."""
+    errors = tmp_path / "stderr"
+    with errors.open("w") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hwtune", "env"],
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            env=_environ(tmp_path),
+        )
+        assert process.stdout is not None
+        process.stdout.close()  # the reader is gone before hwtune writes
+        assert process.wait(timeout=120) == 0
+    assert errors.read_text() == ""
