@@ -239,16 +239,22 @@ def restore(
     *,
     force: bool = False,
     names: Iterable[str] | None = None,
+    keep_edits: bool = False,
 ) -> list[Path]:
     """Put back the previous version of each file in `entry` (or only `names`).
 
     Without `force`, a file changed since the apply wrote it (edited by hand, or rewritten by
     an apply that is no longer journalled) is not overwritten: ApplyError names it.
+    With `keep_edits` (rolling back an interrupted apply), such a file is left as it is and
+    the others are restored: an apply killed midway is undone without asking, so a file the
+    user wrote after the crash must not be replaced or removed by the roll-back.
     Returns the paths that changed. Safe to repeat after an interruption.
     """
     wanted = set(names) if names is not None else None
     files = [f for f in entry.files if wanted is None or f.name in wanted]
     backups = entry.directory(output_dir) / "files"
+    if keep_edits:
+        files = [f for f in files if not _edited_since(output_dir / f.name, f, backups)]
     if not force:
         edited = [
             f.name
@@ -285,6 +291,24 @@ def restore(
             remove_durably(target)
             changed.append(target)
     return changed
+
+
+def _edited_since(target: Path, f: JournalFile, backups: Path) -> bool:
+    """Whether `target` holds bytes that are neither what the apply wrote nor the previous
+    version it journalled: someone wrote it since. A link or other non-file there is not
+    content anyone keeps (guard.read_regular refuses it), and the roll-back replaces it."""
+    try:
+        current = _read_bytes(target)
+    except ApplyError:
+        return False
+    if current is None or (f.new_sha256 and sha256(current) == f.new_sha256):
+        return False
+    backup = backups / f.name
+    try:
+        previous = _read_bytes(backup) if f.existed else None
+    except ApplyError:
+        previous = None
+    return previous is None or previous != current
 
 
 def _already_restored(f: JournalFile, backups: Path) -> bool:
@@ -347,7 +371,7 @@ def recover_incomplete(output_dir: Path) -> list[str]:
         entry = load(output_dir, entry_id)
         if entry.complete:
             continue
-        restore(output_dir, entry, force=True)
+        restore(output_dir, entry, force=True, keep_edits=True)
         discard(output_dir, entry)
         recovered.append(entry_id)
     return recovered

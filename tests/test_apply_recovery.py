@@ -1,0 +1,87 @@
+"""Rolling back an apply that was killed midway keeps what the user wrote since.
+
+A real apply is killed (SIGKILL) after it replaced hwtune.env; the user then edits files by
+hand before the next `hwtune apply` or `hwtune revert` rolls the interrupted apply back.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hwtune.apply.outputs import apply_all, revert
+from tests.apply_profiles import PYTHON, REPO, make_hardware, make_profile
+from tests.test_apply import KILL_MIDWAY
+
+HW = make_hardware()
+A = make_profile({"MODE": "a"}, intra=2)
+B = make_profile({"MODE": "b", "EXTRA": "only in b"}, intra=1)
+EDIT = b"# edited by hand after the crash\nMODE=mine\n"
+
+
+def _kill_an_apply_midway(out: Path) -> None:
+    """Apply B to `out`, killed once hwtune.json is written (hwtune.env is new, profile.json
+    still the previous one; tests/test_apply.py shows the order)."""
+    script = KILL_MIDWAY.format(repo=str(REPO), victim="hwtune.json", out=str(out))
+    child = subprocess.run([PYTHON, "-c", script], capture_output=True, timeout=60)
+    assert child.returncode == -9, child.stderr.decode()
+
+
+def _edit(path: Path, *, in_place: bool) -> None:
+    if in_place:  # `>>`, or an editor that writes the file it opened
+        with path.open("r+b") as f:
+            f.truncate(0)
+            f.write(EDIT)
+    else:  # an editor that writes a new file and renames it over (vim's default, sed -i)
+        new = path.with_name(path.name + ".new")
+        new.write_bytes(EDIT)
+        new.rename(path)
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("then", ["apply", "revert"])
+def test_a_file_edited_after_the_crash_is_not_rolled_back_over(
+    tmp_path: Path, then: str, in_place: bool
+) -> None:
+    """Before: the roll-back renamed the pre-crash backup over hwtune.env (and removed a file
+    the killed apply had created), so the user's edit was lost for good."""
+    apply_all(tmp_path, A, HW)
+    _kill_an_apply_midway(tmp_path)
+    _edit(tmp_path / "hwtune.env", in_place=in_place)
+    if then == "revert":
+        _, _, recovered = revert(tmp_path)
+        assert recovered
+        assert (tmp_path / "hwtune.env").read_bytes() == EDIT
+    else:
+        report = apply_all(tmp_path, B, HW)
+        assert report.recovered
+        assert tmp_path / "hwtune.env" in report.changed
+        revert(tmp_path)  # the apply journalled the edit as the previous version
+        assert (tmp_path / "hwtune.env").read_bytes() == EDIT
+
+
+def test_a_file_the_killed_apply_created_and_the_user_edited_is_kept(tmp_path: Path) -> None:
+    """hwtune.env did not exist before the killed apply: rolling back removed it, edit and
+    all."""
+    apply_all(tmp_path, A, HW)
+    (tmp_path / "hwtune.env").unlink()
+    apply_all(tmp_path, A, HW)  # journals hwtune.env as created
+    revert(tmp_path)
+    assert not (tmp_path / "hwtune.env").exists()
+    _kill_an_apply_midway(tmp_path)
+    assert (tmp_path / "hwtune.env").exists()  # created by the killed apply
+    _edit(tmp_path / "hwtune.env", in_place=False)
+    revert(tmp_path)
+    assert (tmp_path / "hwtune.env").read_bytes() == EDIT
+
+
+def test_files_nobody_touched_after_the_crash_are_still_rolled_back(tmp_path: Path) -> None:
+    apply_all(tmp_path, A, HW)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    _kill_an_apply_midway(tmp_path)
+    _, _, recovered = revert(tmp_path)
+    assert recovered
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert after == before
