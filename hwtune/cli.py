@@ -158,6 +158,23 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
         return ExitStatus.INTERRUPTED
     except BrokenPipeError:  # `hwtune detect | head`: not an error worth a traceback
         return ExitStatus.SUCCESS
+    except OSError as err:
+        # A path the system refuses wherever it is first touched (a name past NAME_MAX or
+        # PATH_MAX in --root, --output…: pathlib's exists() and is_dir() raise
+        # ENAMETOOLONG) is the user's input, so it gets a message, not a traceback.
+        if args.debug or err.filename is None:
+            raise
+        print(
+            f"hwtune {args._command}: error: {_shown(err.filename)}: {err.strerror or err}",
+            file=env.stderr,
+        )
+        return ExitStatus.ERROR
+
+
+def _shown(filename: object, limit: int = 200) -> str:
+    """A path for an error line: a name of thousands of characters is cut, not printed."""
+    text = os.fsdecode(filename) if isinstance(filename, (str, bytes)) else str(filename)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 def main_entry() -> None:
