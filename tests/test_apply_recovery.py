@@ -85,3 +85,26 @@ def test_files_nobody_touched_after_the_crash_are_still_rolled_back(tmp_path: Pa
     assert recovered
     after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     assert after == before
+
+
+def test_an_entry_whose_manifest_names_another_id_is_rolled_back_once(tmp_path: Path) -> None:
+    """The entry is its directory. Before: restore and discard used the manifest's "id", so an
+    entry under another name (copied or moved by hand) was "rolled back" by every apply and
+    revert and never removed, and revert never reached the apply after it."""
+    apply_all(tmp_path, A, HW)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    _kill_an_apply_midway(tmp_path)
+    journal_dir = tmp_path / ".journal"
+    (interrupted,) = (p for p in journal_dir.iterdir() if 'complete": false' in _manifest(p))
+    interrupted.rename(interrupted.with_name(interrupted.name + "-moved"))
+    report = apply_all(tmp_path, B, HW)
+    assert report.recovered == (interrupted.name + "-moved",)
+    assert not interrupted.with_name(interrupted.name + "-moved").exists()
+    entry_id, _, recovered = revert(tmp_path)
+    assert entry_id == report.journal_id and not recovered
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert after == before
+
+
+def _manifest(entry: Path) -> str:
+    return (entry / "manifest.json").read_text()

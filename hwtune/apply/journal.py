@@ -196,8 +196,13 @@ def load(output_dir: Path, entry_id: str) -> JournalEntry:
         for f in files:  # a manifest must not name files outside the output directory
             if "/" in f.name or f.name in ("", ".", ".."):
                 raise ValueError(f"bad file name {f.name!r}")
+        # The entry is its directory: restore reads the backups there and discard removes
+        # it. An "id" in the manifest that names another directory (an entry copied with
+        # `cp -a`, a damaged file) made both act on that other directory, so the entry was
+        # "rolled back" by every apply and revert and never removed, and revert never
+        # reached the applies before it.
         return JournalEntry(
-            str(data["id"]),
+            entry_id,
             str(data.get("created", "")),
             _strict_bool(data["complete"], "complete"),
             files,
