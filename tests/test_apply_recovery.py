@@ -6,12 +6,17 @@ hand before the next `hwtune apply` or `hwtune revert` rolls the interrupted app
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from hwtune.apply import journal
 from hwtune.apply.outputs import apply_all, revert
+from hwtune.errors import ApplyError
 from tests.apply_profiles import PYTHON, REPO, make_hardware, make_profile
 from tests.test_apply import KILL_MIDWAY
 
@@ -108,3 +113,35 @@ def test_an_entry_whose_manifest_names_another_id_is_rolled_back_once(tmp_path: 
 
 def _manifest(entry: Path) -> str:
     return (entry / "manifest.json").read_text()
+
+
+@pytest.fixture
+def immutable_json(tmp_path: Path) -> Iterator[Path]:
+    """hwtune.json of an applied directory made immutable (chattr +i), cleared afterwards."""
+    if os.geteuid() != 0 or shutil.which("chattr") is None:
+        pytest.skip("chattr +i needs root and e2fsprogs")
+    apply_all(tmp_path, A, HW)
+    target = tmp_path / "hwtune.json"
+    if subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode != 0:
+        pytest.skip("this file system has no immutable attribute")
+    try:
+        yield target
+    finally:
+        subprocess.run(["chattr", "-i", str(target)], check=True)
+
+
+def test_an_apply_stopped_by_an_immutable_file_is_undone_there_and_then(
+    tmp_path: Path, immutable_json: Path
+) -> None:
+    """Before: the file could not be linked into the journal, so it was copied; the roll-back
+    then renamed the copy over the immutable file it had never replaced, failed with EPERM,
+    and left an incomplete entry that every later apply and revert failed to roll back."""
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    with pytest.raises(ApplyError) as failed:
+        apply_all(tmp_path, B, HW)
+    message = str(failed.value)
+    assert f"could not write {immutable_json}: Operation not permitted" in message
+    assert "already replaced were restored" in message and "also failed" not in message
+    assert "immutable" in (failed.value.hint or "")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+    assert not journal.pending(tmp_path)

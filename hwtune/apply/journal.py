@@ -283,7 +283,7 @@ def restore(
         if f.existed:
             if not os.path.lexists(backup):
                 continue  # restored already (an interrupted revert that is being repeated)
-            if target.exists() and os.path.samefile(backup, target):
+            if _still_previous(backup, target):
                 backup.unlink()  # never replaced: the apply stopped before this file
                 continue
             try:
@@ -296,6 +296,22 @@ def restore(
             remove_durably(target)
             changed.append(target)
     return changed
+
+
+def _still_previous(backup: Path, target: Path) -> bool:
+    """Whether `target` is still the version journalled in `backup`: the same inode (a
+    hard-link backup), or the same bytes and mode (a copy, kept where the file could not be
+    linked: an immutable file, another file system). Renaming the copy over it would change
+    nothing, and fails where the file is immutable (chattr +i refuses even root): the roll-back
+    of an apply that failed at that very file then failed too, leaving an entry no apply or
+    revert could finish."""
+    if target.exists() and os.path.samefile(backup, target):
+        return True
+    try:
+        found, kept = read_regular(target), read_regular(backup)
+    except (ApplyError, OSError):
+        return False
+    return found is not None and found == kept
 
 
 def _edited_since(target: Path, f: JournalFile, backups: Path) -> bool:

@@ -49,10 +49,14 @@ def failure(action: str, path: Path, err: OSError, state: str = INTACT) -> Apply
     """An ApplyError that names the file, the step, the system's reason and what is on disk
     now (`state`: say so when it is not the previous file, issue 15 item 10)."""
     reason = err.strerror or str(err)
-    return ApplyError(
-        f"could not {action} {path}: {reason}; {state}",
-        hint=_HINTS.get(err.errno or 0),
-    )
+    hint = _HINTS.get(err.errno or 0)
+    if err.errno == errno.EPERM and os.geteuid() == 0:
+        # Root is refused EPERM by file attributes, not permissions: "run as root" misleads.
+        hint = (
+            f"root was refused: {path.name} or its directory may be immutable or append-only "
+            f"(`lsattr -d {path} {path.parent}`; `chattr -i`/`chattr -a` clears them)"
+        )
+    return ApplyError(f"could not {action} {path}: {reason}; {state}", hint=hint)
 
 
 def fsync_dir(directory: Path) -> None:
