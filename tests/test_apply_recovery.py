@@ -145,3 +145,23 @@ def test_an_apply_stopped_by_an_immutable_file_is_undone_there_and_then(
     assert "immutable" in (failed.value.hint or "")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
     assert not journal.pending(tmp_path)
+
+
+def test_a_revert_stopped_midway_says_the_directory_is_mixed_and_finishes_later(
+    tmp_path: Path, immutable_json: Path
+) -> None:
+    """Before: the error said "the previous file is intact" while the files before the failure
+    were already reverted."""
+    subprocess.run(["chattr", "-i", str(immutable_json)], check=True)
+    after_a = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    apply_all(tmp_path, B, HW)
+    subprocess.run(["chattr", "+i", str(immutable_json)], check=True)
+    with pytest.raises(ApplyError) as failed:
+        revert(tmp_path)
+    message = str(failed.value)
+    assert "intact" not in message
+    assert "hwtune.env, hwtune.sh, hwtune.dotenv were restored already" in message
+    assert f"{tmp_path} mixes the files before and after apply" in message
+    subprocess.run(["chattr", "-i", str(immutable_json)], check=True)
+    revert(tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == after_a

@@ -277,24 +277,37 @@ def restore(
                 "restore the previous versions anyway (the edits are lost)",
             )
     changed: list[Path] = []
-    for f in files:
-        target = output_dir / f.name
-        backup = backups / f.name
-        if f.existed:
-            if not os.path.lexists(backup):
-                continue  # restored already (an interrupted revert that is being repeated)
-            if _still_previous(backup, target):
-                backup.unlink()  # never replaced: the apply stopped before this file
-                continue
-            try:
-                os.rename(backup, target)
-            except OSError as err:
-                raise failure("restore", target, err) from err
-            fsync_dir(output_dir)
-            changed.append(target)
-        elif os.path.lexists(target):
-            remove_durably(target)
-            changed.append(target)
+    try:
+        for f in files:
+            target = output_dir / f.name
+            backup = backups / f.name
+            if f.existed:
+                if not os.path.lexists(backup):
+                    continue  # restored already (an interrupted revert that is being repeated)
+                if _still_previous(backup, target):
+                    backup.unlink()  # never replaced: the apply stopped before this file
+                    continue
+                try:
+                    os.rename(backup, target)
+                except OSError as err:
+                    state = f"it is still the version apply {entry.id} wrote"
+                    raise failure("restore", target, err, state) from err
+                fsync_dir(output_dir)
+                changed.append(target)
+            elif os.path.lexists(target):
+                remove_durably(target)
+                changed.append(target)
+    except ApplyError as err:
+        if not changed:
+            raise
+        # Files are put back one by one: say that those before the failure are back, so the
+        # directory now mixes the two versions (the message said "intact" before).
+        raise ApplyError(
+            f"{err.message}; {', '.join(p.name for p in changed)} were restored already, so "
+            f"{output_dir} mixes the files before and after apply {entry.id} until a revert "
+            "or apply finishes the job (it goes on where this stopped)",
+            hint=err.hint,
+        ) from err
     return changed
 
 
