@@ -4,7 +4,8 @@ Python makes a stream the process was started without (`>&-`, `2>&-`) None, and
 `print(..., file=None)` writes to sys.stdout. So with stderr closed, errors and warnings went
 to stdout, and `eval "$(hwtune env 2>&-)"` ran them as shell code: an error quotes the bad
 value, Python quotes a value holding `'` in double quotes, and a `$(…)` in it was executed.
-A stdout that could not be written (closed, a full disk, EIO) ended in a traceback.
+A stdout that could not be written (closed, a full disk, EIO, an encoding without "·") ended
+in a traceback.
 
 The CLI therefore wraps both streams (`guard_stdout`, `guard_stderr`). A failed write to stdout
 becomes an `OutputError` that names stdout and the reason. A gone reader (EPIPE) stays a
@@ -71,6 +72,16 @@ class _Stdout(_Guarded):
             raise
         except OSError as err:
             raise _failed(err) from err
+        except UnicodeEncodeError as err:
+            # A stdout in a non-UTF-8 encoding (PYTHONIOENCODING=ascii, a Latin-1 locale) cannot
+            # hold "·", "—" or "≥": say so, rather than a traceback or replaced characters in
+            # output meant for scripts (JSON, env files).
+            encoding = getattr(self.stream, "encoding", None) or err.encoding
+            raise OutputError(
+                f"cannot write to stdout: its encoding ({encoding}) cannot hold "
+                f"{err.object[err.start : err.end]!r}",
+                hint="use a UTF-8 locale (LANG=C.UTF-8) or set PYTHONIOENCODING=utf-8",
+            ) from err
 
     def flush(self) -> None:
         if self.stream is None:

@@ -112,3 +112,17 @@ def test_a_gone_reader_is_still_no_error(tmp_path: Path) -> None:
         process.stdout.close()  # the reader is gone before hwtune writes
         assert process.wait(timeout=120) == 0
     assert errors.read_text() == ""
+
+
+@pytest.mark.parametrize("command", [["detect"], ["plan"], ["explain", "jit"]])
+def test_a_stdout_encoding_without_the_characters_is_an_error_not_a_traceback(
+    command: list[str], tmp_path: Path
+) -> None:
+    """The human-readable output holds "·", "×", "—": an ASCII stdout could not take them."""
+    done = _hwtune("", command, _environ(tmp_path, PYTHONIOENCODING="ascii"))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert f"hwtune {command[0]}: error: cannot write to stdout: its encoding (ascii)" in (
+        done.stderr
+    )
+    assert "PYTHONIOENCODING=utf-8" in done.stderr
