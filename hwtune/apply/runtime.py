@@ -405,6 +405,20 @@ def configure(
     Only HWTUNE_TRIAL_JIT and HWTUNE_TRIAL_PRECISION are applied (they have no variable
     TensorFlow reads itself), and the report says so.
     """
+    switches = {"measured": measured, "strict": strict, "tensorflow": tensorflow}
+    switches["use_cache"] = use_cache
+    wrong = [f"{k}={v!r}" for k, v in switches.items() if type(v) is not bool]
+    if wrong:
+        # tensorflow="no" is truthy: it installed the TensorFlow hook it was meant to skip.
+        problem = ConfigError(f"configure({wrong[0]}): expected True or False")
+        if strict is True:
+            raise problem
+        warnings.warn(
+            f"hwtune.configure: {problem.message}; nothing was changed",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return ConfigureReport({}, cached=False, cache_path="", strict=False)
     if os.environ.get(TRIAL_ENV) == "1":
         from hwtune.apply.trial_env import trial_payload
 

@@ -315,6 +315,13 @@ def with_flags(
 
 
 def _check_value(name: str, value: Any, where: str) -> None:
+    if name in _MINIMUM and type(value) is not int:
+        # configure(instances="2") failed comparing str with int, and True or 2.5 were
+        # taken as counts (a bool is an int; a float reached the planner).
+        raise ConfigError(
+            f"{where}: {value!r} is not a whole number",
+            hint=f"a whole number from {_MINIMUM[name]} to {_MAXIMUM[name]}",
+        )
     if name in _CHOICES and value not in _CHOICES[name]:
         close = difflib.get_close_matches(str(value), _CHOICES[name], n=1) or [
             choice for choice in _CHOICES[name] if choice == str(value).casefold()
