@@ -75,10 +75,26 @@ def test_dry_run_writes_nothing_and_diffs(tmp_path: Path) -> None:
     assert "+++ b/hwtune.sh" in report.diff and "+export MODE='a'" in report.diff
     assert "+++ b/hwtune.env" in report.diff and '+MODE="a"' in report.diff
     apply_all(out, A, HW)
-    (out / "hwtune.json").chmod(0o600)
+    (out / "hwtune.json").chmod(0o666)
     report = apply_all(out, A, HW, dry_run=True)
     assert [p.name for p in report.changed] == ["hwtune.json"]
     assert "mode of hwtune.json becomes 0644" in report.diff
+
+
+@pytest.mark.parametrize("private", [0o600, 0o640, 0o604])
+def test_a_file_the_user_made_private_stays_private(tmp_path: Path, private: int) -> None:
+    """`--set API_TOKEN=...` puts a value in hwtune.env; a user who chmods it 600 must not
+    find the next apply (or the daemon's) making it world-readable again."""
+    apply_all(tmp_path, A, HW)
+    (tmp_path / "hwtune.env").chmod(private)
+    assert apply_all(tmp_path, A, HW).changed == ()  # the mode is no change to undo
+    apply_all(tmp_path, B, HW)  # new bytes: written with the user's mode
+    files = snapshot(tmp_path)
+    assert files["hwtune.env"] == (expected(B)["hwtune.env"], private)
+    assert files["hwtune.sh"][1] == 0o644  # the files the user left alone keep hwtune's mode
+    (tmp_path / "hwtune.env").chmod(0o400)  # not writable by its owner: hwtune's mode again
+    apply_all(tmp_path, A, HW)
+    assert snapshot(tmp_path)["hwtune.env"][1] == 0o644
 
 
 def test_revert_restores_previous_files_exactly(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import contextlib
 import difflib
 import os
 import signal
+import stat
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,16 @@ from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Profile
 
 FILE_MODE = 0o644
+
+
+def file_mode(current: int | None) -> int:
+    """The mode a written file gets: FILE_MODE, or the mode the user gave the file where it
+    only takes read access away from it (0600, 0640: a value passed with --set may be a
+    secret), so that an apply never makes a file the user protected readable again. Owner
+    read/write stay, since apply and revert rewrite the file."""
+    if current is not None and current & ~FILE_MODE == 0 and current & 0o600 == 0o600:
+        return current
+    return FILE_MODE
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,16 @@ def _current(path: Path) -> tuple[bytes | None, int | None]:
     return (None, None) if found is None else found
 
 
-def _diff(name: str, old: bytes | None, new: bytes | None) -> str:
+def _mode_now(path: Path) -> int:
+    """The mode to write `path` with (`file_mode` of what is there now; no link is followed)."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return FILE_MODE
+    return file_mode(stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else None)
+
+
+def _diff(name: str, old: bytes | None, new: bytes | None, mode: int = FILE_MODE) -> str:
     def lines(data: bytes | None) -> list[str]:
         return [] if data is None else data.decode("utf-8", "replace").splitlines(keepends=True)
 
@@ -87,7 +107,7 @@ def _diff(name: str, old: bytes | None, new: bytes | None) -> str:
         )
     )
     if old is not None and not text:  # same bytes, different mode
-        text = f"mode of {name} becomes {FILE_MODE:04o}\n"
+        text = f"mode of {name} becomes {mode:04o}\n"
     return text if text.endswith("\n") or not text else text + "\n\\ No newline at end of file\n"
 
 
@@ -133,7 +153,7 @@ def apply_files(
                 if data is None:
                     remove_durably(output_dir / name)
                 else:
-                    write_atomic(output_dir / name, data, mode=FILE_MODE)
+                    write_atomic(output_dir / name, data, mode=_mode_now(output_dir / name))
                 if on_written is not None:
                     on_written(output_dir / name)
             # Finishing the entry can fail too (a full disk): then the new files are in place
@@ -241,11 +261,11 @@ def _plan_changes(
         old, mode = _current(path)
         if data is None and old is None:
             continue  # to be removed, and already absent
-        if old == data and mode == FILE_MODE:
+        if old == data and mode == file_mode(mode):
             unchanged.append(path)
         else:
             changed.append(path)
-            diffs.append(_diff(name, old, data))
+            diffs.append(_diff(name, old, data, file_mode(mode)))
             if old is None:
                 created.append(path)
             elif data is None:
