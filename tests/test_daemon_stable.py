@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -68,3 +69,14 @@ def test_without_a_lease_an_mtime_in_the_future_is_not_busy(
     future = time.time() + 3600
     os.utime(path, (future, future))
     assert stable.read_stable([path], wait=1.0) == {path: b'mode = "latency"\n'}
+
+
+def test_an_oversized_config_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """A config that is no config (2 MB written over it by mistake): the daemon's log line
+    said only "larger than 1048576 bytes", not which of the two config files it was."""
+    path = tmp_path / "config.toml"
+    path.write_bytes(b"#" * (2 * stable.MAX_BYTES))
+    _aged(path, 10)
+    expected = f"^{re.escape(str(path))}: larger than {stable.MAX_BYTES} bytes"
+    with pytest.raises(HwtuneError, match=expected):
+        stable.read_stable([path], wait=0.2)

@@ -58,14 +58,15 @@ def _no_sigio() -> Iterator[None]:
         signal.signal(signal.SIGIO, previous)
 
 
-def _read_fd(fd: int) -> bytes:
+def _read_fd(fd: int, path: Path) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while chunk := os.read(fd, 1 << 16):
         chunks.append(chunk)
         size += len(chunk)
         if size > MAX_BYTES:
-            raise HwtuneError(f"larger than {MAX_BYTES} bytes; not a config file")
+            # The daemon's log line is all an admin sees: it must say which file.
+            raise HwtuneError(f"{path}: larger than {MAX_BYTES} bytes; not a config file")
     return b"".join(chunks)
 
 
@@ -92,7 +93,7 @@ def read_once(path: Path) -> tuple[str, bytes | None]:
                     return "busy", None  # open for writing by someone
                 leased = False  # not ours and no CAP_LEASE: judge by the time and the stat
             try:
-                data = _read_fd(fd)
+                data = _read_fd(fd, path)
             finally:
                 if leased:
                     with contextlib.suppress(OSError):
