@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from hwtune.daemon.sdnotify import MIN_PING_S
 from tests.daemon_harness import DaemonProcess, Host, build_host, wait_for
 
 # Under systemd/hwtune.service's TimeoutStopSec=5s, with room for a loaded CI machine.
@@ -80,18 +81,41 @@ def test_a_notify_socket_nobody_reads_neither_hangs_nor_blocks_sigterm(
     daemon: DaemonProcess,
 ) -> None:
     """$NOTIFY_SOCKET bound but never read, with a small receive buffer: the queue fills after
-    a few messages (a watchdog ping every millisecond makes them), and a blocking send would
-    then hang the daemon, SIGTERM included. The first dropped message is logged, once."""
+    a few messages (a watchdog ping every 0.1 s, the shortest the daemon keeps, makes them),
+    and a blocking send would then hang the daemon, SIGTERM included. The first dropped
+    message is logged, once."""
     daemon.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
-    daemon.extra_env["WATCHDOG_USEC"] = "2000"
+    daemon.extra_env["WATCHDOG_USEC"] = "200000"
     daemon.start()
     wait_for(lambda: (daemon.output / "hwtune.env").exists(), "the first apply")
-    time.sleep(1.0)  # a thousand pings: the queue is full long before
+    time.sleep(1.0)  # ten pings: a 1 KB buffer holds one or two datagrams
     daemon.signal(signal.SIGTERM)
     assert daemon.proc is not None and daemon.proc.wait(STOP_S) == 0
     log = daemon.log()
     assert log.count("sd_notify to") == 1, log
     assert "Traceback" not in log
+
+
+def test_a_watchdog_too_short_to_keep_is_pinged_at_the_floor_not_in_a_spin(
+    daemon: DaemonProcess,
+) -> None:
+    """WATCHDOG_USEC=1 asks for a ping every half microsecond: the loop spun a CPU sending
+    ~20000 datagrams a second (most dropped, each run of drops logged). The daemon pings
+    every MIN_PING_S instead and says so, once."""
+    daemon.extra_env["WATCHDOG_USEC"] = "1"
+    daemon.start()
+    daemon.wait_ready()
+    mark = len(daemon.messages)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:  # read all the while: nothing is dropped
+        daemon.drain()
+        time.sleep(0.01)
+    pings = sum(1 for m in daemon.messages[mark:] if m.get("WATCHDOG") == "1")
+    assert daemon.stop() == 0
+    assert 5 <= pings <= 2.0 / MIN_PING_S * 2, pings
+    log = daemon.log()
+    assert log.count("WATCHDOG_USEC=1 asks for a ping every 0.5 µs") == 1, log
+    assert "sd_notify to" not in log, log
 
 
 def test_ready_is_delivered_whatever_the_status_says(tmp_path: Path, host: Host) -> None:

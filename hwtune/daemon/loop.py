@@ -39,7 +39,7 @@ from hwtune.daemon.inputs import (
     site_directories,
     tuned_directory,
 )
-from hwtune.daemon.sdnotify import Notifier, monotonic_usec, watchdog_interval
+from hwtune.daemon.sdnotify import MIN_PING_S, Notifier, monotonic_usec, watchdog_interval
 from hwtune.daemon.watch import Input, Watcher
 from hwtune.errors import HwtuneError
 from hwtune.models.digits import is_ascii_digits
@@ -447,7 +447,7 @@ class Daemon:
         self._status("starting: detecting hardware")
         self.cycle(["start"])
         self._ready()  # once: applied, or the error
-        ping = watchdog_interval(self.environ)
+        ping = self._watchdog_ping()
         now = time.monotonic()
         next_poll = now + interval
         next_ping = now if ping else float("inf")
@@ -481,6 +481,19 @@ class Daemon:
                 _drain(wake_r)
             if inotify_fd is not None and inotify_fd in ready and self._watcher.pending():
                 next_poll = min(next_poll, time.monotonic() + SETTLE_S)
+
+    def _watchdog_ping(self) -> float | None:
+        """Seconds between WATCHDOG=1 pings (half of $WATCHDOG_USEC), at least MIN_PING_S."""
+        ping = watchdog_interval(self.environ)
+        if ping is not None and ping < MIN_PING_S:
+            self.log(
+                f"WATCHDOG_USEC={self.environ.get('WATCHDOG_USEC')} asks for a ping every "
+                f"{ping * 1e6:g} µs; pinging every {MIN_PING_S:g} s instead (raise WatchdogSec= "
+                f"to {2 * MIN_PING_S:g} s or more)",
+                4,
+            )
+            ping = MIN_PING_S
+        return ping
 
     def poll(self) -> None:
         """Fingerprint the inputs; re-plan when one moved, or retry while degraded."""
