@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hwtune.daemon.sdnotify import MIN_PING_S
+from hwtune.daemon.stable import WAIT_S as STABLE_WAIT_S
 from tests.daemon_harness import DaemonProcess, Host, build_host, wait_for
 
 # Under systemd/hwtune.service's TimeoutStopSec=5s, with room for a loaded CI machine.
@@ -75,6 +76,29 @@ def test_sigterm_while_another_apply_holds_the_lock_stops_at_once(
     assert daemon.count("STOPPING") == 1
     assert "Traceback" not in daemon.log()
     assert not (daemon.output / "hwtune.env").exists()  # nothing written without the lock
+
+
+def test_sigterm_while_a_config_is_being_written_stops_at_once(daemon: DaemonProcess) -> None:
+    """An editor (or `cat >> config.toml` in a terminal) keeps the config open for writing:
+    the daemon waits up to stable.WAIT_S for it to finish before reading it, and that wait
+    ignored SIGTERM, so a stop took up to 3 s more (once per read of a cycle). The wait now
+    gives up on SIGTERM as the lock wait does, and nothing is written."""
+    daemon.config.parent.mkdir(parents=True)
+    daemon.config.write_text('mode = "throughput"\n')
+    daemon.start()
+    daemon.wait_ready()
+    before = (daemon.output / "hwtune.env").read_bytes()
+    with open(daemon.config, "a") as writer:  # held open: the read lease is refused
+        writer.write("# being edited\n")
+        writer.flush()  # wakes the daemon (inotify), whose read then waits for the writer
+        time.sleep(0.5)
+        start = time.monotonic()
+        daemon.signal(signal.SIGTERM)
+        assert daemon.proc is not None and daemon.proc.wait(STABLE_WAIT_S + STOP_S) == 0
+        took = time.monotonic() - start
+    assert took < 1.5, f"stopped {took:.1f} s after SIGTERM; log:\n{daemon.log()}"
+    assert (daemon.output / "hwtune.env").read_bytes() == before
+    assert "Traceback" not in daemon.log()
 
 
 def test_a_notify_socket_nobody_reads_neither_hangs_nor_blocks_sigterm(

@@ -201,8 +201,9 @@ class Daemon:
             raise _Stop()
 
     def _stop_if_asked(self) -> None:
-        """Called between tries for the output lock: another `hwtune apply` may hold it for up
-        to its 30 s lock timeout, and systemd kills a service that has not stopped within
+        """Called between tries for the output lock (another `hwtune apply` may hold it for up
+        to its 30 s lock timeout) and for a config file someone is writing (up to
+        stable.WAIT_S, once per read): systemd kills a service that has not stopped within
         TimeoutStopSec= (5 s in systemd/hwtune.service) of SIGTERM. Nothing is written yet."""
         if signal.SIGTERM in self._signals or signal.SIGINT in self._signals:
             raise _Stop()
@@ -274,7 +275,7 @@ class Daemon:
         from hwtune.pipeline.config import load_overrides, parse_config_text
 
         try:
-            texts = read_stable(self.config_files)
+            texts = read_stable(self.config_files, while_waiting=self._stop_if_asked)
             for path, data in texts.items():
                 if data is not None:
                     try:

@@ -26,7 +26,7 @@ import signal
 import stat
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from hwtune.errors import HwtuneError
@@ -110,8 +110,17 @@ def read_once(path: Path) -> tuple[str, bytes | None]:
         os.close(fd)
 
 
-def read_stable(paths: Sequence[Path], wait: float = WAIT_S) -> dict[Path, bytes | None]:
-    """Each config's bytes (None when absent), read when no one is writing it."""
+def read_stable(
+    paths: Sequence[Path],
+    wait: float = WAIT_S,
+    *,
+    while_waiting: Callable[[], None] | None = None,
+) -> dict[Path, bytes | None]:
+    """Each config's bytes (None when absent), read when no one is writing it.
+
+    `while_waiting()` is called between tries while a file is busy; it may raise to give up
+    the wait (the daemon does on SIGTERM: systemd's stop timeout must not wait on an editor).
+    """
     found: dict[Path, bytes | None] = {}
     deadline = time.monotonic() + wait
     for path in paths:
@@ -127,5 +136,7 @@ def read_stable(paths: Sequence[Path], wait: float = WAIT_S) -> dict[Path, bytes
                 raise HwtuneError(
                     f"{path} is still being written (waited {wait:g} s); not applied yet"
                 )
+            if while_waiting is not None:
+                while_waiting()
             time.sleep(_STEP_S)
     return found
