@@ -11,6 +11,8 @@ import fcntl
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,8 @@ import pytest
 
 from hwtune.daemon.sdnotify import MIN_PING_S
 from hwtune.daemon.stable import WAIT_S as STABLE_WAIT_S
-from tests.daemon_harness import DaemonProcess, Host, build_host, wait_for
+from tests.conftest import REPO
+from tests.daemon_harness import DaemonProcess, Host, build_host, env_value, wait_for
 
 # Under systemd/hwtune.service's TimeoutStopSec=5s, with room for a loaded CI machine.
 STOP_S = 4.0
@@ -160,6 +163,42 @@ def test_ready_is_delivered_whatever_the_status_says(tmp_path: Path, host: Host)
         assert status.startswith("error:") and status.endswith("éé…"), status
         assert len(status.encode()) <= 1024
     finally:
+        d.close()
+
+
+def test_a_log_reader_that_went_away_does_not_change_the_exit_status(
+    tmp_path: Path, host: Host
+) -> None:
+    """`hwtune daemon 2>&1 | head -1`, or a supervisor that stopped reading: once the pipe's
+    reader is gone every log line fails with EPIPE and stays in stderr's buffer, and the
+    interpreter's last flush failed on it again, so SIGTERM ended in exit status 120, not 0
+    (and systemd would have called the stop a failure)."""
+    d = DaemonProcess(tmp_path, host.root, tmp_path / "out")
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(d.config_home),
+        "PYTHONPATH": str(REPO),
+    }
+    argv = [sys.executable, "-m", "hwtune", "daemon", "--root", str(host.root)]
+    argv += ["--output", str(d.output), "--interval", "0.2"]
+    read_end, write_end = os.pipe()
+    try:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=write_end)
+    finally:
+        os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as reader:
+            assert b"applied to" in reader.readline()
+        # the reader is gone: the next lines (a change, then "stopping") cannot be written
+        host.set_quota(3.0)
+        wait_for(lambda: env_value(d.output, "TF_NUM_INTRAOP_THREADS") == "3", "the change")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(STOP_S) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
         d.close()
 
 

@@ -17,7 +17,6 @@ applied like any change and named in the log line.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import select
@@ -39,6 +38,7 @@ from hwtune.daemon.inputs import (
     site_directories,
     tuned_directory,
 )
+from hwtune.daemon.logstream import flush_or_discard, write_line
 from hwtune.daemon.sdnotify import MIN_PING_S, Notifier, monotonic_usec, watchdog_interval
 from hwtune.daemon.watch import Input, Watcher
 from hwtune.errors import HwtuneError
@@ -173,9 +173,8 @@ class Daemon:
     # ------------------------------------------------------------------ output
     def log(self, text: str, priority: int = 6) -> None:
         prefix = f"<{priority}>" if self.journal else ""
-        # journald restarting or stderr closed must not end the daemon
-        with contextlib.suppress(OSError, ValueError):
-            print(f"{prefix}hwtune daemon: {text}", file=self.log_stream, flush=True)
+        # journald restarting, stderr closed or its reader gone must not end the daemon
+        write_line(self.log_stream, f"{prefix}hwtune daemon: {text}")
 
     def _status(self, text: str) -> None:
         self.status = text
@@ -431,6 +430,7 @@ class Daemon:
             if self._watcher is not None:
                 self._watcher.close()
             self.notifier.close()
+            flush_or_discard(self.log_stream)
 
     def _stop(self, pending: list[int]) -> int:
         """0 after SIGTERM (how systemd and kill stop a service: a clean stop), 130 after
