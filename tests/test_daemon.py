@@ -9,11 +9,12 @@ follows is measured in bench/bench_daemon.py, not asserted here.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -406,6 +407,65 @@ def test_an_nfd_write_failure_is_logged_once_and_retried_alone(
 def _expiry(feature_file: Path) -> str:
     text = feature_file.read_text()
     return next(ln for ln in text.splitlines() if ln.startswith("# +expiry-time="))
+
+
+# A sitecustomize for the daemon's interpreter: time.time() runs ahead of or behind the real
+# clock by the seconds in OFFSET_FILE, read at each call, as when the wall clock is stepped
+# (NTP, an admin's `date -s`) under a running process. CLOCK_MONOTONIC is left alone, as the
+# kernel leaves it.
+_STEPPED_CLOCK = """
+import time
+_real = time.time
+def _stepped():
+    try:
+        with open({offset!r}) as f:
+            return _real() + float(f.read())
+    except (OSError, ValueError):
+        return _real()
+time.time = _stepped
+"""
+
+
+def _expiry_time(feature_file: Path) -> datetime:
+    return datetime.fromisoformat(_expiry(feature_file).split("=", 1)[1].replace("Z", "+00:00"))
+
+
+def test_nfd_labels_are_restamped_when_the_clock_is_stepped_back(
+    tmp_path: Path, host: Host
+) -> None:
+    """A clock that ran an hour fast is corrected: the expiry stamped by the fast clock is an
+    hour away, and the half-life refresh, timed by the wall clock alone, waited that hour,
+    so labels outlived a stop or a failure by an hour. The refresh is timed by the monotonic
+    clock too, and a clock behind the last stamp re-stamps it at once."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    offset = tmp_path / "clock-offset"
+    offset.write_text("3600")  # the clock runs an hour fast from the start
+    (shim / "sitecustomize.py").write_text(_STEPPED_CLOCK.format(offset=str(offset)))
+    features = tmp_path / "features.d"
+    features.mkdir()
+    d = DaemonProcess(
+        tmp_path,
+        host.root,
+        tmp_path / "out",
+        extra_args=("--nfd-dir", str(features)),
+        extra_env={"PYTHONPATH": f"{shim}{os.pathsep}{REPO}"},
+    )
+    try:
+        d.start()
+        d.wait_ready()
+        feature_file = features / "hwtune"
+        wait_for(feature_file.exists, "the NFD file")
+        fast = _expiry_time(feature_file)
+        assert fast > datetime.now(timezone.utc) + timedelta(minutes=50), fast
+        offset.write_text("0")  # corrected: the wall clock steps back an hour
+        wait_for(
+            lambda: _expiry_time(feature_file) < datetime.now(timezone.utc) + timedelta(minutes=5),
+            f"the NFD expiry re-stamped by the corrected clock (was {fast}); log:\n{d.log()}",
+        )
+        assert d.stop() == 0
+    finally:
+        d.close()
 
 
 def _degraded_daemon(tmp_path: Path, host: Host) -> tuple[Any, Path, Path]:

@@ -167,7 +167,10 @@ class Daemon:
         self._signals: list[int] = []
         self._interruptible = False
         self._watcher: Watcher | None = None
+        # When the NFD file was last stamped, by the wall clock (its expiry is wall-clock time)
+        # and by the monotonic one (the wall clock can be stepped back; `_nfd_due`).
         self._nfd_written_at = 0.0
+        self._nfd_written_mono = 0.0
         self._notify_failing = False
 
     # ------------------------------------------------------------------ output
@@ -378,6 +381,15 @@ class Daemon:
         scheduler's view (docs/daemon.md)."""
         return self._config_failed and not self._labels_unconfirmed
 
+    def _nfd_due(self, now: float, mono: float) -> bool:
+        """Whether the NFD file's half-life refresh is due, by either clock. By the wall clock
+        alone, a clock stepped back an hour (NTP correcting a clock that ran ahead) stopped
+        the refresh for that hour, and the expiry stamped by the fast clock kept the labels
+        for an hour after the daemon stopped or degraded; a fresh stamp brings it back to
+        one TTL. A clock stepped forward makes the wall-clock age large at once."""
+        half = self._nfd_ttl() / 2
+        return not 0 <= now - self._nfd_written_at < half or mono - self._nfd_written_mono >= half
+
     def _write_nfd(self, *, force: bool = False) -> None:
         # While degraded otherwise (a probe or an apply failed, or hardware moved since the
         # last good apply) the labels are facts the daemon can no longer confirm: the file is
@@ -387,8 +399,8 @@ class Daemon:
             return
         if self.error is not None and not self._labels_hold():
             return
-        now = time.time()
-        if not force and now - self._nfd_written_at < self._nfd_ttl() / 2:
+        now, mono = time.time(), time.monotonic()
+        if not force and not self._nfd_due(now, mono):
             return
         from hwtune.apply import nfd
 
@@ -409,7 +421,7 @@ class Daemon:
         if self.nfd_error is not None:
             self.log(f"nfd: recovered: {self.options.nfd_dir} written")
             self.nfd_error = None
-        self._nfd_written_at = now
+        self._nfd_written_at, self._nfd_written_mono = now, mono
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:
