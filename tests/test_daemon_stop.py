@@ -22,7 +22,14 @@ import pytest
 from hwtune.daemon.sdnotify import MIN_PING_S
 from hwtune.daemon.stable import WAIT_S as STABLE_WAIT_S
 from tests.conftest import REPO
-from tests.daemon_harness import DaemonProcess, Host, build_host, env_value, wait_for
+from tests.daemon_harness import (
+    WAIT_S,
+    DaemonProcess,
+    Host,
+    build_host,
+    env_value,
+    wait_for,
+)
 
 # Under systemd/hwtune.service's TimeoutStopSec=5s, with room for a loaded CI machine.
 STOP_S = 4.0
@@ -164,6 +171,34 @@ def test_ready_is_delivered_whatever_the_status_says(tmp_path: Path, host: Host)
         assert len(status.encode()) <= 1024
     finally:
         d.close()
+
+
+def test_a_second_daemon_on_the_same_output_refuses_to_start(tmp_path: Path, host: Host) -> None:
+    """hwtune.service running and the same command started by hand: both rewrote the files
+    from their own plans and neither saw the other's rewrite, so the profile on disk was
+    whichever wrote last. The second one now exits 1 at start, naming the first one's pid,
+    and a daemon started after the first one stops takes the directory over."""
+    output = tmp_path / "out"
+    first = DaemonProcess(tmp_path / "first", host.root, output)
+    second = DaemonProcess(tmp_path / "second", host.root, output)
+    third = DaemonProcess(tmp_path / "third", host.root, output)
+    try:
+        first.start()
+        first.wait_ready()
+        second.start()
+        assert second.proc is not None and second.proc.wait(WAIT_S) == 1, second.log()
+        expected = f"another hwtune daemon (pid {first.pid}) keeps {output} current"
+        assert expected in second.log(), second.log()
+        assert second.count("READY") == 0
+        assert first.proc is not None and first.proc.poll() is None
+        assert first.stop() == 0
+        third.start()
+        third.wait_ready()
+        assert "another hwtune daemon" not in third.log(), third.log()
+        assert third.stop() == 0
+    finally:
+        for d in (first, second, third):
+            d.close()
 
 
 def test_a_log_reader_that_went_away_does_not_change_the_exit_status(

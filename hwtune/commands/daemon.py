@@ -2,7 +2,8 @@
 
 Exit status: 0 after SIGTERM, 130 after SIGINT (Ctrl-C), also when the machine could not be
 planned for (that is reported in `STATUS=` and the log, and the daemon keeps trying); 1 when
-`--root` is not a directory or `--interval` is not positive; 2 on a bad command line.
+`--root` is not a directory, `--interval` is not positive, or another daemon keeps the same
+`--output` current; 2 on a bad command line.
 """
 
 from __future__ import annotations

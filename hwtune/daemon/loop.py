@@ -425,6 +425,20 @@ class Daemon:
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:
+        """Serve until SIGTERM/SIGINT; HwtuneError at once when another daemon keeps the same
+        output directory current (`instance.hold_output`)."""
+        from hwtune.daemon.instance import hold_output
+
+        held, why_not = hold_output(self.options.output)
+        if why_not is not None:
+            self.log(f"not guarding {self.options.output} against a second daemon: {why_not}", 4)
+        try:
+            return self._run()
+        finally:
+            if held is not None:
+                os.close(held)
+
+    def _run(self) -> int:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         previous_fd = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
