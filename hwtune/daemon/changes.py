@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hwtune.models.cpulist import format_cpulist
-from hwtune.models.hardware import Hardware
+from hwtune.models.hardware import Hardware, ProbeIssue
 from hwtune.models.profile import Profile, Setting
 
 ARROW = "→"
@@ -181,3 +181,24 @@ def summary(trigger: Sequence[str], hw_moved: Sequence[str], settings: Sequence[
     if len(settings) > 20:
         shown.append(f"and {len(settings) - 20} more")
     return f"{what}: {', '.join(shown)}"
+
+
+# ---------------------------------------------------------------- new probe issues
+
+
+def issue_key(issue: ProbeIssue) -> tuple[str, str, str | None]:
+    """What makes an issue the same one in two detections (its line may move)."""
+    return issue.probe, issue.reason, issue.path
+
+
+def is_failure(issue: ProbeIssue) -> bool:
+    """A probe that crashed (detect() records those as "probe failed unexpectedly") or read a
+    malformed file (an issue with a line number): its facts are fallbacks, not the machine.
+    Other issues describe the machine as it is (a CPU offline, no NUMA information) and are
+    applied like any other change."""
+    return issue.line is not None or issue.reason.startswith("probe failed unexpectedly")
+
+
+def describe_issue(issue: ProbeIssue) -> str:
+    where = f" ({issue.path}{f':{issue.line}' if issue.line else ''})" if issue.path else ""
+    return f"probe {issue.probe}: {issue.reason}{where}"

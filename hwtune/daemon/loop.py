@@ -17,7 +17,6 @@ applied like any change and named in the log line.
 
 from __future__ import annotations
 
-import io
 import os
 import select
 import signal
@@ -30,6 +29,7 @@ from types import FrameType
 from typing import TextIO
 
 from hwtune.daemon import changes
+from hwtune.daemon.changes import describe_issue, is_failure, issue_key
 from hwtune.daemon.inputs import (
     OUTPUTS,
     config_paths,
@@ -38,11 +38,10 @@ from hwtune.daemon.inputs import (
     site_directories,
     tuned_directory,
 )
-from hwtune.daemon.logstream import flush_or_discard, write_line
+from hwtune.daemon.logstream import flush_or_discard, is_journal_stream, own_usage, write_line
 from hwtune.daemon.sdnotify import MIN_PING_S, Notifier, monotonic_usec, watchdog_interval
 from hwtune.daemon.watch import Input, Watcher
 from hwtune.errors import HwtuneError
-from hwtune.models.digits import is_ascii_digits
 from hwtune.models.hardware import Hardware, ProbeIssue
 from hwtune.models.profile import Profile
 
@@ -59,41 +58,6 @@ NFD_TTL_INTERVALS = 4
 # Inputs that change the plan but no labelled fact (inputs.plan_inputs' names): while only the
 # config failed, their moving leaves the last good apply's labels true (`_labels_hold`).
 PLAN_ONLY_INPUTS = ("config", "measured")
-
-
-def own_usage() -> str:
-    """This daemon's memory and CPU time, for its last log line (the figure docs/daemon.md
-    quotes for idle cost can be read from it). psutil is the standard reader of a process's
-    resources; its ~28 ms import (on a 2-vCPU EPYC VM) is nothing for a long-running daemon,
-    while detect, configure() and env never import it."""
-    import psutil
-
-    try:
-        me = psutil.Process()
-        with me.oneshot():
-            rss = me.memory_info().rss
-            times = me.cpu_times()
-    except (OSError, psutil.Error):
-        return "resource use unknown"
-    return f"{rss / (1 << 20):.0f} MiB resident, {times.user + times.system:.2f} s CPU used"
-
-
-def is_journal_stream(announced: str, stream: TextIO) -> bool:
-    """Whether `stream` is the journal connection `$JOURNAL_STREAM` ("DEV:INODE") names.
-
-    systemd.exec(5), "$JOURNAL_STREAM": the variable is inherited by children whose stderr
-    may have been redirected, so a program must compare it with fstat(2) of its own stderr
-    (st_dev and st_ino, in decimal) before trusting it."""
-    dev, sep, ino = announced.partition(":")
-    if not (sep and is_ascii_digits(dev) and is_ascii_digits(ino)):
-        return False
-    if len(dev) > 20 or len(ino) > 20:  # u64s (and int() refuses 4300+ digits)
-        return False
-    try:
-        st = os.fstat(stream.fileno())
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        return False  # not a file (a StringIO in tests), or closed
-    return st.st_dev == int(dev) and st.st_ino == int(ino)
 
 
 class _Stop(BaseException):
@@ -115,23 +79,6 @@ class _Good:
     hardware: Hardware
     profile: Profile
     at: float  # time.time() of the apply
-
-
-def _issue_key(issue: ProbeIssue) -> tuple[str, str, str | None]:
-    return issue.probe, issue.reason, issue.path
-
-
-def _is_failure(issue: ProbeIssue) -> bool:
-    """A probe that crashed (detect() records those as "probe failed unexpectedly") or read a
-    malformed file (an issue with a line number): its facts are fallbacks, not the machine.
-    Other issues describe the machine as it is (a CPU offline, no NUMA information) and are
-    applied like any other change."""
-    return issue.line is not None or issue.reason.startswith("probe failed unexpectedly")
-
-
-def _describe_issue(issue: ProbeIssue) -> str:
-    where = f" ({issue.path}{f':{issue.line}' if issue.line else ''})" if issue.path else ""
-    return f"probe {issue.probe}: {issue.reason}{where}"
 
 
 class Daemon:
@@ -254,10 +201,10 @@ class Daemon:
         finally:
             self._interruptible = False
         if self.good is not None and not accept_issues:
-            failed = [i for i in self._new_issues(hardware) if _is_failure(i)]
+            failed = [i for i in self._new_issues(hardware) if is_failure(i)]
             if failed:
                 more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
-                raise HwtuneError(_describe_issue(failed[0]) + more)
+                raise HwtuneError(describe_issue(failed[0]) + more)
         for _ in range(CONFIG_RETRIES):
             profile = profile_for(PlanRequest(self.environ, hardware=hardware)).profile
             # profile_for read the files again: a write that began meanwhile makes them differ
@@ -292,8 +239,8 @@ class Daemon:
         return texts
 
     def _new_issues(self, hardware: Hardware) -> list[ProbeIssue]:
-        known = {_issue_key(i) for i in self.good.hardware.issues} if self.good else set()
-        return [i for i in hardware.issues if _issue_key(i) not in known]
+        known = {issue_key(i) for i in self.good.hardware.issues} if self.good else set()
+        return [i for i in hardware.issues if issue_key(i) not in known]
 
     def cycle(self, trigger: list[str], *, accept_issues: bool = False) -> bool:
         """One detect → plan → apply; True when the profile on disk is the machine's now."""
@@ -326,7 +273,7 @@ class Daemon:
             if notes or recovered:
                 line = line or f"{', '.join(trigger)} changed: profile unchanged"
             if notes:
-                line += "; note: " + "; ".join(_describe_issue(i) for i in notes)
+                line += "; note: " + "; ".join(describe_issue(i) for i in notes)
         if recovered:
             line = f"recovered: {line}"
         if line:  # nothing when an input's fingerprint moved but no fact or setting did
