@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
+import os
 import sys
+from collections.abc import Callable
 from typing import Any, BinaryIO, TextIO, cast
 
 from hwtune.errors import HwtuneError
 
 _HINT = "give hwtune a stdout it can write, or redirect it to /dev/null"
+# The other end is gone for good: a reader that exited, a terminal that hung up.
+READER_GONE = (errno.EPIPE, errno.EIO)
 
 
 class OutputError(HwtuneError):
@@ -95,16 +100,41 @@ class _Stdout(_Guarded):
 
 
 class _Stderr(_Guarded):
+    """Drops what stderr cannot take. Where its reader is gone (`2>&1 | head -1`) the text
+    stays in the stream's buffer and the interpreter's last flush fails on it again, turning
+    the exit status into 120: the descriptor then goes to /dev/null (`discard`)."""
+
     def write(self, text: str) -> int:
-        with contextlib.suppress(OSError, ValueError):
-            if self.stream is not None:
-                self.stream.write(text)
+        self._try(lambda stream: stream.write(text))
         return len(text)
 
     def flush(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            if self.stream is not None:
-                self.stream.flush()
+        self._try(lambda stream: stream.flush())
+
+    def _try(self, action: Callable[[TextIO], object]) -> None:
+        if self.stream is None:
+            return
+        try:
+            action(self.stream)
+        except OSError as err:
+            if err.errno in READER_GONE:
+                discard(self.stream)
+        except ValueError:  # closed by someone in this process
+            pass
+
+
+def discard(stream: TextIO | None) -> None:
+    """Point `stream`'s descriptor at /dev/null (inheritable, as stderr is), so what is
+    buffered and what follows can be written, to nowhere."""
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        fd = stream.fileno()
+        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.dup2(null, fd)
+        finally:
+            os.close(null)
 
 
 def _failed(err: OSError) -> OutputError:

@@ -14,16 +14,12 @@ is the daemon's.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import io
 import os
 from typing import TextIO
 
 from hwtune.models.digits import is_ascii_digits
-
-# The other end is gone for good: a reader that exited, a terminal that hung up.
-_GONE = (errno.EPIPE, errno.EIO)
+from hwtune.streams import READER_GONE, discard
 
 
 def write_line(stream: TextIO | None, line: str) -> None:
@@ -31,7 +27,7 @@ def write_line(stream: TextIO | None, line: str) -> None:
     try:
         print(line, file=stream, flush=True)
     except OSError as err:
-        if err.errno in _GONE:
+        if err.errno in READER_GONE:
             discard(stream)
     except ValueError:  # closed by someone in this process
         pass
@@ -48,19 +44,6 @@ def flush_or_discard(stream: TextIO | None) -> None:
         discard(stream)
     except ValueError:
         pass
-
-
-def discard(stream: TextIO | None) -> None:
-    """Point `stream`'s descriptor at /dev/null (inheritable, as stderr is)."""
-    if stream is None:
-        return
-    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        fd = stream.fileno()
-        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            os.dup2(null, fd)
-        finally:
-            os.close(null)
 
 
 def own_usage() -> str:
