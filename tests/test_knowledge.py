@@ -60,6 +60,11 @@ def test_user_directory_adds_and_replaces(tmp_path: Path, monkeypatch: pytest.Mo
         ('{"entries": {}}', "expected an object with an 'entries' list"),
         ('{"entries": [{"key": "a", "colour": 3, "source": "s"}]}', "entries[0] at 'colour'"),
         ('{"entries": [{"key": "a", "color": "r", "source": "s"}]}', "did you mean 'colour'"),
+        # json keeps the last of two equal keys; the first one's value was lost without a word
+        (
+            '{"entries": [{"key": "a", "colour": "r", "colour": "g", "source": "s"}]}',
+            "invalid JSON: key 'colour' given twice in one object",
+        ),
     ],
 )
 def test_bad_user_file_names_file_and_key(

@@ -402,6 +402,15 @@ def test_a_hardware_file_with_a_non_finite_number_is_refused(
     assert result.exit_status == 1 and f"--hardware {hw}{said}" in result.stderr, result.stderr
 
 
+def test_a_hardware_file_with_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    hw = _hardware_with(tmp_path, {"limits.cpu_quota": 1.5})
+    text = Path(hw).read_text().replace('"cpu_quota": 1.5', '"cpu_quota": 1.5, "cpu_quota": 8')
+    Path(hw).write_text(text)
+    result = run_cli(["plan", "--hardware", hw], clean_environ(tmp_path))
+    assert result.exit_status == 1, result.stderr
+    assert f"--hardware {hw}: invalid JSON: key 'cpu_quota' given twice" in result.stderr
+
+
 @pytest.mark.parametrize("version", [999, 2, 0, -1])
 def test_a_hardware_file_of_another_schema_version_is_refused(
     version: int, tmp_path: Path

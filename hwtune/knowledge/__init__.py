@@ -22,7 +22,7 @@ from hwtune.errors import KnowledgeError, ModelError
 from hwtune.fs.trusted_read import RefusedFile, read_bounded
 from hwtune.knowledge.grammar import validate_entry
 from hwtune.models.convert import load
-from hwtune.models.nesting import json_nesting_problem
+from hwtune.models.nesting import json_nesting_problem, unique_keys
 
 DATA_DIR = Path(__file__).with_name("data")
 
@@ -73,7 +73,7 @@ def _read_entries(path: Path) -> list[Any]:
     if problem:
         raise KnowledgeError(f"{path}: {problem}; not a knowledge file")
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=unique_keys)
     except RecursionError:  # a backstop: the scan above refuses what nests this deep
         raise KnowledgeError(f"{path}: invalid JSON: nested too deeply") from None
     except json.JSONDecodeError as err:

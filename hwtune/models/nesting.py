@@ -7,12 +7,17 @@ so far for every part of a dotted key, so one 40 KB key of 20,000 parts cost 1.6
 (quadratic). A cheap lexical scan, which skips strings and comments, finds both before the
 parser runs, so the caller can refuse the file with one line naming it.
 
+`unique_keys`, an object hook for json.loads, refuses a key given twice in one object, which
+json keeps silently (the last wins) while the TOML config refuses it: a knowledge entry or a
+hardware model with "compute_capability" twice holds a mistake, not a choice.
+
 Imports nothing but `re`: a model, not I/O.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _JSON_BRACKET = re.compile(r"[\[\]{}]")
@@ -67,3 +72,13 @@ def toml_nesting_problem(text: str, max_depth: int, max_key_parts: int) -> str |
         else:  # a string or comment: it may span lines
             line += token.count("\n")
     return None
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads's `object_pairs_hook`: the object, or ValueError naming a repeated key."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"key {key[:40]!r} given twice in one object")
+        found[key] = value
+    return found

@@ -186,6 +186,9 @@ def parse_config_text(text: str, where: str) -> Overrides:
         import tomli as tomllib
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{where}: larger than {MAX_CONFIG_BYTES} bytes; not a config file")
+    # Windows editors (Notepad) start UTF-8 files with a byte-order mark, which tomllib
+    # refuses as "Invalid statement (at line 1, column 1)": it carries no content, so it goes.
+    text = text.removeprefix("\ufeff")
     problem = toml_nesting_problem(text, MAX_CONFIG_NESTING, MAX_CONFIG_KEY_PARTS)
     if problem:
         raise ConfigError(f"{where}: {problem}; not a config file")

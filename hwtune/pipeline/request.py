@@ -207,7 +207,7 @@ def _is_fifo(name: str) -> bool:
 def _hardware_json(path: Path) -> Any:
     """The parsed JSON of a file or pipe of at most MAX_HARDWARE_BYTES: never reading a
     device, never recursing or converting numbers without bound."""
-    from hwtune.models.nesting import json_nesting_problem
+    from hwtune.models.nesting import json_nesting_problem, unique_keys
 
     raw = _hardware_bytes(path)
     if len(raw) > MAX_HARDWARE_BYTES:
@@ -223,14 +223,19 @@ def _hardware_json(path: Path) -> Any:
     if problem:
         raise HwtuneError(f"--hardware {path}: {problem}; not a hardware model", hint=_DETECT_HINT)
     try:
-        return json.loads(text, parse_int=_whole_number, parse_constant=_no_constant)
+        return json.loads(
+            text,
+            parse_int=_whole_number,
+            parse_constant=_no_constant,
+            object_pairs_hook=unique_keys,
+        )
     except RecursionError:  # a backstop: the scan above refuses what nests this deep
         raise HwtuneError(f"--hardware {path}: invalid JSON: nested too deeply") from None
     except json.JSONDecodeError as err:
         raise HwtuneError(
             f"--hardware {path}: line {err.lineno}: invalid JSON: {err.msg}"
         ) from err
-    except ValueError as err:  # from the two parse hooks below
+    except ValueError as err:  # from the parse hooks (below, and a key given twice)
         raise HwtuneError(f"--hardware {path}: invalid JSON: {err}", hint=_DETECT_HINT) from None
 
 
