@@ -210,6 +210,32 @@ def test_a_trial_that_exits_leaves_no_process_behind(tmp_path: Path) -> None:
     assert gone(int(pidfile.read_text()))
 
 
+def test_a_daemon_a_trial_started_in_a_session_of_its_own_is_stopped(tmp_path: Path) -> None:
+    """A daemon (fork, setsid, fork again) leaves the trial's process group, so ending the
+    group misses it: it would load the CPUs of every later trial and outlive `hwtune tune`."""
+    pidfile = tmp_path / "daemon.pid"
+    argv = script(
+        tmp_path,
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "        time.sleep(600)\n"
+        "    os._exit(0)\n"
+        f"while not os.path.exists({str(pidfile)!r}): time.sleep(0.01)\n"
+        "print('hwtune-metric: rate=1')\n",
+    )
+    runner = TrialRunner(user_command(argv), environ=os.environ, timeout_s=60)
+    result = runner.run(TrialConfig())
+    assert result.ok, result.failure
+    daemon = int(pidfile.read_text())
+    assert gone(daemon)
+    # … and reaped: not left as a zombie of this process (its nearest subreaper)
+    stat = Path(f"/proc/{daemon}/stat")
+    assert not stat.exists() or int(stat.read_text().rsplit(")", 1)[1].split()[1]) != os.getpid()
+
+
 def test_time_whole_times_each_instance_to_its_own_exit(tmp_path: Path) -> None:
     argv = script(
         tmp_path,

@@ -4,7 +4,8 @@ TensorFlow fixes its thread pools, oneDNN switch and XLA flags when a process st
 trial is a new process (or, for N instances, N concurrent processes, each pinned to its slice
 of CPUs, whose throughputs add up). A trial fails when a process exits non-zero or by a signal,
 outlives the per-trial timeout (its whole process group is then killed), or prints no usable
-metric; the failure keeps the tail of its stderr for the report, and never yields a value.
+metric; whatever way it ends, its process groups and any daemon it left are stopped
+(reaper.py); the failure keeps the tail of its stderr for the report, and never yields a value.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from hwtune.tune.config import TrialConfig, trial_env
+from hwtune.tune.reaper import children, reap_group, stop_leftovers, subreaper
 from hwtune.tune.workloads import Workload
 
 # `hwtune-metric: name=value` on a line of its own (surrounding blanks allowed).
@@ -98,11 +100,13 @@ def _signal_groups(procs: Sequence[subprocess.Popen[bytes]], sig: int) -> None:
 
 
 def _live_groups(procs: Sequence[subprocess.Popen[bytes]]) -> list[subprocess.Popen[bytes]]:
-    """The trials whose process group still has a member (a leader is reaped first: a zombie
-    leader would keep its group alive)."""
+    """The trials whose process group still has a member (a leader, and a helper re-parented
+    here, is reaped first: a zombie would keep its group alive)."""
     alive = []
+    leaders = {proc.pid for proc in procs}
     for proc in procs:
         proc.poll()
+        reap_group(proc.pid, leaders)
         try:
             os.killpg(proc.pid, 0)
         except ProcessLookupError:
@@ -185,10 +189,10 @@ class TrialRunner:
         self.metric = workload.metric  # learnt from the first trial when the workload names none
 
     def run(self, config: TrialConfig) -> TrialResult:
-        with tempfile.TemporaryDirectory(prefix="hwtune-trial-") as scratch:
-            return self._run(config, Path(scratch))
+        with tempfile.TemporaryDirectory(prefix="hwtune-trial-") as scratch, subreaper():
+            return self._run(config, Path(scratch), children())
 
-    def _run(self, config: TrialConfig, scratch: Path) -> TrialResult:
+    def _run(self, config: TrialConfig, scratch: Path, before: set[int]) -> TrialResult:
         barrier = scratch / "barrier"
         barrier.mkdir()
         procs: list[subprocess.Popen[bytes]] = []
@@ -234,7 +238,9 @@ class TrialRunner:
                 )
             walls = waited
         finally:
-            stop_groups(procs)  # whatever happened (Ctrl-C too): leave nothing of a trial
+            stop_groups(procs)  # whatever happened (Ctrl-C too): leave nothing of a trial,
+            # not even a daemon that left the group (`before`: children not the trial's)
+            stop_leftovers(before | {proc.pid for proc in procs}, KILL_GRACE_S)
         wall = time.monotonic() - started
         try:
             return self._collect(config, procs, outputs, walls, wall)

@@ -1,0 +1,119 @@
+"""What a trial leaves outside its process group: daemons, stopped and reaped.
+
+A trial runs in a session of its own, and ending that session's process group ends what the
+workload forked. A daemon leaves the group: it forks, calls setsid() and forks again (a data
+server, a monitoring agent), so `killpg` misses it, and it would load the CPUs of every later
+trial and outlive `hwtune tune`. While trials run, this process is made a child subreaper
+(prctl(2) PR_SET_CHILD_SUBREAPER, Linux 3.4+): an orphaned descendant of a trial is then
+re-parented to it rather than to init, so after the trial every child it did not start itself
+is the trial's leftover, and is stopped (SIGTERM, a grace, SIGKILL) and reaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import time
+from collections.abc import Collection, Iterator
+
+# linux/prctl.h
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
+
+
+def _prctl(option: int, arg: int | ctypes.c_void_p) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(option, arg, 0, 0, 0) == 0)
+    except (OSError, AttributeError):  # no prctl (not Linux): orphans go to init, as before
+        return False
+
+
+@contextlib.contextmanager
+def subreaper() -> Iterator[None]:
+    """This process is a child subreaper inside the block; the attribute is put back after
+    (a library caller may not want it)."""
+    before = ctypes.c_int(0)
+    known = _prctl(PR_GET_CHILD_SUBREAPER, ctypes.cast(ctypes.byref(before), ctypes.c_void_p))
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    try:
+        yield
+    finally:
+        if known and not before.value:
+            _prctl(PR_SET_CHILD_SUBREAPER, 0)
+
+
+def children() -> set[int]:
+    """This process's child processes (the ones re-parented to it included)."""
+    import psutil
+
+    try:
+        return {child.pid for child in psutil.Process().children()}
+    except psutil.Error:
+        return set()
+
+
+def _below(pids: Collection[int]) -> set[int]:
+    """`pids` and every process below them."""
+    import psutil
+
+    found = set(pids)
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            found.update(child.pid for child in psutil.Process(pid).children(recursive=True))
+    return found
+
+
+def _signal(pids: Collection[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _reap(pids: Collection[int]) -> set[int]:
+    """Reap those of our children in `pids` that have ended; the ones still running."""
+    running = set()
+    for pid in pids:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # not ours (any more), or reaped already
+            continue
+        if not done:
+            running.add(pid)
+    return running
+
+
+def reap_group(pgid: int, leaders: Collection[int]) -> None:
+    """Reap the ended children of this process in process group `pgid`, but not `leaders`
+    (subprocess waits for those): a trial's helper re-parented here is a zombie member of its
+    group until reaped, and a group with a member keeps its id, so it would seem alive."""
+    for pid in children() - set(leaders):
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            if os.getpgid(pid) == pgid:
+                os.waitpid(pid, os.WNOHANG)
+
+
+def stop_leftovers(ours: Collection[int], grace_s: float) -> None:
+    """Stop and reap every child of this process not in `ours` (what it started itself),
+    with everything below it: SIGTERM, up to `grace_s` for them to go, then SIGKILL. A child
+    that has ended already is only reaped; one whose parent ends meanwhile is re-parented
+    here and taken in the next pass."""
+    left = _reap(children() - set(ours))
+    if not left:
+        return
+    _signal(_below(left), signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    # SIGKILL cannot be caught: after it, a pass or two reaps the rest; the bound only
+    # guards against a process that cannot die (uninterruptible I/O) holding us forever.
+    give_up = deadline + grace_s
+    try:
+        while left and time.monotonic() < give_up:
+            if time.monotonic() >= deadline:
+                _signal(_below(left), signal.SIGKILL)
+            time.sleep(0.02)
+            left = _reap(children() - set(ours))
+    except BaseException:  # a second Ctrl-C during the grace: no more waiting
+        _signal(_below(left), signal.SIGKILL)
+        raise
