@@ -158,6 +158,26 @@ def test_forget_removes_only_the_workload_the_arguments_name(tmp_path: Path) -> 
     assert result.exit_status == 0 and result.stdout == f"forgot {paths['kept']}\n"
 
 
+def test_a_dash_dash_with_no_command_after_it_is_a_usage_error(tmp_path: Path) -> None:
+    """`hwtune tune -- $CMD` with CMD empty: tuning the built-in CNN for the whole budget, or
+    (with --forget) removing every workload's result, would not be what was asked."""
+    environ = clean_environ(tmp_path)
+    fingerprint = dry_run(environ)["fingerprint"]
+    kept = save_result(
+        {"fingerprint": fingerprint, "workload": "kept", "ratio": 1.2, "settings": {}}, environ
+    )
+    for argv in (
+        ["tune", "--root", HOST, "--forget", "--"],
+        ["tune", "--dry-run", "--"],
+        ["tune", "--budget", "1", "--no-store", "--"],
+    ):
+        result = run_cli(argv, environ)
+        assert result.exit_status == 2, (argv, result)
+        assert "no command after --" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr and result.stdout == ""
+    assert kept.exists()
+
+
 def test_tune_rejects_the_measured_switches_and_bad_planning_values(tmp_path: Path) -> None:
     environ = clean_environ(tmp_path)
     for argv in (

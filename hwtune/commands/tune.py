@@ -125,6 +125,13 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
+        if not command:  # `-- $CMD` with CMD empty: not the built-in, not every workload
+            print(
+                "hwtune tune: error: no command after -- (hwtune tune [options] -- CMD ARGS...; "
+                "without --, --workload builtin:NAME)",
+                file=env.stderr,
+            )
+            return ExitStatus.USAGE
     planning = request_from_args(args, env.environ, measured=False)
     if args.forget is not None:
         target = _forget_target(args.forget or None, args, command)
