@@ -242,6 +242,15 @@ def test_cli_rejects_a_name_for_a_builtin_workload() -> None:
         assert "--name 'train' names a command's result" in result.stderr
 
 
+def test_cli_rejects_fewer_than_two_repeats_instead_of_raising_them() -> None:
+    """--max-repeats 0, -3 or 1 ran races of 2 rounds without a word."""
+    for repeats in ("0", "-3", "1"):
+        result = run_cli(["tune", "--dry-run", "--max-repeats", repeats, "--", "true"])
+        assert result.exit_status == 1, (repeats, result)
+        assert f"--max-repeats {repeats}: a race needs at least 2 rounds" in result.stderr
+        assert result.stdout == ""
+
+
 @pytest.mark.skipif(
     len(os.sched_getaffinity(0)) < 2,
     reason="needs 2 usable CPUs: with one, an unpinned copy already runs on a single CPU, so "

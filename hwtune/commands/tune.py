@@ -138,6 +138,11 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         return _forget(target, load_hardware(planning), env)
     if args.budget <= 0 or (args.trial_timeout is not None and args.trial_timeout <= 0):
         raise ConfigError("--budget and --trial-timeout must be positive")
+    if args.max_repeats < 2:  # a race compares arms from their second round on (search.py)
+        raise ConfigError(
+            f"--max-repeats {args.max_repeats}: a race needs at least 2 rounds to compare arms",
+            hint="give --max-repeats 2 or more (default 4)",
+        )
     workload = resolve(
         args.workload,
         command,
@@ -156,7 +161,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         allow_precision=args.allow_precision,
         store=not args.no_store,
         seed=args.seed,
-        max_repeats=max(2, args.max_repeats),
+        max_repeats=args.max_repeats,
     )
     if args.dry_run:
         return _dry_run(hw, request, env, as_json=args.json)
