@@ -322,6 +322,10 @@ def test_reports() -> None:
         ["doctor", "--pid", "1", "--", "true"],
         ["doctor", "--seconds", "0", "--", "true"],
         ["doctor", "--warmup", "-1", "--", "true"],
+        # past time_t: time.sleep(1e300) after TensorFlow started was an OverflowError
+        ["doctor", "--warmup", "1e300", "--", "true"],
+        ["doctor", "--seconds", "1e300", "--", "true"],
+        ["doctor", "--startup", "1e300", "--", "true"],
     ],
 )
 def test_bad_usage_exits_2(cli, argv: list[str]) -> None:  # type: ignore[no-untyped-def]

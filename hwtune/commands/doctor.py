@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import IO, TYPE_CHECKING
 
 from hwtune.cli import Environment
-from hwtune.commands.numbers import process_id, seconds
+from hwtune.commands.numbers import number_text, process_id, seconds
 from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
@@ -66,9 +66,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
 
-def _positive(value: float, flag: str) -> None:
-    if not value > 0:
-        raise ValueError(f"{flag} must be a positive number of seconds, got {value:g}")
+# The longest --seconds, --warmup or --startup: ten years. time.sleep() takes no more than
+# time_t holds, and `--warmup 1e300` was an OverflowError traceback once TensorFlow started.
+MAX_SECONDS = 315_360_000.0
+
+
+def _in_range(value: float, flag: str, *, zero: bool = False) -> None:
+    if not ((value >= 0 if zero else value > 0) and value <= MAX_SECONDS):
+        low = "from 0" if zero else "above 0,"
+        raise ValueError(
+            f"{flag} must be a number of seconds {low} up to {number_text(MAX_SECONDS)} "
+            f"(10 years), got {number_text(value)}"
+        )
 
 
 class _Job:
@@ -220,10 +229,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if command is None:
         return ExitStatus.USAGE
     try:
-        _positive(args.seconds, "--seconds")
-        _positive(args.startup, "--startup")
-        if args.warmup < 0:
-            raise ValueError(f"--warmup must not be negative, got {args.warmup:g}")
+        _in_range(args.seconds, "--seconds")
+        _in_range(args.startup, "--startup")
+        _in_range(args.warmup, "--warmup", zero=True)
     except ValueError as err:
         print(f"hwtune doctor: error: {err}", file=env.stderr)
         return ExitStatus.USAGE
