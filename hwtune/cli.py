@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
 from hwtune.errors import CommandNotStarted, HwtuneError
+from hwtune.fs.streams import OutputError, guard_stderr, guard_stdout
 from hwtune.status import ExitStatus
-from hwtune.streams import OutputError, guard_stderr, guard_stdout
 
 # name -> (module, one-line help). The order is the order of `hwtune --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
     argv = list(sys.argv[1:] if argv is None else argv)
     env = env or Environment()
     # A closed stderr must not send errors to stdout, nor a failing stdout end in a traceback
-    # (hwtune/streams.py).
+    # (hwtune/fs/streams.py).
     env = dataclasses.replace(
         env, stdout=guard_stdout(env.stdout), stderr=guard_stderr(env.stderr)
     )

@@ -1,4 +1,4 @@
-"""hwtune with its stdout or stderr closed, or a stdout that fails (hwtune/streams.py).
+"""hwtune with its stdout or stderr closed, or a stdout that fails (hwtune/fs/streams.py).
 
 Real processes, started by sh with `>&-` / `2>&-`, and /dev/full as a stdout that is full.
 """

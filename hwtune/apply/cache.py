@@ -225,7 +225,7 @@ def lookup(
         store(path, current, payload, identity)
     if refused:
         note = f"the configure cache was ignored and rebuilt: {refused}"
-        from hwtune.streams import warn
+        from hwtune.fs.streams import warn
 
         warn(f"hwtune: warning: {note}")
         payload = {**payload, "notes": [*payload.get("notes", []), note]}

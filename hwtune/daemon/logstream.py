@@ -18,8 +18,8 @@ import io
 import os
 from typing import TextIO
 
+from hwtune.fs.streams import READER_GONE, discard
 from hwtune.models.digits import is_ascii_digits
-from hwtune.streams import READER_GONE, discard
 
 
 def write_line(stream: TextIO | None, line: str) -> None:

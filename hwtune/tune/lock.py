@@ -19,8 +19,8 @@ from pathlib import Path
 
 from hwtune import paths
 from hwtune.errors import NoHomeError, TuneError
+from hwtune.fs.streams import warn
 from hwtune.fs.trust import make_dirs
-from hwtune.streams import warn
 
 LOCK_NAME = ".tune.lock"
 
