@@ -119,7 +119,7 @@ def test_a_byte_order_mark_is_no_error(tmp_path: Path) -> None:
     """Notepad saves UTF-8 with a BOM; tomllib refused it as an invalid statement at line 1.
     Read from a file, as hwtune reads config.toml, so the decoding is the real one."""
     config = tmp_path / "config.toml"
-    config.write_bytes(b"\xef\xbb\xbfmode = \"latency\"\n")
+    config.write_bytes(b'\xef\xbb\xbfmode = "latency"\n')
     text = config.read_bytes().decode("utf-8")
     assert parse_config_text(text, str(config)).mode == "latency"
 

@@ -686,8 +686,9 @@ def test_tuned_instances_beyond_this_machine(
     machine_snapshot: Path, tmp_path: Path, figures: Figures
 ) -> None:
     """A well-formed result whose instance count this machine cannot hold (hand-edited or
-    damaged: the store cannot know the machine's cores) never stops a plan: the count is for
-    `exec`, which ignores the whole result and names the file."""
+    damaged: the store cannot know the machine's cores) never stops a plan: outside batch
+    mode the count is not used; in batch mode, where it is, the whole result is ignored and
+    the note names the file."""
     from tests.conftest import run_cli
 
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "XDG_"))}
@@ -698,14 +699,15 @@ def test_tuned_instances_beyond_this_machine(
     fingerprint = json.loads(run_cli(["plan", *root, "--json"], environ).stdout)["fingerprint"]
     target = tmp_path / "tuned" / fingerprint / "builtin_cnn.json"
     target.parent.mkdir(parents=True)
-    target.write_text(json.dumps(tuned_record(fingerprint, instances=1024)))
-    planned = run_cli(["plan", *root, "--json", "--workload", "builtin:cnn"], environ)
+    target.write_text(json.dumps({**tuned_record(fingerprint, instances=1024), "mode": "batch"}))
+    batch = ["--mode", "batch", "--workload", "builtin:cnn"]
+    planned = run_cli(["plan", *root, "--json", *batch], environ)
     assert planned.exit_status == 0, planned.stderr
-    assert json.loads(planned.stdout)["intent"]["instances"] == 1
+    assert json.loads(planned.stdout)["intent"]["instances"] < 1024
     from hwtune.pipeline.request import PlanRequest, profile_for
 
     request = PlanRequest(
-        environ, root=str(machine_snapshot), workload="builtin:cnn", for_exec=True
+        environ, root=str(machine_snapshot), workload="builtin:cnn", mode="batch", for_exec=True
     )
     notes = profile_for(request).notes
     assert any("tuned results ignored" in n and str(target) in n for n in notes), notes
