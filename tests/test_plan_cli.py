@@ -178,6 +178,7 @@ def test_tuned_results_apply_only_to_the_workload_named(tmp_path: Path) -> None:
         "workload": "builtin:cnn",
         "mode": "throughput",
         "ratio": 1.31,
+        "ratio_interval": [1.18, 1.45],
         "created": "2026-01-02T03:04:05+00:00",
         "settings": {"threads.intra_op": 12, "instances": 1},
     }
@@ -189,7 +190,8 @@ def test_tuned_results_apply_only_to_the_workload_named(tmp_path: Path) -> None:
     data = json.loads(run_cli(named, environ).stdout)
     assert data["threads"]["intra_op"] == {
         "value": 12,
-        "reason": "measured: 1.31× over the rule's choice",
+        "reason": "measured: 1.31× over the rule's choice (95% interval 1.18-1.45×, "
+        "re-measured side by side)",
         "source": "measured",
     }
     assert data["measurement"]["workload"] == "builtin:cnn"

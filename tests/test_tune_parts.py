@@ -491,7 +491,20 @@ def test_store_round_trip_and_reason(tmp_path: Path) -> None:
     assert find_result("abc123", "builtin:cnn", environ=environ) == path
     measured = measured_settings(read_result(path))
     assert measured["threads.intra_op"].value == 1
-    assert measured["threads.intra_op"].reason == "measured: 1.31× over the rule's choice"
+    assert measured["threads.intra_op"].reason == (
+        "measured: 1.31× over the rule's choice (the races' estimate, which runs high: not "
+        "re-measured side by side)"
+    )
+    confirmed = measured_settings({**record(), "ratio_interval": [1.12, 1.52]})
+    assert confirmed["threads.intra_op"].reason == (
+        "measured: 1.31× over the rule's choice (95% interval 1.12-1.52×, re-measured side by "
+        "side)"
+    )
+    kept = measured_settings({**record(), "ratio": 1.0})
+    assert "(the rule's choice was the best found)" in kept["threads.intra_op"].reason
+    for junk in ([1.2], [2.0, 1.0], [True, 2], ["1", "2"], [float("nan"), 2.0], 5):
+        damaged = measured_settings({**record(), "ratio_interval": junk})
+        assert "not re-measured" in damaged["threads.intra_op"].reason, junk
     assert measured["threads.intra_op"].source == "measured"
     assert find_result("other", "builtin:cnn", environ=environ) is None
 

@@ -131,10 +131,34 @@ def check_storable(
 
 
 def measured_settings(record: Mapping[str, Any]) -> dict[str, Setting]:
-    """The `measured` mapping for plan() from a stored record (checked by read_result)."""
+    """The `measured` mapping for plan() from a stored record (checked by read_result). The
+    reason says how sure the ratio is: re-measured side by side with the plan (its 95%
+    interval), or the races' estimate alone, which runs high (the race's winner is the arm
+    whose samples came out high: hwtune/tune/search.py `_confirm`), stored when the budget
+    ended before the re-measure or the plan failed in it."""
     ratio = float(record["ratio"])
-    reason = f"measured: {ratio:.2f}× over the rule's choice"
+    interval = _interval(record.get("ratio_interval"))
+    if interval is not None:
+        how = f"95% interval {interval[0]:.2f}-{interval[1]:.2f}×, re-measured side by side"
+    elif ratio == 1.0:
+        how = "the rule's choice was the best found"
+    else:
+        how = "the races' estimate, which runs high: not re-measured side by side"
+    reason = f"measured: {ratio:.2f}× over the rule's choice ({how})"
     return {key: Setting(value, reason, "measured") for key, value in record["settings"].items()}
+
+
+def _interval(found: object) -> tuple[float, float] | None:
+    """A record's `ratio_interval`, when it is two positive finite numbers in order (a file
+    is input: anything else is no interval, never an error)."""
+    if not isinstance(found, list) or len(found) != 2:
+        return None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in found):
+        return None
+    low, high = float(found[0]), float(found[1])
+    if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
+        return None
+    return low, high
 
 
 def settings_from_knobs(

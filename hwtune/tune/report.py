@@ -41,7 +41,8 @@ def render_report(report: TuneReport) -> str:
         interval = (
             f", 95% interval {confirmed.low:.2f}-{confirmed.high:.2f}× re-measured"
             if confirmed
-            else ""
+            else ", the races' estimate, which runs high: not re-measured side by side (a "
+            "larger --budget leaves time to)"
         )
         lines.append(
             f"         {outcome.ratio:.2f}× over the rule's choice{interval} "
