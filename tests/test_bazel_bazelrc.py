@@ -1,0 +1,123 @@
+"""hwtune's bazel options against the real .bazelrc of each TensorFlow version it could read.
+
+tests/data/bazel/<version>.bazelrc-configs are verbatim excerpts (SOURCES.md names the commits):
+every `--config=NAME` hwtune emits must be a `build:NAME` there, the capability variable must be
+the one that version's cuda_clang sets (the last --repo_env wins only over the same name), and
+the knowledge entry's CUDA, cuDNN and official capability list must be the file's own.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hwtune.models.hardware import Gpu
+from hwtune.planner import Knowledge, load_knowledge, plan
+from tests.conftest import DATA
+from tests.plan_builders import CASCADELAKE_FLAGS, ZEN4_FLAGS, make_gpus, make_hardware
+
+EXCERPTS = DATA / "bazel"
+VERSIONS = sorted(p.name.split(".bazelrc")[0] for p in EXCERPTS.glob("*.bazelrc-configs"))
+LINE = re.compile(r"^(?:build|common):([\w-]+)\s+(.*)$")
+REPO_ENV = re.compile(r'--repo_env[= ]([A-Z_]+)="?([^"\s]*)"?')
+
+ZEN3 = tuple(f for f in ZEN4_FLAGS if not f.startswith("avx512") and f != "gfni")
+SPR = (
+    *CASCADELAKE_FLAGS,
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "avx512ifma",
+    "avx512vbmi",
+    "avx512_vbmi2",
+    "avx512_bitalg",
+    "avx512_vpopcntdq",
+    "gfni",
+    "vaes",
+    "vpclmulqdq",
+    "avx_vnni",
+)
+NEOVERSE_V1 = ("fp", "asimd", "atomics", "asimddp", "sve", "i8mm", "bf16", "fphp", "asimdhp")
+MACHINES: dict[str, dict[str, object]] = {
+    "zen3": {"microarch": "znver3", "flags": ZEN3},
+    "zen4": {"microarch": "znver4", "flags": ZEN4_FLAGS},
+    "sapphirerapids": {"microarch": "sapphirerapids", "flags": SPR},
+    "neoverse-v1": {"microarch": "neoverse-v1", "flags": NEOVERSE_V1, "arch": "aarch64"},
+    "zen3+a100": {"microarch": "znver3", "flags": ZEN3, "gpus": make_gpus(2, cc="8.0")},
+    "spr+h100": {"microarch": "sapphirerapids", "flags": SPR, "gpus": make_gpus(1, cc="9.0")},
+}
+
+
+def _configs(version: str) -> dict[str, list[str]]:
+    """build:NAME -> its lines' arguments, from the excerpt of `version`'s .bazelrc."""
+    found: dict[str, list[str]] = {}
+    for line in (EXCERPTS / f"{version}.bazelrc-configs").read_text().splitlines():
+        match = LINE.match(line)
+        if match:
+            found.setdefault(match.group(1), []).append(match.group(2))
+    return found
+
+
+def _repo_env(configs: dict[str, list[str]], name: str) -> dict[str, str]:
+    """The --repo_env values config `name` sets, following its --config= includes."""
+    values: dict[str, str] = {}
+    for args in configs.get(name, []):
+        for included in re.findall(r"--config=([\w-]+)", args):
+            values.update(_repo_env(configs, included))
+        values.update(REPO_ENV.findall(args))
+    return values
+
+
+@pytest.fixture(scope="module")
+def knowledge() -> Knowledge:
+    return load_knowledge(extra_dirs=())
+
+
+def test_excerpts_exist() -> None:
+    assert VERSIONS, "no tests/data/bazel/*.bazelrc-configs"
+
+
+@pytest.mark.parametrize("machine", sorted(MACHINES))
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_emitted_config_is_in_the_versions_bazelrc(
+    knowledge: Knowledge, version: str, machine: str
+) -> None:
+    hw = make_hardware(**MACHINES[machine])  # type: ignore[arg-type]
+    bazel = plan(hw, knowledge=knowledge, tf_version=version).bazel
+    assert bazel is not None
+    configs = _configs(version)
+    emitted = [o.partition("=")[2] for o in bazel.options if o.startswith("--config=")]
+    assert [name for name in emitted if name not in configs] == []
+    gpus: tuple[Gpu, ...] = hw.gpus
+    if gpus:
+        # The variable hwtune sets last must be the one cuda_clang sets, or it overrides nothing.
+        ours = {k for o in bazel.options for k, _ in REPO_ENV.findall(o)}
+        theirs = {k for k in _repo_env(configs, "cuda_clang") if k.endswith("CAPABILITIES")}
+        assert theirs and theirs <= ours
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_knowledge_names_only_configs_the_bazelrc_defines(
+    knowledge: Knowledge, version: str
+) -> None:
+    configs = _configs(version)
+    listed = knowledge.tf_by_version[version].configs
+    assert sorted(set(listed) - set(configs)) == []
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_knowledge_cuda_facts_match_the_bazelrc(knowledge: Knowledge, version: str) -> None:
+    tf = knowledge.tf_by_version[version]
+    cuda = _repo_env(_configs(version), "cuda_clang")
+    assert tf.cuda_scheme == "hermetic" and "HERMETIC_CUDA_VERSION" in cuda
+    assert cuda["HERMETIC_CUDA_VERSION"] == tf.cuda_version
+    assert cuda["HERMETIC_CUDNN_VERSION"] == tf.cudnn_version
+    assert cuda["HERMETIC_CUDA_COMPUTE_CAPABILITIES"] == tf.official_cuda_compute_capabilities
+
+
+def test_reader_follows_config_includes() -> None:
+    # 2.21 moved the CUDA versions into build:cuda_version, reached via cuda_clang -> cuda.
+    assert _repo_env(_configs("2.21"), "cuda_clang")["HERMETIC_CUDA_VERSION"] == "12.5.1"
