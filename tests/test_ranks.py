@@ -275,3 +275,156 @@ def test_a_count_from_a_variable_or_a_config_file_names_it(tmp_path: Path) -> No
     with pytest.raises(PlanError) as keyword:
         profile_for(PlanRequest(_no_launcher(tmp_path), hardware=hw, instances=8, keywords=True))
     assert "use instances=2 or fewer" in str(keyword.value)
+
+
+# -- each launcher's environment, as its documentation or source says a rank gets it ----------
+# A rank is (local rank, ranks on its node, node index, ranks per node of the whole job).
+
+
+def _torchrun(local: int, size: int, node: int, per_node: list[int]) -> dict[str, str]:
+    # torch/distributed/elastic/agent/server/local_elastic_agent.py, `_start_workers`
+    first = sum(per_node[:node])
+    return {
+        "LOCAL_RANK": str(local),
+        "LOCAL_WORLD_SIZE": str(size),
+        "RANK": str(first + local),
+        "WORLD_SIZE": str(sum(per_node)),
+        "GROUP_RANK": str(node),
+    }
+
+
+def _open_mpi(local: int, size: int, node: int, per_node: list[int]) -> dict[str, str]:
+    # docs.open-mpi.org, "Environment variables set for MPI applications"
+    return {
+        "OMPI_COMM_WORLD_RANK": str(sum(per_node[:node]) + local),
+        "OMPI_COMM_WORLD_SIZE": str(sum(per_node)),
+        "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
+        "OMPI_COMM_WORLD_LOCAL_SIZE": str(size),
+        "OMPI_COMM_WORLD_NODE_RANK": str(local),
+    }
+
+
+def _hydra(local: int, size: int, node: int, per_node: list[int]) -> dict[str, str]:
+    # MPICH Hydra's proxy and Intel MPI: PMI_RANK/PMI_SIZE are global, MPI_LOCAL* node-local
+    return {
+        "PMI_RANK": str(sum(per_node[:node]) + local),
+        "PMI_SIZE": str(sum(per_node)),
+        "MPI_LOCALRANKID": str(local),
+        "MPI_LOCALNRANKS": str(size),
+    }
+
+
+def _compressed(per_node: list[int]) -> str:
+    """Slurm's uint16_array_to_str (src/common/env.c): runs as COUNT(xREPEAT)."""
+    runs: list[list[int]] = []
+    for count in per_node:
+        if runs and runs[-1][0] == count:
+            runs[-1][1] += 1
+        else:
+            runs.append([count, 1])
+    return ",".join(f"{c}(x{n})" if n > 1 else str(c) for c, n in runs)
+
+
+def _srun(local: int, size: int, node: int, per_node: list[int]) -> dict[str, str]:
+    # slurmstepd (setup_env) and srun (env_array_for_step): SLURM_NODEID is the step's node
+    # index, SLURM_STEP_TASKS_PER_NODE and SLURM_TASKS_PER_NODE the step's layout.
+    layout = _compressed(per_node)
+    return {
+        "SLURM_PROCID": str(sum(per_node[:node]) + local),
+        "SLURM_LOCALID": str(local),
+        "SLURM_NODEID": str(node),
+        "SLURM_NTASKS": str(sum(per_node)),
+        "SLURM_STEP_TASKS_PER_NODE": layout,
+        "SLURM_TASKS_PER_NODE": layout,
+    }
+
+
+def _one_task_per_node(node: int, per_node: list[int]) -> dict[str, str]:
+    """The Slurm variables of a launcher started as one srun task per node, which its ranks
+    inherit (torchrun under srun, mpirun's daemons started with srun)."""
+    return _srun(0, 1, node, [1] * len(per_node))
+
+
+def _horovod(local: int, size: int, node: int, per_node: list[int]) -> dict[str, str]:
+    # horovod/runner/gloo_run.py, `create_slot_env_vars`; horovodrun started inside an sbatch
+    # script, whose batch step has SLURM_LOCALID=0.
+    return {
+        **_one_task_per_node(node, per_node),
+        "HOROVOD_RANK": str(sum(per_node[:node]) + local),
+        "HOROVOD_SIZE": str(sum(per_node)),
+        "HOROVOD_LOCAL_RANK": str(local),
+        "HOROVOD_LOCAL_SIZE": str(size),
+        "HOROVOD_CROSS_RANK": str(node),
+        "HOROVOD_CROSS_SIZE": str(len(per_node)),
+    }
+
+
+def _pals(local: int, size: int, node: int, per_node: list[int]) -> dict[str, str]:
+    return {
+        "PALS_RANKID": str(sum(per_node[:node]) + local),
+        "PALS_NODEID": str(node),
+        "PALS_LOCAL_RANKID": str(local),
+        "PALS_LOCAL_SIZE": str(size),
+    }
+
+
+def _torchrun_in_srun(local: int, size: int, node: int, per_node: list[int]) -> dict[str, str]:
+    return {**_one_task_per_node(node, per_node), **_torchrun(local, size, node, per_node)}
+
+
+def _mpirun_in_slurm(local: int, size: int, node: int, per_node: list[int]) -> dict[str, str]:
+    return {**_one_task_per_node(node, per_node), **_open_mpi(local, size, node, per_node)}
+
+
+LAUNCHERS = {
+    "torchrun": _torchrun,
+    "open-mpi": _open_mpi,
+    "hydra": _hydra,
+    "srun": _srun,
+    "horovod-gloo": _horovod,
+    "pals": _pals,
+    "torchrun-in-srun": _torchrun_in_srun,
+    "mpirun-in-slurm": _mpirun_in_slurm,
+}
+# ranks per node: 2 nodes × 4, a heterogeneous 3 + 1, a single rank
+LAYOUTS = {"2x4": [4, 4], "3+1": [3, 1], "single": [1]}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_each_rank_of_a_node_gets_its_own_cpus_and_gpus(
+    launcher: str, layout: str, tmp_path: Path
+) -> None:
+    from tests.plan_builders import make_gpus, make_hardware
+
+    per_node = LAYOUTS[layout]
+    hw = make_hardware(sockets=2, cores_per_socket=6, gpus=make_gpus(4, numa_nodes=[0, 0, 1, 1]))
+    base = _no_launcher(tmp_path)
+    for node, size in enumerate(per_node):
+        cpus: list[set[int]] = []
+        gpus: list[set[int]] = []
+        for local in range(size):
+            environ = {**base, **LAUNCHERS[launcher](local, size, node, per_node)}
+            found = local_rank(environ)
+            assert found is not None and (found.rank, found.size) == (local, size), found
+            profile = profile_for(PlanRequest(environ, hardware=hw)).profile
+            assert (profile.intent.instances, profile.intent.instance) == (size, local)
+            cpus.append(set(profile.instance.cpus))
+            gpus.append(set(profile.instance.gpus))
+        assert all(cpus) and all(gpus)
+        assert sum(map(len, cpus)) == len(set().union(*cpus)) == 12  # disjoint, all used
+        assert sum(map(len, gpus)) == len(set().union(*gpus)) == 4
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"JOB_COMPLETION_INDEX": "3"},  # Kubernetes Indexed Job: the pod's index in the job
+        {"TF_CONFIG": json.dumps({"task": {"type": "worker", "index": 3}})},  # Kubeflow
+        {"RANK": "3", "WORLD_SIZE": "8", "NODE_RANK": "1"},  # torch's global rank alone
+        {"PMIX_RANK": "5", "PMI_RANK": "5", "PMI_SIZE": "8"},  # global PMI ranks
+        {"SLURM_PROCID": "5", "SLURM_NTASKS": "8"},  # Slurm's global task id
+    ],
+)
+def test_a_global_rank_is_not_read_as_a_local_one(environ: dict[str, str]) -> None:
+    assert local_rank(environ) is None
