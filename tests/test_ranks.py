@@ -359,6 +359,20 @@ def _horovod(local: int, size: int, node: int, per_node: list[int]) -> dict[str,
     }
 
 
+def _deepspeed(local: int, size: int, node: int, per_node: list[int]) -> dict[str, str]:
+    # deepspeed/launcher/launch.py, started once per node (its Slurm runner uses srun): it sets
+    # LOCAL_RANK and LOCAL_SIZE, and no LOCAL_WORLD_SIZE.
+    return {
+        **_one_task_per_node(node, per_node),
+        "RANK": str(sum(per_node[:node]) + local),
+        "WORLD_SIZE": str(sum(per_node)),
+        "LOCAL_RANK": str(local),
+        "LOCAL_SIZE": str(size),
+        "CROSS_RANK": str(node),
+        "CROSS_SIZE": str(len(per_node)),
+    }
+
+
 def _pals(local: int, size: int, node: int, per_node: list[int]) -> dict[str, str]:
     return {
         "PALS_RANKID": str(sum(per_node[:node]) + local),
@@ -382,6 +396,7 @@ LAUNCHERS = {
     "hydra": _hydra,
     "srun": _srun,
     "horovod-gloo": _horovod,
+    "deepspeed": _deepspeed,
     "pals": _pals,
     "torchrun-in-srun": _torchrun_in_srun,
     "mpirun-in-slurm": _mpirun_in_slurm,

@@ -9,6 +9,8 @@ specific variables, e.g. torchrun under srun, or mpirun inside a Slurm allocatio
 
 - `HWTUNE_INSTANCE` / `HWTUNE_INSTANCES`: set by `hwtune exec --instances N` for its children.
 - `LOCAL_RANK` / `LOCAL_WORLD_SIZE`: torchrun and torch.distributed.elastic, Accelerate.
+- `LOCAL_RANK` / `LOCAL_SIZE`: the DeepSpeed launcher, which sets no LOCAL_WORLD_SIZE
+  (deepspeed/launcher/launch.py: `LOCAL_SIZE` is `num_local_procs`, its processes on this node).
 - `HOROVOD_LOCAL_RANK` / `HOROVOD_LOCAL_SIZE`: horovodrun's Gloo launcher, which sets no MPI
   variables (horovod/runner/gloo_run.py, `create_slot_env_vars`).
 - `OMPI_COMM_WORLD_LOCAL_RANK` / `OMPI_COMM_WORLD_LOCAL_SIZE`: Open MPI (mpirun/prterun).
@@ -36,6 +38,7 @@ from hwtune.models.words import plural
 _SOURCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("HWTUNE_INSTANCE", ("HWTUNE_INSTANCES",), "hwtune exec"),
     ("LOCAL_RANK", ("LOCAL_WORLD_SIZE",), "torchrun"),
+    ("LOCAL_RANK", ("LOCAL_SIZE",), "DeepSpeed"),
     ("HOROVOD_LOCAL_RANK", ("HOROVOD_LOCAL_SIZE",), "Horovod"),
     ("OMPI_COMM_WORLD_LOCAL_RANK", ("OMPI_COMM_WORLD_LOCAL_SIZE",), "Open MPI"),
     ("MV2_COMM_WORLD_LOCAL_RANK", ("MV2_COMM_WORLD_LOCAL_SIZE",), "MVAPICH2"),
