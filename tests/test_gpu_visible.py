@@ -311,3 +311,67 @@ def test_the_configure_cache_sees_a_change_of_device_order() -> None:
         fingerprint(caller)["gpu_env"]
         != fingerprint({**caller, "CUDA_DEVICE_ORDER": PCI})["gpu_env"]
     )
+
+
+# -- a Slurm step under ConstrainDevices ----------------------------------------------------
+
+
+def _constrained(value: str = "0,1") -> Hardware:
+    """A Slurm step given GPUs 2 and 3 of the four-GPU box under ConstrainDevices=yes: NVML
+    counts all four and refuses handles on 0 and 1 (NVML_ERROR_NO_PERMISSION, as the NVML
+    reference says of nvmlDeviceGetCount_v2), and Slurm sets CUDA_VISIBLE_DEVICES in the
+    cgroup's local numbering, 0,1 (src/plugins/gres/common/gres_common.c)."""
+    import pynvml
+
+    from hwtune.probes import nvml
+    from tests.plan_builders import make_hardware
+    from tests.test_gpu_nvml import FakeNvml, four_gpu_box
+
+    closed = pynvml.NVML_ERROR_NO_PERMISSION
+    faults = {"nvmlDeviceGetHandleByIndex:0": closed, "nvmlDeviceGetHandleByIndex:1": closed}
+    report = nvml.probe_nvml(IssueLog(), library=FakeNvml(four_gpu_box(), faults))
+    assert report is not None and [g.index for g in report.gpus] == [2, 3]
+    hw = make_hardware(sockets=2, cores_per_socket=4, gpus=report.gpus)
+    return dataclasses.replace(hw, gpu_visibility=parse_visibility(value, PCI, hw.gpus))
+
+
+def test_a_constrained_slurm_steps_ranks_are_given_cudas_own_numbers(tmp_path: Path) -> None:
+    """Each of two ranks owns one of the step's GPUs 2 and 3, which CUDA in that cgroup calls
+    0 and 1. Before, the ranks were told CUDA_VISIBLE_DEVICES=2 and 3: numbers CUDA does not
+    have there, so it showed them no GPU."""
+    from hwtune.pipeline.request import PlanRequest, profile_for
+
+    hw = _constrained()
+    assert hw.gpu_visibility is not None and hw.gpu_visibility.gpus == (2, 3)
+    named = []
+    for local in (0, 1):
+        environ = {
+            "XDG_CONFIG_HOME": str(tmp_path / "config"),
+            "XDG_CACHE_HOME": str(tmp_path / "cache"),
+            "CUDA_VISIBLE_DEVICES": "0,1",
+            "CUDA_DEVICE_ORDER": PCI,
+            "SLURM_LOCALID": str(local),
+            "SLURM_NODEID": "0",
+            "SLURM_STEP_TASKS_PER_NODE": "2",
+        }
+        profile = profile_for(PlanRequest(environ, hardware=hw)).profile
+        assert profile.instance.gpus == (2 + local,)
+        setting = profile.env["CUDA_VISIBLE_DEVICES"]
+        assert f"owns GPU {2 + local}" in setting.reason and "CUDA numbers it" in setting.reason
+        named.append(setting.value)
+    assert named == ["0", "1"]
+
+
+def test_exec_names_cudas_numbers_where_no_uuid_is_known() -> None:
+    """`hwtune exec --instances 2` in such a step, planning from a capture without UUIDs (the
+    p4d `topo -m`, which NVML in the cgroup would show as GPUs 2 and 3 alone)."""
+    whole = detect(P4D_HOST)
+    step = tuple(gpu for gpu in whole.gpus if gpu.index in (2, 3))
+    assert not any(gpu.uuid for gpu in step)
+    hw = dataclasses.replace(whole, gpus=step, gpu_visibility=parse_visibility("0,1", PCI, step))
+    profile = plan(hw, knowledge=KNOWLEDGE, instances=2)
+    copies = [env_for_instance(profile, k, hardware=hw)["CUDA_VISIBLE_DEVICES"] for k in (0, 1)]
+    assert copies == ["0", "1"]
+    # With every GPU open the numbers stay nvidia-smi's indices.
+    halves = [plan(_p4d("2,3"), knowledge=KNOWLEDGE, instances=2, instance=k) for k in (0, 1)]
+    assert [p.env["CUDA_VISIBLE_DEVICES"].value for p in halves] == ["2", "3"]

@@ -98,7 +98,11 @@ def env_for_instance(
         else:
             # NVML numbers GPUs in PCI bus order; CUDA's default order is "fastest first"
             # (CUDA C Programming Guide, CUDA_DEVICE_ORDER), so ask CUDA for bus order too.
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in mine.gpus)
+            # CUDA counts only the GPUs this process may open (cuda_visible.cuda_ordinals).
+            from hwtune.probes.cuda_visible import cuda_ordinals
+
+            ordinals = cuda_ordinals(hardware.gpus) if hardware is not None else {}
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(ordinals.get(g, g)) for g in mine.gpus)
             env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     return env
 

@@ -17,6 +17,7 @@ instance therefore share memory as instances on one device do (`GpuUnit.memory_k
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from hwtune.errors import PlanError
@@ -140,15 +141,20 @@ def mig_without_devices(gpu: Gpu) -> str | None:
     )
 
 
-def units(gpus: tuple[Gpu, ...], driver: str | None) -> tuple[list[GpuUnit], list[str]]:
-    """The units of `gpus` in the given order, and notes on GPUs that offer none."""
+def units(
+    gpus: tuple[Gpu, ...], driver: str | None, ordinals: Mapping[int, int] | None = None
+) -> tuple[list[GpuUnit], list[str]]:
+    """The units of `gpus` in the given order, and notes on GPUs that offer none. `ordinals`:
+    GPU index -> CUDA's number for it in this process (`cuda_visible.cuda_ordinals` of every
+    GPU detected), which names a whole GPU; None: the index itself."""
     found: list[GpuUnit] = []
     notes: list[str] = []
     for gpu in gpus:
         if not gpu.mig_enabled:
             memory = gpu.memory_bytes
             basis = "the GPU's memory" if memory else "GPU memory unknown"
-            found.append(GpuUnit(gpu, None, str(gpu.index), memory, basis))
+            ordinal = ordinals.get(gpu.index, gpu.index) if ordinals else gpu.index
+            found.append(GpuUnit(gpu, None, str(ordinal), memory, basis))
             continue
         idle = mig_without_devices(gpu)
         if idle:

@@ -28,6 +28,7 @@ from hwtune.models.profile import InstanceSlice
 from hwtune.models.words import plural
 from hwtune.planner import gpu_units
 from hwtune.planner.gpu_units import GpuUnit
+from hwtune.probes.cuda_visible import cuda_ordinals
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +220,7 @@ def split(
     if instances > len(cores):
         raise _too_many(instances, len(cores), cpus_named(cpus, assumed), count_from)
     ordered = tuple(sorted(gpus, key=lambda g: (_order(g.numa_node), g.index)))
-    found, _ = gpu_units.units(ordered, hw.gpu_driver)
+    found, _ = gpu_units.units(ordered, hw.gpu_driver, cuda_ordinals(hw.gpus))
     unit_shares, sharers = gpu_units.deal(found, instances)
     gpu_shares = [_parents(share) for share in unit_shares]
     sizes = [

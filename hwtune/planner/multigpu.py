@@ -149,8 +149,14 @@ def gpu_env(
     elif intent.instances > 1 and len(names) == len(mine.units):
         shown = ",".join(names)
         plural = "s" if len(names) > 1 else ""
-        what = mine.units[0].describe() if mine.mig else f"GPU{plural} {shown}"
+        indices = ",".join(str(unit.gpu.index) for unit in mine.units)
+        what = mine.units[0].describe() if mine.mig else f"GPU{plural} {indices}"
         reason = f"instance {mine.index} of {intent.instances} owns {what}, next to its CPUs"
+        if not mine.mig and shown != indices:
+            reason += (
+                f"; CUDA numbers {'them' if plural else 'it'} {shown}, counting only the GPUs "
+                "this process may open (a Slurm step under ConstrainDevices, a device cgroup)"
+            )
         if mine.mig:
             reason += (
                 "; a MIG device is named by its UUID (NVIDIA MIG User Guide: MIG-<UUID> from "

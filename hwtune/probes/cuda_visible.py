@@ -49,6 +49,26 @@ _INDEX_RE = re.compile(r"([+-]?)(\d+)", re.ASCII)
 _Device = tuple[int, str]
 
 
+def cuda_ordinals(gpus: Sequence[Gpu]) -> dict[int, int]:
+    """GPU index -> the integer CUDA_VISIBLE_DEVICES takes for it in a process that can open
+    exactly `gpus`: its position among them in bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID).
+
+    The two differ when some of the node's GPUs are closed to this process, as in a Slurm step
+    under ConstrainDevices=yes: the device cgroup leaves CUDA only the allocated GPUs, numbered
+    from 0, and Slurm writes CUDA_VISIBLE_DEVICES in those local numbers ("use_local_dev_index
+    ? (*local_inx)++ : gres_device->dev_num", src/plugins/gres/common/gres_common.c), while
+    NVML keeps counting every GPU of the node and refuses a handle on the others
+    (nvmlDeviceGetCount_v2 "returns count of all devices in the system even if
+    nvmlDeviceGetHandleByIndex_v2 returns NVML_ERROR_NO_PERMISSION", NVML API reference). The
+    NVML probe leaves those GPUs out and keeps NVML's index on the rest, so with GPUs 2 and 3
+    allocated CUDA calls them 0 and 1."""
+    return {gpu.index: position for position, gpu in enumerate(sorted(gpus, key=_index))}
+
+
+def _index(gpu: Gpu) -> int:
+    return gpu.index
+
+
 def read_visibility(environ: Mapping[str, str], gpus: Sequence[Gpu]) -> GpuVisibility | None:
     """The GPUs `environ`'s CUDA_VISIBLE_DEVICES leaves of `gpus`; None when it is unset."""
     value = environ.get(VARIABLE)
