@@ -1,0 +1,1 @@
+hiddenFeatureKey=hiddenFeatureValue

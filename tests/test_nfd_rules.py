@@ -1,0 +1,214 @@
+"""hwtune's feature file as Node Feature Discovery reads it (tests/nfd_rules.py, from NFD's
+source), for real captures, hand-built machines and hostile values.
+
+The rules are first checked against NFD's own test data (tests/data/nfd, SOURCES.md): the
+counts NFD's `TestGetExpirationDate` expects and the cases of its `TestParseDirectives`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from hwtune.apply import nfd
+from hwtune.errors import HwtuneError
+from hwtune.models.hardware import CpuInfo, Hardware, TensorFlowInfo
+from tests import gpu_roots
+from tests.conftest import DATA
+from tests.nfd_rules import (
+    master_rejects,
+    parse_feature_file,
+    parse_rfc3339,
+    read_features_dir,
+    worker_rejects,
+)
+from tests.plan_builders import make_gpus, make_hardware, p4d_hardware, tf_info
+
+NFD_DATA = DATA / "nfd" / "features.d"
+HOSTS = sorted(p for p in (DATA / "hosts").iterdir() if p.is_dir())
+NOW = datetime(2026, 9, 5, 12, 0, 0, 250_000, tzinfo=timezone.utc)
+
+
+# ---------------------------------------------------------------- the rules, on NFD's data
+def test_rules_reproduce_nfd_own_expectations() -> None:
+    """local_test.go `TestGetExpirationDate`: 7 features, 8 labels from this directory (the
+    dotfile skipped, the expired entries dropped, the unparsable expiry logged and ignored)."""
+    parsed = read_features_dir(NFD_DATA, datetime.now(timezone.utc))
+    assert (len(parsed.features), len(parsed.labels)) == (7, 8)
+    assert "hiddenFeatureKey" not in parsed.labels
+    assert {"featureKeyExpired", "featureKey", "featureKey4"}.isdisjoint(parsed.labels)
+    assert parsed.labels["featureKeyUnparsable"] == "featureValue"  # kept: expiry stays "now"
+    assert "label-only" in parsed.labels and "label-only" not in parsed.features
+    assert "foo" not in parsed.labels and parsed.features["foo"] == "baz"
+    assert any("unparsable_expiry_comment" in e for e in parsed.errors), parsed.errors
+
+
+def test_rules_skip_a_file_over_64_kib_whole(tmp_path: Path) -> None:
+    """As NFD's big_file (70 kB, not copied): over MaxFeatureFileSize, no line is read."""
+    (tmp_path / "big").write_text("vendor.io/a=b\n" + "x" * 65536)
+    (tmp_path / "exact").write_text("vendor.io/c=d\n".ljust(65535, "#") + "\n")
+    parsed = read_features_dir(tmp_path, NOW)
+    assert parsed.labels == {"vendor.io/c": "d"}
+    assert any("size limit" in e for e in parsed.errors)
+
+
+@pytest.mark.parametrize(
+    ("directive", "fails"),
+    [  # local_test.go TestParseDirectives
+        ("# +expiry-time=2080-07-28T11:22:33Z", False),
+        ("# +random-key=random-value", True),
+        ("# + Something", True),
+    ],
+)
+def test_rules_parse_directives_as_nfd(directive: str, fails: bool) -> None:
+    assert bool(parse_feature_file(directive + "\n", NOW).errors) == fails
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    ["2026-09-05T12:00:00", "2026-9-5T12:00:00Z", "2026-09-05 12:00:00Z", "2026-02-30T12:00:00Z"],
+)
+def test_rules_refuse_what_go_rfc3339_refuses(stamp: str) -> None:
+    with pytest.raises(ValueError):
+        parse_rfc3339(stamp)
+    assert parse_rfc3339("2026-09-05T14:00:00.5+02:00") == NOW + timedelta(seconds=0.25)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "by_worker"),
+    [
+        ("hwtune.io/x", "a" * 64, True),
+        ("hwtune.io/x", "ends-", True),
+        ("hwtune.io/x", "has space", True),
+        ("hwtune.io/x", "trailing\n", True),
+        ("hwtune.io/" + "n" * 64, "v", True),
+        ("HWTUNE.io/x", "v", True),
+        ("node.kubernetes.io/x", "v", False),  # syntax fine, namespace refused by the master
+        ("x", "v", False),
+    ],
+)
+def test_rules_reject_what_nfd_drops(name: str, value: str, by_worker: bool) -> None:
+    assert master_rejects(name, value)
+    assert bool(worker_rejects(name, value)) == by_worker
+
+
+# ---------------------------------------------------------------- hwtune's file
+def _check(found: dict[str, str], expiry_after_s: float = 600.0) -> None:
+    """Render as `hwtune nfd --ttl` does and read it back as NFD: every label survives, no
+    directive error, the expiry is the stamped moment, and after it nothing is left."""
+    expiry = nfd.expiry_after(NOW, expiry_after_s)
+    text = nfd.render(found, expiry=expiry, generated=NOW)
+    parsed = parse_feature_file(text, NOW)
+    assert parsed.errors == []
+    assert parsed.labels == {f"{nfd.PREFIX}/{k}": v for k, v in found.items()}
+    for key, value in parsed.labels.items():
+        assert worker_rejects(key, value) == [] and master_rejects(key, value) == [], (key, value)
+    stamp = next(ln for ln in text.splitlines() if ln.startswith("# +expiry-time="))
+    assert parse_rfc3339(stamp.partition("=")[2]) == expiry >= NOW + timedelta(seconds=600)
+    assert parse_feature_file(text, expiry + timedelta(seconds=1)).labels == {}
+    assert len(text.encode()) <= 65536
+
+
+@pytest.mark.parametrize("host", HOSTS, ids=lambda p: p.name)
+def test_every_capture_is_read_whole_by_nfd(host: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    printed = cli(["nfd", "--root", str(host), "--print", "--ttl", "600"])
+    assert printed.exit_status == 0, printed.stderr
+    parsed = parse_feature_file(printed.stdout, datetime.now(timezone.utc))
+    assert parsed.errors == []
+    assert f"{nfd.PREFIX}/arch" in parsed.labels
+    for key, value in parsed.labels.items():
+        assert worker_rejects(key, value) == [] and master_rejects(key, value) == [], (key, value)
+
+
+def _labels_with_plan(hw: Hardware) -> dict[str, str]:
+    from hwtune.pipeline.request import PlanRequest, profile_for
+
+    try:
+        profile = profile_for(PlanRequest({}, hardware=hw)).profile
+    except HwtuneError:
+        profile = None
+    return nfd.labels(hw, profile)
+
+
+GPU_ROOTS = {
+    "t4": {"cpu": gpu_roots.T4_HOST, "xml": gpu_roots.T4_XML},
+    "a100-mig": {
+        "cpu": gpu_roots.EPYC,
+        "xml": gpu_roots.A100_MIG_XML,
+        "topo": gpu_roots.A100_TOPO,
+    },
+    "8xa100-mig-list": {"cpu": gpu_roots.EPYC, "listing": gpu_roots.MIG_LIST},
+    "8xa100-mixed-mig": {"cpu": gpu_roots.EPYC, "listing": gpu_roots.MIXED_MIG_LIST},
+    "rtx-pro-blackwell": {"cpu": gpu_roots.HASWELL, "xml": gpu_roots.BLACKWELL_XML},
+    "p5-8xh100": {"cpu": gpu_roots.EPYC, "topo": gpu_roots.H100_TOPO},
+    "8xl40s": {"cpu": gpu_roots.EPYC, "topo": gpu_roots.L40S_TOPO},
+    "k80": {"cpu": gpu_roots.HASWELL, "listing": gpu_roots.K80_LIST},
+}
+
+
+@pytest.mark.parametrize("name", sorted(GPU_ROOTS))
+def test_gpu_roots_are_read_whole_by_nfd(name: str, tmp_path: Path) -> None:
+    found = _labels_with_plan(gpu_roots.hardware(tmp_path, **GPU_ROOTS[name]))  # type: ignore[arg-type]
+    assert "gpu-count" in found
+    _check(found)
+
+
+def _hostile() -> dict[str, Hardware]:
+    """Values a probe may pass on: long brand strings, dots, spaces, '+', '/', '=', '#',
+    non-ASCII, N/A, a nightly TensorFlow, an empty vendor after folding."""
+    long_model = "Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz, 56 cores, with a very long suffix"
+    base = make_hardware(sockets=2, cores_per_socket=4, smt=2, tensorflow=tf_info())
+    cpu: CpuInfo = base.cpu
+    odd_name = "NVIDIA GeForce RTX 5090 D v2 (β) / 32 GB = big # card"
+    gpus = tuple(replace(g, name=odd_name, architecture="N/A") for g in make_gpus(2, cc="12.0"))
+    tf = TensorFlowInfo(
+        version="2.22.0.dev20260905",
+        distribution="tf-nightly",
+        cuda_build=True,
+        threading_runtime="eigen",
+    )
+    return {
+        "long-model": replace(base, cpu=replace(cpu, vendor=long_model, microarch=long_model)),
+        "dotted-microarch": replace(base, cpu=replace(cpu, microarch="armv8.2-a+sve.v1.")),
+        "gpu-names": replace(base, gpus=gpus, cuda_driver_version="N/A", tensorflow=tf),
+        "unicode-only": replace(base, cpu=replace(cpu, vendor="沐曦", microarch="=#=")),
+        "arm": make_hardware(
+            arch="aarch64", microarch="neoverse_v2", flags=("sve", "sve2", "bf16", "i8mm")
+        ),
+        "p4d": p4d_hardware(),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_hostile()))
+def test_hostile_values_are_read_whole_by_nfd(name: str) -> None:
+    _check(_labels_with_plan(_hostile()[name]))
+
+
+def test_gpu_name_with_spaces_is_folded_not_dropped() -> None:
+    found = nfd.labels(_hostile()["gpu-names"])
+    assert found["gpu-product"].startswith("NVIDIA-GeForce-RTX-5090-D-v2")
+    assert found["tensorflow-version"] == "2.22.0.dev20260905"
+
+
+def test_the_temporary_file_is_a_dotfile_beside_the_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NFD skips names starting with "." (getFeaturesFromFiles), so it never reads the file
+    half-written; the rename stays within features.d, so it is atomic."""
+    renames: list[tuple[str, str]] = []
+    real = os.replace
+
+    def spy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        renames.append((os.fspath(src), os.fspath(dst)))
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    nfd.write_feature_file(tmp_path, nfd.render({"a": "1"}))
+    ((src, dst),) = renames
+    assert Path(dst) == tmp_path / nfd.FILE_NAME
+    assert Path(src).parent == tmp_path and Path(src).name.startswith(".")
+    assert read_features_dir(tmp_path, NOW).labels == {f"{nfd.PREFIX}/a": "1"}
