@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -23,6 +25,7 @@ from hwtune.models.hardware import (
     NumaNode,
     TensorFlowInfo,
 )
+from tests.conftest import REPO
 
 # Kubernetes label value and name rules (apimachinery validation.IsValidLabelValue,
 # IsQualifiedName): ≤63 chars, [A-Za-z0-9._-], alphanumeric at both ends; prefix a DNS subdomain.
@@ -163,6 +166,41 @@ def test_clique_size() -> None:
 
 def nvlink(gpus: tuple[Gpu, ...]) -> int:
     return nfd.nvlink_clique_size(gpus)
+
+
+def test_clique_size_of_a_large_nvswitch_board_is_quick() -> None:
+    """All 32 GPUs joined: without a pivot the search visited all 2^32 subsets (a second at
+    20 GPUs, hours at 32), and `hwtune nfd` or the daemon's refresh hung. Run apart, so that
+    the old behaviour fails on the timeout instead of hanging the suite."""
+    code = (
+        "from hwtune.apply.nfd import nvlink_clique_size\n"
+        "from tests.plan_builders import make_gpus\n"
+        "print(nvlink_clique_size(make_gpus(32)), nvlink_clique_size(make_gpus(64)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("nvlink_clique_size took over 30 s for 32 fully connected GPUs")
+    assert done.stdout.split() == ["32", "64"], done.stderr
+
+
+@given(st.sets(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=28))
+def test_clique_size_is_the_largest_clique(edges: set[tuple[int, int]]) -> None:
+    """Against brute force over every subset of 8 GPUs."""
+    pairs = {frozenset(e) for e in edges if e[0] != e[1]}
+    gpus = tuple(
+        Gpu(index=i, name="A100", nvlink_peers=tuple(j for j in range(8) if {i, j} in pairs))
+        for i in range(8)
+    )
+    best = max(
+        len(group)
+        for group in ([i for i in range(8) if mask >> i & 1] for mask in range(1, 256))
+        if all(frozenset((a, b)) in pairs for a in group for b in group if a < b)
+    )
+    assert nvlink(gpus) == best
 
 
 @given(st.text(max_size=200))
