@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hwtune.apply.nfd import DEFAULT_DIR
+from hwtune.apply.nfd import DEFAULT_DIR, PREFIX
 from tests.conftest import REPO
 from tests.daemon_harness import build_host
 
@@ -60,6 +60,15 @@ def test_daemonset_runs_the_daemon_into_nfd_features_d() -> None:
     assert mounts["features-d"] == DEFAULT_DIR
     assert volumes["features-d"]["hostPath"]["path"] == DEFAULT_DIR
     assert "cpu" not in container["resources"].get("limits", {})  # see the manifest's comment
+
+
+def test_older_nfd_masters_are_told_to_allow_the_label_namespace() -> None:
+    """nfd-master before v0.13 publishes only feature.node.kubernetes.io and drops the rest
+    (node-feature-discovery PR #1051 made other namespaces the default; issues #384, #424):
+    the manifest and the docs name the flag that keeps hwtune's labels."""
+    flag = f"-extra-label-ns={PREFIX}"
+    assert flag in MANIFEST.read_text()
+    assert flag in (REPO / "docs" / "daemon.md").read_text()
 
 
 def _fake_install(tmp_path: Path, root: Path) -> Path:
