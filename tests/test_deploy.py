@@ -15,6 +15,7 @@ import pytest
 from hwtune.apply.nfd import DEFAULT_DIR, PREFIX
 from tests.conftest import REPO
 from tests.daemon_harness import build_host
+from tests.nfd_rules import is_dns1123_subdomain, is_qualified_name, is_valid_label_value
 
 MANIFEST = REPO / "deploy" / "kubernetes" / "hwtune-nfd-daemonset.yaml"
 PROLOG = REPO / "deploy" / "slurm" / "hwtune-task-prolog.sh"
@@ -60,6 +61,28 @@ def test_daemonset_runs_the_daemon_into_nfd_features_d() -> None:
     assert mounts["features-d"] == DEFAULT_DIR
     assert volumes["features-d"]["hostPath"]["path"] == DEFAULT_DIR
     assert "cpu" not in container["resources"].get("limits", {})  # see the manifest's comment
+
+
+def test_daemonset_names_and_selector_follow_kubernetes_rules() -> None:
+    """What the schema does not check and the API server does: names are DNS-1123 (object
+    a subdomain, container and volumes labels), labels are valid, the selector matches the
+    pod template (apps/v1 rejects a DaemonSet whose selector does not), every mount names a
+    volume, and the features.d hostPath is the directory nfd-worker reads."""
+    (daemonset,) = _documents()
+    assert not is_dns1123_subdomain(daemonset["metadata"]["name"])
+    pod = daemonset["spec"]["template"]
+    for key, value in {**daemonset["metadata"]["labels"], **pod["metadata"]["labels"]}.items():
+        assert not is_qualified_name(key) and not is_valid_label_value(value), key
+    selector = daemonset["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    spec = pod["spec"]
+    volumes = {v["name"] for v in spec["volumes"]}
+    for name in volumes | {c["name"] for c in spec["containers"]}:
+        assert len(name) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name), name
+    for container in spec["containers"]:
+        assert {m["name"] for m in container["volumeMounts"]} <= volumes
+    (host,) = [v["hostPath"] for v in spec["volumes"] if "hostPath" in v]
+    assert host["path"].rstrip("/") == DEFAULT_DIR and host["type"] == "DirectoryOrCreate"
 
 
 def test_older_nfd_masters_are_told_to_allow_the_label_namespace() -> None:
