@@ -434,3 +434,30 @@ def test_wanting_twice_the_quota_is_throttling_without_the_counters() -> None:
     assert "0.5-CPU cgroup quota" in diagnosis.findings[0].evidence
     # The same threads with a whole CPU and no quota are compute-bound.
     assert analyse(replace(data, budget=Budget(1, "1 online CPU"))).bottleneck == "compute"
+
+
+def test_a_job_that_ends_mid_window_is_said_to_have_ended(
+    cli,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job that exits 1 s into a 4 s window: the report covers that second, and says so
+    (it read "sampled 1.0 s" with no word that the job had ended)."""
+    import subprocess
+    import sys
+
+    from hwtune.doctor import watch
+
+    job = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.time() + 1\nwhile time.time() < end: pass"]
+    )
+    try:
+        # The sampler, the analysis and the report are the real ones; only "which process
+        # loaded TensorFlow" is answered for this job, which loads none.
+        monkeypatch.setattr(watch, "tensorflow_target", lambda pid: pid)
+        result = cli(["doctor", "--pid", str(job.pid), "--seconds", "4"])
+    finally:
+        job.kill()
+        job.wait()
+    assert result.exit_status == 0, result.stderr
+    assert f"pid {job.pid} ended" in result.stderr
+    assert "s into the 4 s window: the figures cover that part only" in result.stderr

@@ -272,6 +272,13 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         )
     if len(data.samples) < 2:
         raise HwtuneError(f"pid {data.pid} ended before two samples could be taken")
+    window = data.samples[-1].time - data.samples[0].time
+    if window < 0.9 * args.seconds:  # the process ended (or went away) mid-window
+        print(
+            f"hwtune doctor: pid {data.pid} ended {window:.1f} s into the {args.seconds:g} s "
+            "window: the figures cover that part only",
+            file=env.stderr,
+        )
     diagnosis = analyse(data, checks)
     render = render_json if args.json else render_text
     env.stdout.write(render(diagnosis, data))
