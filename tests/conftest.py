@@ -110,6 +110,37 @@ def run_cli(argv: Sequence[str], environ: dict[str, str] | None = None) -> CliRe
     return CliResult(status, out.getvalue(), err.getvalue())
 
 
+# Variables a caller's shell may hold that would change a plan: hwtune's own and the
+# launchers' rank variables (hwtune/pipeline/ranks.py reads them).
+_CALLER_PREFIXES = (
+    "HWTUNE_",
+    "XDG_",
+    "SLURM_",
+    "OMPI_",
+    "MV2_",
+    "PMI_",
+    "PALS_",
+    "MPI_",
+    "HOROVOD_",
+    "LOCAL_",
+)
+
+
+def isolated_environ(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """This process's environment without the caller's hwtune, XDG or launcher variables,
+    with private XDG config and cache directories and tuned-results directory under
+    `tmp_path`, TensorFlow's C++ logging quiet, then `extra`."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(_CALLER_PREFIXES)}
+    environ.update(
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        HWTUNE_TUNED_DIR=str(tmp_path / "tuned"),
+        TF_CPP_MIN_LOG_LEVEL="3",
+    )
+    environ.update(extra)
+    return environ
+
+
 @pytest.fixture
 def cli():  # type: ignore[no-untyped-def]
     return run_cli

@@ -5,25 +5,13 @@ are usage errors (exit 2, the subcommand's own usage)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA, run_cli
+from tests.conftest import DATA, isolated_environ, run_cli
 
 P4D = DATA / "hosts" / "epyc7451-p4d-8xa100-gpu"
-
-
-def clean_environ(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """No HWTUNE_* or launcher variables from the caller; private XDG directories."""
-    launchers = ("HWTUNE_", "SLURM_", "OMPI_", "MV2_", "PMI_", "PALS_", "MPI_", "LOCAL_")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(launchers)}
-    environ["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")
-    environ["HWTUNE_TUNED_DIR"] = str(tmp_path / "tuned")
-    environ.update(extra)
-    return environ
 
 
 def answers(tmp_path: Path, environ: dict[str, str], *flags: str) -> dict[str, object]:
@@ -68,20 +56,20 @@ def test_plan_env_and_apply_agree_under_a_launcher(
     tmp_path: Path, ranks: dict[str, str], intra: int
 ) -> None:
     # 48 physical cores on the p4d capture: each rank plans its own slice in every command.
-    got = answers(tmp_path, clean_environ(tmp_path, **ranks), "--root", str(P4D))
+    got = answers(tmp_path, isolated_environ(tmp_path, **ranks), "--root", str(P4D))
     assert {counts[0] for counts in got.values()} == {intra}, got
     assert len(set(got.values())) == 1, got
 
 
 def test_set_is_a_flag_and_beats_hwtune_variables_and_config(tmp_path: Path) -> None:
     root = ("--root", str(P4D))
-    environ = clean_environ(tmp_path, HWTUNE_INTER_OP="1")
+    environ = isolated_environ(tmp_path, HWTUNE_INTER_OP="1")
     got = answers(tmp_path, environ, *root, "--set", "TF_NUM_INTEROP_THREADS=3")
     assert {counts[1] for counts in got.values()} == {3}, got
     config = tmp_path / "config" / "hwtune" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text("[threads]\ninter_op = 2\n")
-    environ = clean_environ(tmp_path)
+    environ = isolated_environ(tmp_path)
     assert answers(tmp_path, environ, *root)["plan"][1] == 2
     got = answers(tmp_path, environ, *root, "--set", "TF_NUM_INTEROP_THREADS=1")
     assert {counts[1] for counts in got.values()} == {1}, got
@@ -91,7 +79,12 @@ def test_set_is_a_flag_and_beats_hwtune_variables_and_config(tmp_path: Path) -> 
 
 def test_a_valid_thread_set_reaches_the_env_files_and_the_config_proto(tmp_path: Path) -> None:
     got = answers(
-        tmp_path, clean_environ(tmp_path), "--root", str(P4D), "--set", "TF_NUM_INTRAOP_THREADS=7"
+        tmp_path,
+        isolated_environ(tmp_path),
+        "--root",
+        str(P4D),
+        "--set",
+        "TF_NUM_INTRAOP_THREADS=7",
     )
     assert {counts[0] for counts in got.values()} == {7}, got
 
@@ -102,7 +95,7 @@ def test_a_bad_thread_set_is_a_usage_error(tmp_path: Path, command: str, value: 
     argv = [command, *(["threads"] if command == "explain" else [])]
     result = run_cli(
         [*argv, "--root", str(P4D), "--set", f"TF_NUM_INTRAOP_THREADS={value}"],
-        clean_environ(tmp_path),
+        isolated_environ(tmp_path),
     )
     assert result.exit_status == 2, result.stderr
     assert f"usage: hwtune {command}" in result.stderr
@@ -113,7 +106,7 @@ def test_a_bad_thread_count_in_the_config_env_table_names_the_file(tmp_path: Pat
     config = tmp_path / "config" / "hwtune" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text('[env]\nTF_NUM_INTRAOP_THREADS = "abc"\n')
-    result = run_cli(["plan", "--root", str(P4D)], clean_environ(tmp_path))
+    result = run_cli(["plan", "--root", str(P4D)], isolated_environ(tmp_path))
     assert result.exit_status == 1
     assert str(config) in result.stderr and "TF_NUM_INTRAOP_THREADS" in result.stderr
 
@@ -132,14 +125,14 @@ def test_a_bad_thread_count_in_the_config_env_table_names_the_file(tmp_path: Pat
     ],
 )
 def test_bad_flags_exit_2_with_the_subcommands_usage(tmp_path: Path, argv: list[str]) -> None:
-    result = run_cli(argv, clean_environ(tmp_path))
+    result = run_cli(argv, isolated_environ(tmp_path))
     assert result.exit_status == 2, result.stderr
     assert f"usage: hwtune {argv[0]}" in result.stderr
 
 
 @pytest.mark.parametrize("group", ["threads", "tf_data"])
 def test_explain_takes_group_names(tmp_path: Path, group: str) -> None:
-    result = run_cli(["explain", group, "--root", str(P4D)], clean_environ(tmp_path))
+    result = run_cli(["explain", group, "--root", str(P4D)], isolated_environ(tmp_path))
     assert result.exit_status == 0, result.stderr
     assert result.stdout.startswith(f"{group}.")
     assert result.stdout.count(f"{group}.") >= 2
@@ -148,7 +141,7 @@ def test_explain_takes_group_names(tmp_path: Path, group: str) -> None:
 def test_plan_of_an_empty_root_warns_as_detect_does(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    result = run_cli(["plan", "--root", str(empty)], clean_environ(tmp_path))
+    result = run_cli(["plan", "--root", str(empty)], isolated_environ(tmp_path))
     assert result.exit_status == 0
     assert "warning" in result.stderr and "no CPU source" in result.stderr
     assert f"hwtune detect --root {empty}" in result.stderr
@@ -157,7 +150,7 @@ def test_plan_of_an_empty_root_warns_as_detect_does(tmp_path: Path) -> None:
 def test_tune_forget_removes_this_machines_results(tmp_path: Path) -> None:
     from hwtune.pipeline.measured import save_result
 
-    environ = clean_environ(tmp_path)
+    environ = isolated_environ(tmp_path)
     fingerprint = json.loads(run_cli(["plan", "--json"], environ).stdout)["fingerprint"]
     record = {"fingerprint": fingerprint, "ratio": 1.2, "settings": {"instances": 1}}
     train = save_result({**record, "workload": "train"}, environ)
@@ -187,15 +180,15 @@ def test_a_thread_count_set_twice_in_one_config_file_is_refused(tmp_path: Path) 
     config = tmp_path / "config" / "hwtune" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text('[threads]\nintra_op = 2\n[env]\nTF_NUM_INTRAOP_THREADS = "4"\n')
-    result = run_cli(["plan", "--root", str(P4D)], clean_environ(tmp_path))
+    result = run_cli(["plan", "--root", str(P4D)], isolated_environ(tmp_path))
     assert result.exit_status == 1 and "'threads.intra_op' is also set in [env]" in result.stderr
     config.write_text('workload = ""\n')
-    result = run_cli(["plan", "--root", str(P4D)], clean_environ(tmp_path))
+    result = run_cli(["plan", "--root", str(P4D)], isolated_environ(tmp_path))
     assert result.exit_status == 1 and "'workload'" in result.stderr
-    assert run_cli(["plan", "--workload", ""], clean_environ(tmp_path)).exit_status == 2
+    assert run_cli(["plan", "--workload", ""], isolated_environ(tmp_path)).exit_status == 2
 
 
 def test_tune_instances_0_is_a_usage_error(tmp_path: Path) -> None:
-    result = run_cli(["tune", "--instances", "0", "--dry-run"], clean_environ(tmp_path))
+    result = run_cli(["tune", "--instances", "0", "--dry-run"], isolated_environ(tmp_path))
     assert result.exit_status == 2 and "usage: hwtune tune" in result.stderr
     assert "below the minimum 1" in result.stderr

@@ -13,21 +13,7 @@ from pathlib import Path
 
 import pytest
 
-
-def _environ(tmp_path: Path, **extra: str) -> dict[str, str]:
-    environ = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("HWTUNE_", "XDG_", "SLURM_", "OMPI_", "PMI_", "LOCAL_"))
-    }
-    environ.update(
-        XDG_CACHE_HOME=str(tmp_path / "cache"),
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-        HWTUNE_TUNED_DIR=str(tmp_path / "tuned"),
-        TF_CPP_MIN_LOG_LEVEL="3",
-    )
-    environ.update(extra)
-    return environ
+from tests.conftest import isolated_environ
 
 
 def _hwtune(
@@ -51,7 +37,7 @@ def test_with_stderr_closed_an_error_never_reaches_stdout_where_eval_runs_it(
     the `$(…)` of the bad value it quotes (in double quotes, as Python quotes a value with
     a `'`)."""
     planted = tmp_path / "planted"
-    environ = _environ(tmp_path, HWTUNE_MODE=f"x'$(touch {planted})")
+    environ = isolated_environ(tmp_path, HWTUNE_MODE=f"x'$(touch {planted})")
     done = _hwtune("2>&-", ["env"], environ)
     assert done.returncode == 1
     assert done.stdout == ""
@@ -62,7 +48,7 @@ def test_with_stderr_closed_an_error_never_reaches_stdout_where_eval_runs_it(
 def test_with_stderr_closed_a_library_warning_never_reaches_stdout(tmp_path: Path) -> None:
     """The configure cache's warning is printed on sys.stderr by library code, not the CLI:
     with stderr closed it went into `hwtune env`'s stdout, between the variables."""
-    environ = _environ(tmp_path)
+    environ = isolated_environ(tmp_path)
     cache = tmp_path / "cache" / "hwtune" / "configure-default.json"
     assert _hwtune("", ["env"], environ).returncode == 0  # makes the cache
     os.chmod(cache, 0o666)  # writable by others: ignored with a warning, and rebuilt
@@ -86,14 +72,14 @@ def test_a_stdout_that_cannot_be_written_is_an_error_not_a_traceback(
     if redirect == ">/dev/full" and not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
     args = [a if a != "out" else str(tmp_path / "out") for a in args]
-    done = _hwtune(redirect, args, _environ(tmp_path))
+    done = _hwtune(redirect, args, isolated_environ(tmp_path))
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert f"hwtune {args[0]}: error: cannot write to stdout: {reason}" in done.stderr
 
 
 def test_help_to_a_closed_stdout_is_an_error(tmp_path: Path) -> None:
-    done = _hwtune(">&-", ["--help"], _environ(tmp_path))
+    done = _hwtune(">&-", ["--help"], isolated_environ(tmp_path))
     assert done.returncode == 1
     assert done.stderr == "hwtune: error: cannot write to stdout: it is closed\n"
 
@@ -106,7 +92,7 @@ def test_a_gone_reader_is_still_no_error(tmp_path: Path) -> None:
             [sys.executable, "-m", "hwtune", "env"],
             stdout=subprocess.PIPE,
             stderr=sink,
-            env=_environ(tmp_path),
+            env=isolated_environ(tmp_path),
         )
         assert process.stdout is not None
         process.stdout.close()  # the reader is gone before hwtune writes
@@ -119,7 +105,7 @@ def test_a_stdout_encoding_without_the_characters_is_an_error_not_a_traceback(
     command: list[str], tmp_path: Path
 ) -> None:
     """The human-readable output holds "·", "×", "—": an ASCII stdout could not take them."""
-    done = _hwtune("", command, _environ(tmp_path, PYTHONIOENCODING="ascii"))
+    done = _hwtune("", command, isolated_environ(tmp_path, PYTHONIOENCODING="ascii"))
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert f"hwtune {command[0]}: error: cannot write to stdout: its encoding (ascii)" in (

@@ -26,6 +26,7 @@ from hwtune.pipeline.measured import (
     result_path,
     save_result,
 )
+from tests.conftest import isolated_environ
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(
@@ -100,21 +101,6 @@ def test_read_bounded_refuses_another_users_file(tmp_path: Path) -> None:
 # -- the configure cache ------------------------------------------------------------------
 
 
-def _environ(tmp_path: Path) -> dict[str, str]:
-    environ = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("HWTUNE_", "XDG_", "SLURM_", "OMPI_", "PMI_", "LOCAL_"))
-    }
-    environ.update(
-        XDG_CACHE_HOME=str(tmp_path / "cache"),
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-        HWTUNE_TUNED_DIR=str(tmp_path / "tuned"),
-        TF_CPP_MIN_LOG_LEVEL="3",
-    )
-    return environ
-
-
 def _hwtune_env(environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hwtune", "env", "--format", "json"],
@@ -138,7 +124,7 @@ def _plant_preload(cache: Path) -> None:
 
 def test_a_fifo_at_the_cache_path_does_not_hang_hwtune_env(tmp_path: Path) -> None:
     """Before: `hwtune env` opened the FIFO and waited for a writer forever."""
-    environ = _environ(tmp_path)
+    environ = isolated_environ(tmp_path)
     cache = _cache_file(tmp_path)
     cache.parent.mkdir(parents=True)
     os.mkfifo(cache)
@@ -152,7 +138,7 @@ def test_a_fifo_at_the_cache_path_does_not_hang_hwtune_env(tmp_path: Path) -> No
 
 
 def test_a_cache_writable_by_others_is_ignored_and_rebuilt(tmp_path: Path) -> None:
-    environ = _environ(tmp_path)
+    environ = isolated_environ(tmp_path)
     assert _hwtune_env(environ).returncode == 0  # makes the cache
     cache = _cache_file(tmp_path)
     _plant_preload(cache)
@@ -168,7 +154,7 @@ def test_a_cache_writable_by_others_is_ignored_and_rebuilt(tmp_path: Path) -> No
 @needs_root
 def test_another_users_cache_is_ignored_by_configure(tmp_path: Path) -> None:
     """configure() (every job start) neither uses nor keeps a cache file another user owns."""
-    environ = _environ(tmp_path)
+    environ = isolated_environ(tmp_path)
     assert _hwtune_env(environ).returncode == 0
     cache = _cache_file(tmp_path)
     _plant_preload(cache)
@@ -195,7 +181,7 @@ def test_another_users_cache_is_ignored_by_configure(tmp_path: Path) -> None:
 def test_a_device_at_the_cache_path_is_not_read(tmp_path: Path) -> None:
     """A /dev/zero node (major 1, minor 5) at the cache path: never read, so memory stays
     bounded; the cache is rebuilt as a regular file."""
-    environ = _environ(tmp_path)
+    environ = isolated_environ(tmp_path)
     cache = _cache_file(tmp_path)
     cache.parent.mkdir(parents=True)
     try:
