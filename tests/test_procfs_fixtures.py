@@ -184,3 +184,27 @@ def test_procfs_cpuinfo_microarch(tmp_path: Path) -> None:
     s390 = Probed(cpuinfo_tree(tmp_path / "s", "cpuinfo/s390x")).cpu
     power = Probed(cpuinfo_tree(tmp_path / "p", "cpuinfo/ppc64")).cpu
     assert (s390.microarch, power.microarch) == ("z13", "power7")
+
+
+# --- procfs: a hand-made devices/system with no `online` file --------------------------------
+
+
+def procfs_tree(root: Path) -> Path:
+    """procfs's devices.ttar holds `devices/...`: it goes under `sys/`."""
+    extract((DATA / "procfs-sys-devices-system.ttar").read_text(), root / "sys")
+    return cpuinfo_tree(root, "node_exporter-proc-cpuinfo")
+
+
+def test_procfs_online_cpus_without_online_file(tmp_path: Path) -> None:
+    got = Probed(procfs_tree(tmp_path))
+    # devices/system/cpu: directories cpu0, cpu1, cpu2 (cpu2 empty), `offline` "2", no
+    # `online` or `present`; thread_siblings_list "0,4" and "1,5" name CPUs 4 and 5, which have
+    # no directory. Online: 0 and 1, on package 0 (physical_package_id), cores 0 and 1.
+    assert got.cpu.online_cpus == (0, 1)
+    assert got.cpu.logical_cpus == 3
+    assert [(c.cpu, c.socket, c.core) for c in got.cpu.topology] == [(0, 0, 0), (1, 0, 1)]
+    assert (got.cpu.sockets, got.cpu.physical_cores) == (1, 2)
+    reasons = {(path, reason.split(":")[0]) for _, path, reason in got.issues}
+    assert ("sys/devices/system/cpu/online", "missing") in reasons
+    assert ("sys/devices/system/cpu/offline", "CPU 2 is offline") in reasons
+    assert any("CPUs 4-5" in reason for _, _, reason in got.issues)

@@ -3,6 +3,7 @@
 Read (kernel Documentation/ABI/stable/sysfs-devices-system-cpu and
 Documentation/admin-guide/cputopology.rst):
 - `online`, `present`, `smt/control`, the `cpuN` directories (what `nproc --all` counts);
+  without `online` (a partial copy), `offline` and the CPUs that have a topology directory;
 - `cpuN/topology/`: the SMT siblings (`core_cpus_list`, else `thread_siblings_list`, else their
   hex masks `core_cpus`/`thread_siblings`) and the package: `physical_package_id`, or, where
   that is -1 or absent (sparc64, POWER LPARs, some s390 and embedded kernels), the package mask
@@ -43,6 +44,7 @@ class SysfsCpuFacts(NamedTuple):
     cpu_dirs: tuple[int, ...]
     present: tuple[int, ...] | None
     online: tuple[int, ...] | None
+    offline: tuple[int, ...] | None  # read only where `online` is missing
     smt_control: str | None  # on, off, forceoff, notsupported, notimplemented
     # cpu -> (package, core group): SMT siblings share the group (its lowest CPU number)
     places: dict[int, tuple[int | None, int]]
@@ -64,11 +66,15 @@ def read_sysfs_cpu(root: Path, *, arm: bool = False) -> SysfsCpuFacts | None:
     cpu_dirs = tuple(read.names(CPU_DIR, CPU_NAME))
     online = read.cpus(f"{CPU_DIR}/online")
     present = read.cpus(f"{CPU_DIR}/present")
+    offline = read.cpus(f"{CPU_DIR}/offline") if online is None else None
     # Only CPUs with a cpuN directory have files to read: the one listing above decides, so an
     # `online` of "0-65535" over two directories costs two CPUs' reads, not 65,536 times ten
     # failed opens (37 s). The kernel lists no online CPU without its directory.
     dirs = set(cpu_dirs)
-    live = tuple(c for c in online if c in dirs) if online is not None else cpu_dirs
+    if online is not None:
+        live = tuple(c for c in online if c in dirs)
+    else:
+        live = tuple(c for c in cpu_dirs if c not in set(offline or ()))
     places, package_source = _places(read, live)
     caches, spans, no_l3 = _caches(read, [c for c in live if c in places] or list(live))
     pmu = {}
@@ -86,6 +92,7 @@ def read_sysfs_cpu(root: Path, *, arm: bool = False) -> SysfsCpuFacts | None:
         cpu_dirs=cpu_dirs,
         present=present,
         online=online,
+        offline=offline,
         smt_control=read.text(f"{CPU_DIR}/smt/control"),
         places=places,
         package_source=package_source,
@@ -207,6 +214,34 @@ def _max_khz(read: SysfsReader) -> dict[int, int]:
     return result
 
 
+def _online_without_file(sysfs: SysfsCpuFacts, issues: IssueLog) -> tuple[int, ...]:
+    """The online CPUs of a tree without `online`: each cpuN directory with a topology (the
+    kernel removes an offline CPU's), less those `offline` lists.
+
+    Never the sibling lists: they name CPUs whose directories a partial copy may lack
+    (prometheus/procfs's devices.ttar lists siblings 0,4 and 1,5 beside cpu0-cpu2 only), and
+    taking those made CPUs 4 and 5 online while the CPU count said 3."""
+    dirs = set(sysfs.cpu_dirs)
+    offline = set(sysfs.offline or ())
+    online = tuple(c for c in sysfs.cpu_dirs if c in sysfs.places and c not in offline)
+    said = "less those `offline` lists" if sysfs.offline is not None else "(no `offline` either)"
+    issues.add(
+        PROBE,
+        f"missing: online CPUs taken as the cpuN directories with a topology, {said}: "
+        f"{name_cpus(online) if online else 'none'}",
+        path="sys/devices/system/cpu/online",
+    )
+    ghosts = sorted(c for c in sysfs.places if c not in dirs)
+    if ghosts:
+        issues.add(
+            PROBE,
+            f"topology sibling lists name {name_cpus(ghosts)}, which "
+            f"{'has' if len(ghosts) == 1 else 'have'} no cpuN directory: counted without them",
+            path="sys/devices/system/cpu",
+        )
+    return online
+
+
 def sysfs_topology(
     sysfs: SysfsCpuFacts,
     issues: IssueLog,
@@ -235,7 +270,7 @@ def sysfs_topology(
             PROBE, "no cpuN/topology directories: topology taken from other sources", path=where
         )
         return None
-    online = sysfs.online if sysfs.online is not None else tuple(sorted(sysfs.places))
+    online = sysfs.online if sysfs.online is not None else _online_without_file(sysfs, issues)
     present = sysfs.present if sysfs.present is not None else sysfs.cpu_dirs
     missing = [cpu for cpu in online if cpu not in sysfs.places]
     if missing:
@@ -252,7 +287,7 @@ def sysfs_topology(
             PROBE,
             f"{name_cpus(offline)} {'is' if len(offline) == 1 else 'are'} offline: sockets and "
             "cores are counted over the online CPUs",
-            path=f"{where}/online",
+            path=f"{where}/{'online' if sysfs.online is not None else 'offline'}",
         )
     places = {cpu: sysfs.places[cpu] for cpu in online if cpu in sysfs.places}
     if not sysfs.package_source:
