@@ -16,6 +16,7 @@ from hwtune.probes.cpu import probe_cpu
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.memory import probe_memory
 from hwtune.probes.numa import probe_numa
+from hwtune.probes.sysfs_cpu import read_sysfs_cpu
 
 from .ttar import TtarError, extract
 
@@ -38,7 +39,7 @@ class Probed:
 def node_exporter_tree(root: Path) -> Path:
     """node_exporter's sys.ttar (its `sys/` prefix kept) with its proc/cpuinfo and meminfo."""
     extract((DATA / "node_exporter-sys-devices-system.ttar").read_text(), root)
-    (root / "proc").mkdir()
+    (root / "proc").mkdir(parents=True, exist_ok=True)
     shutil.copy(DATA / "node_exporter-proc-cpuinfo", root / "proc/cpuinfo")
     shutil.copy(DATA / "node_exporter-meminfo", root / "proc/meminfo")
     return root
@@ -208,3 +209,14 @@ def test_procfs_online_cpus_without_online_file(tmp_path: Path) -> None:
     assert ("sys/devices/system/cpu/online", "missing") in reasons
     assert ("sys/devices/system/cpu/offline", "CPU 2 is offline") in reasons
     assert any("CPUs 4-5" in reason for _, _, reason in got.issues)
+
+
+def test_cpufreq_max_per_cpu(tmp_path: Path) -> None:
+    # procfs: cpufreq/policy0/cpuinfo_max_freq "2400000" (related_cpus "0"), and cpu1/cpufreq
+    # a directory of its own (the layout before policyN) with cpuinfo_max_freq "3300000".
+    procfs = read_sysfs_cpu(procfs_tree(tmp_path / "procfs"))
+    assert procfs is not None and procfs.max_khz == {0: 2_400_000, 1: 3_300_000}
+    # node_exporter: cpuN/cpufreq hold scaling_max_freq (a policy limit, 3700000 and 4200000)
+    # and no cpuinfo_max_freq: the hardware maximum is unknown, not the limit.
+    node_exporter = read_sysfs_cpu(node_exporter_tree(tmp_path / "ne"))
+    assert node_exporter is not None and node_exporter.max_khz == {}

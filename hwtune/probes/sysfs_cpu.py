@@ -11,7 +11,8 @@ Documentation/admin-guide/cputopology.rst):
   does (one socket per distinct mask, lscpu-topology.c). Read once per core or package, not
   once per CPU, so a 400-CPU machine costs a few hundred small reads;
 - `cpuN/cache/indexM/{shared_cpu_list | shared_cpu_map, level, type, size}`: once per instance;
-- `cpufreq/policyN/{related_cpus, cpuinfo_max_freq}` and `cpuN/cpu_capacity` (Arm) for core types;
+- `cpufreq/policyN/{related_cpus, cpuinfo_max_freq}` (older kernels: `cpuN/cpufreq/`) and
+  `cpuN/cpu_capacity` (Arm) for core types;
 - `/sys/devices/cpu_core/cpus` and `/sys/devices/cpu_atom/cpus`: the hybrid PMUs Intel's perf
   driver registers on Alder Lake and later (arch/x86/events/intel/core.c), naming P and E cores.
 Offline CPUs have no topology directory (the kernel removes it), so they are listed as such.
@@ -99,7 +100,7 @@ def read_sysfs_cpu(root: Path, *, arm: bool = False) -> SysfsCpuFacts | None:
         caches=caches,
         cache_spans=spans,
         pmu_kinds=pmu,
-        max_khz=_max_khz(read),
+        max_khz=_max_khz(read, live),
         capacity=capacity,
         no_l3=no_l3,
         problems=tuple(read.problems),
@@ -203,14 +204,27 @@ def _size(text: str | None) -> int | None:
     return size if within_u64(size) else None
 
 
-def _max_khz(read: SysfsReader) -> dict[int, int]:
+def _max_khz(read: SysfsReader, live: tuple[int, ...]) -> dict[int, int]:
     result: dict[int, int] = {}
-    for policy in read.names(f"{CPU_DIR}/cpufreq", re.compile(r"^policy(\d+)$", re.ASCII)):
+    policies = read.names(f"{CPU_DIR}/cpufreq", re.compile(r"^policy(\d+)$", re.ASCII))
+    for policy in policies:
         base = f"{CPU_DIR}/cpufreq/policy{policy}"
         khz = read.number(f"{base}/cpuinfo_max_freq")
         cpus = read.cpu_words(f"{base}/related_cpus") or read.cpu_words(f"{base}/affected_cpus")
         if khz is not None and cpus:
             result.update(dict.fromkeys(cpus, khz))
+    # Kernels older than the cpufreq/policyN directories keep each policy in cpuN/cpufreq (a
+    # directory, or a link to the owner's; Documentation/cpu-freq/user-guide.txt of those
+    # kernels), as prometheus/procfs's devices.ttar still has for cpu1. Each CPU's own file is
+    # read for itself alone: its related_cpus is not trusted (node_exporter's sys.ttar says
+    # "0" on every CPU). Where no policy exists and the first CPU has no such file either (a VM
+    # without cpufreq) nothing more is opened.
+    for index, cpu in enumerate(c for c in live if c not in result):
+        khz = read.number(f"{CPU_DIR}/cpu{cpu}/cpufreq/cpuinfo_max_freq")
+        if khz is not None:
+            result[cpu] = khz
+        elif index == 0 and not policies:
+            break
     return result
 
 
