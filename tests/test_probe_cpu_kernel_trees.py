@@ -60,7 +60,12 @@ def test_cpumask_words_most_significant_first() -> None:
 # --- NUMA node CPUs without cpulist -----------------------------------------------------------
 
 
-def numa_machine(root: Path, nodes: dict[int, list[int]], nr_cpu_ids: int = 64) -> None:
+def numa_machine(
+    root: Path,
+    nodes: dict[int, list[int]],
+    nr_cpu_ids: int = 64,
+    memory_only: tuple[int, ...] = (),
+) -> None:
     every = sorted(c for cpus in nodes.values() for c in cpus)
     write(root, f"{CPU}/online", format_cpulist(every))
     write(root, f"{CPU}/present", format_cpulist(every))
@@ -75,8 +80,15 @@ def numa_machine(root: Path, nodes: dict[int, list[int]], nr_cpu_ids: int = 64) 
             package_cpus=nodes[node],
             core_id=cpu,
         )
-    for node in nodes:
+    every_node = sorted([*nodes, *memory_only])
+    for node in every_node:
         write(root, f"{NODE}/node{node}/meminfo", f"Node {node} MemTotal:       1048576 kB")
+        # node_read_distance() (drivers/base/node.c): one SLIT distance per node, 10 to itself.
+        write(
+            root,
+            f"{NODE}/node{node}/distance",
+            " ".join("10" if n == node else "20" for n in every_node),
+        )
 
 
 def test_node_cpus_from_cpumap_when_cpulist_is_absent(tmp_path: Path) -> None:
@@ -107,8 +119,7 @@ def test_node_cpus_from_node_links(tmp_path: Path) -> None:
 
 def test_node_cpus_from_cpu_links_and_a_memory_only_node(tmp_path: Path) -> None:
     nodes = {0: [0, 1, 2, 3], 1: [4, 5, 6, 7]}
-    numa_machine(tmp_path, nodes)
-    write(tmp_path, f"{NODE}/node2/meminfo", "Node 2 MemTotal:       1048576 kB")  # CXL memory
+    numa_machine(tmp_path, nodes, memory_only=(2,))  # node2: CXL memory
     for node, cpus in nodes.items():
         for cpu in cpus:
             os.symlink(f"../../node/node{node}", tmp_path / f"{CPU}/cpu{cpu}/node{node}")
@@ -135,7 +146,7 @@ def test_node_without_any_cpu_source_is_unknown_and_said(tmp_path: Path) -> None
 
 def test_memory_only_node_with_an_empty_cpulist_is_known(tmp_path: Path) -> None:
     # util-linux's ppc64-POWER7-64cpu: "NUMA node1 CPU(s):" is empty; the kernel prints "\n".
-    numa_machine(tmp_path, {0: [0, 1]})
+    numa_machine(tmp_path, {0: [0, 1]}, memory_only=(1,))
     write(tmp_path, f"{NODE}/node0/cpulist", "0-1")
     write(tmp_path, f"{NODE}/node1/cpulist", "")
     _, numa, issues = probe(tmp_path)
@@ -334,9 +345,8 @@ def test_thunderx2_single_record_does_not_prove_smt4(tmp_path: Path) -> None:
 
 
 def test_node_without_sources_holds_no_cpu_when_every_cpu_is_elsewhere(tmp_path: Path) -> None:
-    numa_machine(tmp_path, {0: [0, 1, 2, 3]})
+    numa_machine(tmp_path, {0: [0, 1, 2, 3]}, memory_only=(1,))
     write(tmp_path, f"{NODE}/node0/cpulist", "0-3")
-    write(tmp_path, f"{NODE}/node1/meminfo", "Node 1 MemTotal:       1048576 kB")
     _, numa, issues = probe(tmp_path)
     assert [(n.id, n.cpus, n.cpus_known) for n in numa] == [
         (0, (0, 1, 2, 3), True),

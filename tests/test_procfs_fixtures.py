@@ -220,3 +220,19 @@ def test_cpufreq_max_per_cpu(tmp_path: Path) -> None:
     # and no cpuinfo_max_freq: the hardware maximum is unknown, not the limit.
     node_exporter = read_sysfs_cpu(node_exporter_tree(tmp_path / "ne"))
     assert node_exporter is not None and node_exporter.max_khz == {}
+
+
+def test_numa_files_missing_are_said(tmp_path: Path) -> None:
+    # procfs: devices/system/node/node1 and node2 hold only `vmstat` (no cpulist, meminfo or
+    # distance); node_exporter: node0-node2 have cpulist and meminfo, no distance.
+    procfs = Probed(procfs_tree(tmp_path / "procfs"))
+    assert [(n.id, n.memory_bytes, n.distances, n.cpus_known) for n in procfs.numa] == [
+        (1, None, (), False),
+        (2, None, (), False),
+    ]
+    said = {reason for probe, _, reason in procfs.issues if probe == "numa"}
+    assert "node1, node2: no meminfo file: memory size unknown" in said
+    assert "node1, node2: no distance file: distances unknown" in said
+    node_exporter = Probed(node_exporter_tree(tmp_path / "ne"))
+    said = {reason for probe, _, reason in node_exporter.issues if probe == "numa"}
+    assert said == {"node0, node1, node2: no distance file: distances unknown"}

@@ -26,6 +26,7 @@ from hwtune.models.hardware import CpuInfo, NumaNode
 from hwtune.probes.cpuinfo import read_text
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.lscpu import parse_lscpu
+from hwtune.probes.root import is_file
 from hwtune.probes.sysfs_nodes import NODE_DIR, read_node_cpus
 
 PROBE = "numa"
@@ -64,9 +65,11 @@ def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ..
                 "and nothing is pinned to it",
                 path=NODE_DIR,
             )
-        return tuple(
+        nodes = tuple(
             _sysfs_node(root, issues, node, cpus) for node, cpus in sorted(found.cpus.items())
         )
+        _say_missing(root, issues, nodes)
+        return nodes
     by_node: dict[int, list[int]] = {}
     for logical in cpu.topology:
         if logical.node is not None:
@@ -122,6 +125,23 @@ def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ..
         reason += " and the CPU list is incomplete: nodes unknown"
     issues.add(PROBE, reason, path=NODE_DIR)
     return ()
+
+
+def _say_missing(root: Path, issues: IssueLog, nodes: tuple[NumaNode, ...]) -> None:
+    """One issue per file kind that some nodes lack: a missing meminfo or distance left the
+    node's memory or distances empty without a word (prometheus/procfs's devices.ttar has
+    nodes holding only vmstat; node_exporter's sys.ttar has no distance files)."""
+    unset = {
+        "meminfo": [n.id for n in nodes if n.memory_bytes is None],
+        "distance": [n.id for n in nodes if not n.distances],
+    }
+    for name, what in (("meminfo", "memory size"), ("distance", "distances")):
+        # Only nodes left without the fact are looked at again: a file that was there and did
+        # not parse has its own issue already.
+        lacking = [n for n in unset[name] if not is_file(root, f"{NODE_DIR}/node{n}/{name}")]
+        if lacking:
+            names = ", ".join(f"node{node}" for node in lacking)
+            issues.add(PROBE, f"{names}: no {name} file: {what} unknown", path=NODE_DIR)
 
 
 def _lscpu_nodes(root: Path) -> tuple[tuple[int, ...], int | None]:
