@@ -36,8 +36,10 @@ def machine(
     smt_control: str | None = None,
     l3_missing: tuple[int, ...] = (),
     nodes: dict[int, list[int]] | None = None,
+    model: int = 143,
 ) -> None:
-    """A sysfs tree: `cores` is [(package, core_id, [cpus])]; offline CPUs get no topology."""
+    """A sysfs tree: `cores` is [(package, core_id, [cpus])]; offline CPUs get no topology.
+    /proc/cpuinfo names an Intel `model` (143, Sapphire Rapids; 151, Alder Lake: a hybrid)."""
     every = sorted(c for _, _, cpus in cores for c in cpus)
     online = [c for c in every if c not in offline]
     write(root, f"{CPU}/present", format_cpulist(every))
@@ -82,7 +84,7 @@ def machine(
             " ".join("10" if other == node else "21" for other in sorted(nodes or {})),
         )
     processors = "\n\n".join(
-        f"processor\t: {n}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n"
+        f"processor\t: {n}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: {model}\n"
         f"model name\t: Test Xeon\nstepping\t: 8\nflags\t\t: {X86_FLAGS} avx512f avx512bw "
         "avx512cd avx512dq avx512vl clwb avx512_vnni avx512_bf16 avx512ifma avx512vbmi sha_ni "
         "avx512_bitalg avx512_vbmi2 avx512_vpopcntdq gfni rdpid vaes vpclmulqdq "
@@ -175,7 +177,7 @@ def test_intel_hybrid_from_pmu_directories(tmp_path: Path) -> None:
 
 
 def test_core_types_from_max_frequency_only_past_a_real_gap(tmp_path: Path) -> None:
-    machine(tmp_path, [(0, core, [core]) for core in range(8)])
+    machine(tmp_path, [(0, core, [core]) for core in range(8)], model=151)
     for n in range(8):  # a hybrid without the PMU directories: 5.0 vs 3.8 GHz
         write(tmp_path, f"{CPU}/cpufreq/policy{n}/related_cpus", str(n))
         write(

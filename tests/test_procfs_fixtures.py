@@ -236,3 +236,15 @@ def test_numa_files_missing_are_said(tmp_path: Path) -> None:
     node_exporter = Probed(node_exporter_tree(tmp_path / "ne"))
     said = {reason for probe, _, reason in node_exporter.issues if probe == "numa"}
     assert said == {"node0, node1, node2: no distance file: distances unknown"}
+
+
+def test_an_intel_part_that_is_no_hybrid_keeps_one_core_type(tmp_path: Path) -> None:
+    # procfs's tree gives CPU 0 2.4 GHz and CPU 1 3.3 GHz (test_cpufreq_max_per_cpu); with
+    # node_exporter's cpuinfo that is an i7-8650U (family 6, model 142 = 0x8e), a Kaby Lake
+    # R with one core type, which the frequency gap alone made "1 P-core, 1 E-core".
+    got = Probed(procfs_tree(tmp_path))
+    assert got.cpu.core_types == ()
+    assert {c.kind for c in got.cpu.topology} == {None}
+    said = [reason for probe, _, reason in got.issues if "top frequencies differ" in reason]
+    assert said == ["the CPUs' top frequencies differ (2 groups), but model 6:0x8e is no Intel "
+                    "hybrid part: one core type"]  # fmt: skip

@@ -354,6 +354,17 @@ def _core_kinds(
         ranking = dict(lscpu.max_mhz)
     online = set(topo.online)  # not the tuple: `in` on it made 40,000 lscpu rows quadratic
     groups = _by_gaps({c: v for c, v in ranking.items() if c in online})
+    if len(groups) > 1 and _uniform_intel(info):
+        # Intel's hybrids are the models intel-family.h lists as such; another Intel part
+        # whose files give its CPUs different top frequencies (a VM's made-up cpufreq, a
+        # BIOS capping some cores) has one core type (prometheus/procfs's test tree: 2.4 and
+        # 3.3 GHz on an i7-8650U).
+        issues.add(
+            PROBE,
+            f"the CPUs' top frequencies differ ({len(groups)} groups), but model "
+            f"{info.family}:{info.model:#x} is no Intel hybrid part: one core type",
+        )
+        groups = []
     if len(groups) > 1:
         for index, cpus in enumerate(groups):
             kind: CoreKind = "performance" if index < len(groups) - 1 else "efficiency"
@@ -382,6 +393,12 @@ def _core_kinds(
             "unknown, so latency mode cannot keep work on the P-cores",
         )
     return kinds
+
+
+def _uniform_intel(info: CpuInfo) -> bool:
+    """An Intel x86 model that is none of its hybrids (`hybrid_x86_ids`)."""
+    known = info.arch == "x86_64" and info.vendor == "GenuineIntel" and info.model is not None
+    return known and info.family is not None and _hybrid_model(info) is None
 
 
 def _hybrid_model(info: CpuInfo) -> MicroarchEntry | None:
