@@ -96,6 +96,12 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = 
     except OSError as err:
         _unlink_quietly(tmp)
         raise failure("write", path, err, state) from err
+    except BaseException:
+        # Ctrl-C (KeyboardInterrupt) or a signal handler's SystemExit mid-write: the temporary
+        # file must go too. Nothing sweeps configure()'s cache directory, so every job
+        # interrupted while it stored its profile left one there for good.
+        _unlink_quietly(tmp)
+        raise
     if durable:
         try:
             fsync_dir(directory)
