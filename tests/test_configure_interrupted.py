@@ -42,12 +42,13 @@ def _interrupted(tmp_path: Path, where: str) -> tuple[subprocess.CompletedProces
     return done, directory
 
 
-@pytest.mark.parametrize("where", ["XDG_CACHE_HOME"], ids=["cache"])
+@pytest.mark.parametrize("where", ["XDG_CACHE_HOME", "XDG_RUNTIME_DIR"], ids=["cache", "record"])
 def test_ctrl_c_while_a_file_is_written_leaves_no_temporary_file(
     tmp_path: Path, where: str
 ) -> None:
     """A KeyboardInterrupt between the write and the rename left the temporary file: the cache
-    directory is never swept, so each interrupted cold start added one for good."""
+    directory is never swept, so each interrupted cold start added one for good; the record's
+    stayed until some later process's exit swept it."""
     done, directory = _interrupted(tmp_path, where)
     assert done.returncode != 0
     assert done.stderr.rstrip().endswith("KeyboardInterrupt"), done.stderr

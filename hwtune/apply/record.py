@@ -113,6 +113,11 @@ def write(data: dict[str, Any], environ: Mapping[str, str] | None = None) -> str
     except (OSError, TypeError, ValueError):
         _unlink(temporary)
         return None
+    except BaseException:
+        # Ctrl-C at job start, between the open and the rename: without this the half-written
+        # temporary stayed until another process's exit swept it, a minute later at best.
+        _unlink(temporary)
+        raise
     if path not in _written:
         atexit.register(_remove, path, pid)
     _written[path] = dict(data)
