@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import textwrap
 import time
@@ -436,3 +437,60 @@ def test_a_long_executable_name_still_counts_its_unnamed_threads(tmp_path: Path)
     finally:
         child.kill()
         child.wait()
+
+
+# Configures itself (argv[1] == "1") or not, then forks a child that sleeps without an exec,
+# as a multiprocessing "fork" worker does, and prints the child's pid.
+FORKS_A_CHILD = """
+import os, sys, time
+import hwtune
+if sys.argv[1] == "1":
+    hwtune.configure(tensorflow=False)
+child = os.fork()
+if child == 0:
+    time.sleep(60)
+    os._exit(0)
+print(child, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("configured", [True, False], ids=["configured", "plain"])
+def test_a_child_forked_after_configure_is_not_reported_different(
+    tmp_path: Path, configured: bool
+) -> None:
+    """A child forked after configure() holds what it set, but /proc/PID/environ shows the
+    program's start environment and a forked child writes no record: verify called every
+    variable DIFFERENT, "(unset)". It cannot see inside such a child, so it says so and names
+    the process to verify; a fork of a process that never ran configure() stays DIFFERENT."""
+    env = _env(tmp_path, XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    (tmp_path / "run").mkdir(mode=0o700)
+    parent = subprocess.Popen(
+        [PYTHON, "-c", FORKS_A_CHILD, "1" if configured else "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    try:
+        result = subprocess.run(
+            [*HWTUNE, "verify", "--pid", str(child), "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        rows = {c["setting"]: c for c in json.loads(result.stdout)["checks"]}
+        threads = rows["env TF_NUM_INTRAOP_THREADS"]
+        assert threads["actual"] == "(unset)"
+        if configured:
+            assert threads["status"] == "CANNOT TELL"
+            assert f"verify --pid {parent.pid}" in threads["note"]
+            assert result.returncode != 5, result.stdout
+        else:
+            assert threads["status"] == "DIFFERENT" and result.returncode == 5
+    finally:
+        os.kill(child, signal.SIGKILL)
+        parent.kill()
+        parent.wait()

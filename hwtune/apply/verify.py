@@ -111,6 +111,9 @@ class Observation:
     record: Mapping[str, Any] | None = None  # what configure() set inside (hwtune.apply.record)
     record_note: str = ""  # why a record was not used
     rss_bytes: int | None = None
+    # The ancestor with a configure() record this process was forked from without an exec
+    # (`configured_ancestor`): its environment may hold what configure() set there.
+    forked_from: int | None = None
 
     @property
     def tf_started(self) -> bool:
@@ -176,6 +179,7 @@ def observe(pid: int) -> Observation | None:
         comm = kernel_comm.decode("utf-8", "replace").strip() or comm
     numa = _read(f"/proc/{pid}/numa_maps")
     found, note = record.read(pid, [environ, os.environ], owner=uid)
+    forked_from = None if found is not None or note else configured_ancestor(pid, environ)
     return Observation(
         pid=pid,
         environ=dict(environ),
@@ -186,7 +190,44 @@ def observe(pid: int) -> Observation | None:
         record=found,
         record_note=note,
         rss_bytes=rss,
+        forked_from=forked_from,
     )
+
+
+# How many ancestors up a fork without exec is followed (a pool worker's own fork is two).
+MAX_FORK_DEPTH = 4
+
+
+def configured_ancestor(pid: int, environ: Mapping[str, str]) -> int | None:
+    """The nearest ancestor with a configure() record that `pid` was forked from without an
+    exec, else None.
+
+    A child forked after configure() (a multiprocessing "fork" worker running TensorFlow)
+    holds the variables configure() set, but /proc/PID/environ shows the environment the
+    program was exec'd with, and such a child writes no record (hwtune.apply.record), so
+    verify read its settings as missing. A fork without an exec keeps its parent's
+    executable, command line and start environment; an exec'd child gets the environment
+    configure() set (subprocess passes os.environ), which /proc shows as it is.
+    """
+    import psutil
+
+    from hwtune.apply import record
+
+    try:
+        child = psutil.Process(pid)
+        exe, cmdline = child.exe(), child.cmdline()
+        for parent in child.parents()[:MAX_FORK_DEPTH]:
+            with parent.oneshot():
+                seen = (parent.exe(), parent.cmdline(), parent.environ())
+                same = seen == (exe, cmdline, environ)
+                owner = parent.uids().real
+            if not same:
+                return None
+            if record.read(parent.pid, [environ, os.environ], owner=owner)[0] is not None:
+                return int(parent.pid)
+    except psutil.Error:
+        return None
+    return None
 
 
 def descendants(pid: int) -> list[int]:
@@ -268,7 +309,17 @@ def _env_check(name: str, want: str, seen: Observation, uuids: Mapping[str, str]
             f"configure()'s record could not be used: {seen.record_note}",
         )
     status, note = _env_status(name, want, started, uuids)
+    if status == "DIFFERENT" and seen.forked_from is not None:
+        status, note = CANNOT_TELL, forked_note(seen.forked_from)
     return Check(f"env {name}", want, "(unset)" if started is None else started, status, note)
+
+
+def forked_note(ancestor: int) -> str:
+    return (
+        f"forked without an exec from pid {ancestor}, which ran hwtune.configure(): it holds "
+        "what configure() had set when it forked, which /proc never shows, and a forked child "
+        f"writes no record; verify pid {ancestor} (`hwtune verify --pid {ancestor}`)"
+    )
 
 
 def _inter_op_check(expected: int, seen: Observation) -> Check:
