@@ -17,9 +17,15 @@ from tests.apply_profiles import PYTHON
 from tests.conftest import REPO
 
 
-def test_written_private_and_read_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("umask", [0o022, 0o777])
+def test_written_private_and_read_back(tmp_path: Path, umask: int) -> None:
+    """0600 whatever the umask: under 0777 it was 0000, which verify could not read."""
     environ = {"XDG_RUNTIME_DIR": str(tmp_path)}
-    path = record.write({"env": {"A": "1"}}, environ)
+    old = os.umask(umask)
+    try:
+        path = record.write({"env": {"A": "1"}}, environ)
+    finally:
+        os.umask(old)
     assert path == str(tmp_path / "hwtune" / f"configure-{os.getpid()}.json")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(tmp_path / "hwtune").st_mode) == 0o700

@@ -107,6 +107,9 @@ def write(data: dict[str, Any], environ: Mapping[str, str] | None = None) -> str
     except OSError:
         return None
     try:
+        # 0600 whatever the umask: a umask of 0777 made it 0000, which verify (running as
+        # the same user, not root) could not read.
+        os.fchmod(fd, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(body, handle)
         os.replace(temporary, path)
