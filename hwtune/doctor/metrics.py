@@ -31,8 +31,10 @@ GROUP_NAMES = {
 # an event loop: time.sleep (hrtimer_nanosleep/do_nanosleep), disk (io_schedule, folio and
 # page waits), sockets and pipes.
 # Of those, the timer sleeps: a thread in one waits for the clock, not for data, so it counts
-# only if it also ran in the window (see measure()).
-TIMER_WAITS = ("nanosleep",)
+# only if it also ran in the window (see measure()). Python 3.10's time.sleep is a select()
+# with no descriptors, which waits in poll_schedule_timeout (3.11 on: clock_nanosleep); a
+# poll() or select() with descriptors waits there too, and counts the same way.
+TIMER_WAITS = ("nanosleep", "poll_schedule_timeout")
 INPUT_WAITS = (
     *TIMER_WAITS,
     "io_schedule",
