@@ -3,7 +3,10 @@
 /proc/meminfo lines are `Name:   value kB` (proc(5)); the "kB" there means KiB (1024 bytes,
 fs/proc/meminfo.c shifts page counts by PAGE_SHIFT - 10). The transparent-hugepage mode is the
 bracketed word of `sys/kernel/mm/transparent_hugepage/enabled`, e.g. "always [madvise] never"
-(Documentation/admin-guide/mm/transhuge.rst).
+(Documentation/admin-guide/mm/transhuge.rst). RHEL 6 kernels (2.6.32 with Red Hat's THP
+backport) have no such file: theirs is `sys/kernel/mm/redhat_transparent_hugepage/enabled`, in
+the same format (early ones offer only "[always] never", madvise having been left out), so it is
+read when the upstream one is missing.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from hwtune.probes.root import UnsafeRead, read_text
 
 MEMINFO = "proc/meminfo"
 THP_ENABLED = "sys/kernel/mm/transparent_hugepage/enabled"
+RHEL6_THP_ENABLED = "sys/kernel/mm/redhat_transparent_hugepage/enabled"
 UNITS = {"kB": 1024, "": 1}  # HugePages_Total and friends are plain counts
 # More digits than any u64 counter has (20): a longer "number" is garbage, and int() would
 # refuse one over 4300 digits with a bare ValueError.
@@ -76,16 +80,21 @@ def _read(root: Path, relative: str) -> tuple[str | None, str]:
 def probe_memory(root: Path, issues: IssueLog) -> Memory:
     """RAM and huge-page facts under `root`; missing files become issues, never errors."""
     thp: str | None = None
+    thp_path = THP_ENABLED
     thp_text, why = _read(root, THP_ENABLED)
+    if thp_text is None and why == "file missing":
+        rhel6_text, rhel6_why = _read(root, RHEL6_THP_ENABLED)
+        if rhel6_why != "file missing":
+            thp_text, why, thp_path = rhel6_text, rhel6_why, RHEL6_THP_ENABLED
     if thp_text is None:
-        issues.add("memory", f"transparent hugepage mode unknown: {why}", path=THP_ENABLED)
+        issues.add("memory", f"transparent hugepage mode unknown: {why}", path=thp_path)
     else:
         thp = parse_thp_mode(thp_text)
         if thp is None:
             issues.add(
                 "memory",
                 f"no [selected] mode in {excerpt(thp_text.strip())}",
-                path=THP_ENABLED,
+                path=thp_path,
                 line=1,
             )
     text, why = _read(root, MEMINFO)
