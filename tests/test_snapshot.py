@@ -115,6 +115,24 @@ def test_snapshot_of_a_tree(tmp_path: Path) -> None:
     }
 
 
+def test_a_rhel6_thp_file_is_copied_and_read_back(tmp_path: Path) -> None:
+    """RHEL 6 kernels have redhat_transparent_hugepage/enabled and no upstream file: the
+    snapshot keeps it, so detect on the copy reads the mode the live machine had."""
+    from hwtune.probes.issues import IssueLog
+    from hwtune.probes.memory import probe_memory
+
+    src = tmp_path / "src"
+    thp = src / "sys/kernel/mm/redhat_transparent_hugepage/enabled"
+    thp.parent.mkdir(parents=True)
+    thp.write_text("[always] madvise never\n")
+    (src / "proc").mkdir()
+    (src / "proc/meminfo").write_text("MemTotal:       16384 kB\nMemAvailable:    8192 kB\n")
+    snap = tmp_path / "snap"
+    manifest = take_snapshot(snap, source=src, gpus=False, tensorflow=False)
+    assert "sys/kernel/mm/redhat_transparent_hugepage/enabled" in manifest["files"]
+    assert probe_memory(snap, IssueLog()).transparent_hugepages == "always"
+
+
 def test_the_summary_of_a_one_file_snapshot_reads_singular(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,6 +20,7 @@ from hwtune.models.digits import is_ascii_digits
 from hwtune.probes.cgroup import cgroup_files
 from hwtune.probes.cgroup_text import PROC_CGROUP
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.memory import RHEL6_THP_ENABLED
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
@@ -96,6 +97,8 @@ def plan_inputs(
     memory = [
         Part("lines", root / "proc/meminfo", "MemTotal:", notify=regular),
         Part("content", root / "sys/kernel/mm/transparent_hugepage/enabled", notify=regular),
+        # RHEL 6 kernels name it redhat_transparent_hugepage (probes/memory.py reads both)
+        Part("content", root / RHEL6_THP_ENABLED, notify=regular),
     ]
     if live:
         gpus = [

@@ -48,6 +48,7 @@ REQUIRED = (
 # Present only on some machines: absent ones are noted in the manifest, not as problems.
 OPTIONAL = (
     "sys/kernel/mm/transparent_hugepage/defrag",
+    "sys/kernel/mm/redhat_transparent_hugepage/enabled",  # RHEL 6's THP (probes/memory.py)
     "sys/devices/cpu_core/cpus",  # Intel hybrid parts: the P-cores (perf PMU of the P-cores)
     "sys/devices/cpu_atom/cpus",  # ... and the E-cores
     "sys/hypervisor/type",
