@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, TextIO
 
 from hwtune.errors import CommandNotStarted, HwtuneError
@@ -102,9 +101,7 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
     env = env or Environment()
     # A closed stderr must not send errors to stdout, nor a failing stdout end in a traceback
     # (hwtune/fs/streams.py).
-    env = dataclasses.replace(
-        env, stdout=guard_stdout(env.stdout), stderr=guard_stderr(env.stderr)
-    )
+    env = replace(env, stdout=guard_stdout(env.stdout), stderr=guard_stderr(env.stderr))
     try:
         # Importing the subcommand (TensorFlow-free, but pydantic and friends) takes tens of
         # milliseconds: Ctrl-C then is an interrupted start, not a traceback.

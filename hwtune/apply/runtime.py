@@ -405,8 +405,12 @@ def configure(
     Only HWTUNE_TRIAL_JIT and HWTUNE_TRIAL_PRECISION are applied (they have no variable
     TensorFlow reads itself), and the report says so.
     """
-    switches = {"measured": measured, "strict": strict, "tensorflow": tensorflow}
-    switches["use_cache"] = use_cache
+    switches = {
+        "measured": measured,
+        "strict": strict,
+        "tensorflow": tensorflow,
+        "use_cache": use_cache,
+    }
     wrong = [f"{k}={v!r}" for k, v in switches.items() if type(v) is not bool]
     if wrong:
         # tensorflow="no" is truthy: it installed the TensorFlow hook it was meant to skip.

@@ -14,16 +14,12 @@ puts its files back, not its lock.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import fcntl
 import os
-import stat
 from pathlib import Path
 
 from hwtune.errors import HwtuneError
-from hwtune.fs.atomic import ensure_dir
-from hwtune.models.digits import is_ascii_digits
+from hwtune.fs.atomic import ensure_dir, open_lock_file, read_holder, write_holder
 
 LOCK_NAME = ".daemon.lock"
 
@@ -45,34 +41,21 @@ def hold_output(output: Path) -> tuple[int | None, str | None]:
     path = output / LOCK_NAME
     try:
         ensure_dir(output)  # as root, refuses a directory others could swap files in
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as err:  # ApplyError is one
-        if err.errno == errno.ELOOP:
-            return None, f"{path} is a symbolic link; not following it"
-        if isinstance(err, HwtuneError):  # ensure_dir's refusal names the directory
-            return None, err.message
+        fd = open_lock_file(path)  # never through a link, never a file with other links
+    except HwtuneError as err:  # ApplyError: both name the path and the reason
+        return None, err.message
+    except OSError as err:
         return None, f"cannot open {path}: {err.strerror or err}"
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            # a hard link to another file would be truncated by the pid written below
-            os.close(fd)
-            return None, f"{path} is not a regular file of its own (links: {st.st_nlink})"
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            holder = f" (pid {text})" if is_ascii_digits(text) else ""
-            raise AlreadyRunning(
-                f"another hwtune daemon{holder} keeps {output} current (it holds {path}); "
-                "not starting a second one",
-                hint="stop the other one first (systemctl stop hwtune.service), or give this "
-                "one another --output",
-            ) from None
-        with contextlib.suppress(OSError):  # the pid is for the message above only
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    except BaseException:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = read_holder(fd)
         os.close(fd)
-        raise
+        raise AlreadyRunning(
+            f"another hwtune daemon{holder} keeps {output} current (it holds {path}); "
+            "not starting a second one",
+            hint="stop the other one first (systemctl stop hwtune.service), or give this "
+            "one another --output",
+        ) from None
+    write_holder(fd)  # the pid is for the message above only
     return fd, None

@@ -1,5 +1,6 @@
-"""The daemon's log: lines written to a stderr that may go away under it, whether that stderr
-is the journal (`is_journal_stream`), and the daemon's own resource use for its last line.
+"""The daemon's log: its stderr at exit (`flush_or_discard`; each line goes through the CLI's
+stderr guard, hwtune/fs/streams.py), whether that stderr is the journal
+(`is_journal_stream`), and the daemon's own resource use for its last line.
 
 A daemon's stderr is a pipe (`hwtune daemon 2>&1 | tee`, a supervisor) or a terminal as often
 as the journal, and either can vanish while it runs: the reader exits (EPIPE; Python ignores
@@ -18,19 +19,8 @@ import io
 import os
 from typing import TextIO
 
-from hwtune.fs.streams import READER_GONE, discard
+from hwtune.fs.streams import discard
 from hwtune.models.digits import is_ascii_digits
-
-
-def write_line(stream: TextIO | None, line: str) -> None:
-    """Print and flush `line`; never raises (a log that fails must not end the daemon)."""
-    try:
-        print(line, file=stream, flush=True)
-    except OSError as err:
-        if err.errno in READER_GONE:
-            discard(stream)
-    except ValueError:  # closed by someone in this process
-        pass
 
 
 def flush_or_discard(stream: TextIO | None) -> None:

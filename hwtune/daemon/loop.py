@@ -38,10 +38,11 @@ from hwtune.daemon.inputs import (
     site_directories,
     tuned_directory,
 )
-from hwtune.daemon.logstream import flush_or_discard, is_journal_stream, own_usage, write_line
+from hwtune.daemon.logstream import flush_or_discard, is_journal_stream, own_usage
 from hwtune.daemon.sdnotify import MIN_PING_S, Notifier, monotonic_usec, watchdog_interval
 from hwtune.daemon.watch import Input, Watcher
 from hwtune.errors import HwtuneError
+from hwtune.fs.streams import guard_stderr
 from hwtune.models.hardware import Hardware, ProbeIssue
 from hwtune.models.profile import Profile
 
@@ -123,8 +124,10 @@ class Daemon:
     # ------------------------------------------------------------------ output
     def log(self, text: str, priority: int = 6) -> None:
         prefix = f"<{priority}>" if self.journal else ""
-        # journald restarting, stderr closed or its reader gone must not end the daemon
-        write_line(self.log_stream, f"{prefix}hwtune daemon: {text}")
+        # journald restarting, stderr closed or its reader gone must not end the daemon: the
+        # CLI's stderr guard drops such a line (and points a stream whose reader is gone at
+        # /dev/null, hwtune/fs/streams.py)
+        print(f"{prefix}hwtune daemon: {text}", file=guard_stderr(self.log_stream), flush=True)
 
     def _status(self, text: str) -> None:
         self.status = text

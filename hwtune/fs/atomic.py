@@ -177,15 +177,8 @@ def locked(
     ensure_dir(directory)
     check_directory(directory)
     lock_path = directory / LOCK_NAME
+    fd = open_lock_file(lock_path)
     try:
-        # O_NOFOLLOW: a `.lock` link planted by another user must not be truncated through.
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as err:
-        if err.errno == errno.ELOOP:  # a link: refused, naming its owner
-            refuse_unless_regular(lock_path, os.lstat(lock_path))
-        raise failure("open the lock file", lock_path, err, UNCHANGED) from err
-    try:
-        _check_lock_file(lock_path, fd)
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             try:
@@ -193,7 +186,7 @@ def locked(
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    holder = _read_holder(fd)
+                    holder = read_holder(fd)
                     raise LockTimeout(
                         f"another hwtune apply{holder} holds {lock_path} "
                         f"(waited {timeout:g} s); nothing was changed",
@@ -202,13 +195,31 @@ def locked(
                 if while_waiting is not None:
                     while_waiting()
                 time.sleep(_LOCK_POLL_S)
-        _write_holder(fd)
+        write_holder(fd)
         try:
             yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def open_lock_file(lock_path: Path) -> int:
+    """`lock_path` opened (created 0644) for flock, checked as `_check_lock_file` does; an
+    ApplyError names it otherwise. The daemon's `.daemon.lock` is opened the same way."""
+    try:
+        # O_NOFOLLOW: a lock-file link planted by another user must not be truncated through.
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # a link: refused, naming its owner
+            refuse_unless_regular(lock_path, os.lstat(lock_path))
+        raise failure("open the lock file", lock_path, err, UNCHANGED) from err
+    try:
+        _check_lock_file(lock_path, fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _check_lock_file(lock_path: Path, fd: int) -> None:
@@ -232,8 +243,9 @@ def _check_lock_file(lock_path: Path, fd: int) -> None:
         os.fchmod(fd, 0o644)
 
 
-def _write_holder(fd: int) -> None:
-    # Informational only (for the timeout message); the flock is what excludes.
+def write_holder(fd: int) -> None:
+    """This process's pid into a held lock file: informational only (for the message of the
+    one that waits), the flock is what excludes."""
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -241,7 +253,8 @@ def _write_holder(fd: int) -> None:
         pass
 
 
-def _read_holder(fd: int) -> str:
+def read_holder(fd: int) -> str:
+    """ " (pid N)" of the lock file's holder, as `write_holder` left it; "" when unknown."""
     try:
         text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
     except OSError:

@@ -393,8 +393,9 @@ def _measured(
     notes: list[str] = []
     # In batch mode a measured count is how many copies there are (exec starts them; every
     # other plan is copy 0's share). In the other modes the count is the user's: `hwtune tune`
-    # measures one job there (63bee2f), and a count stored by an older version that searched
-    # it would have exec start several trainings. Threads apply where the counts agree.
+    # measures one job there (tune/tuner.py `instance_counts`), and a count stored by an
+    # older version that searched it would have exec start several trainings. Threads apply
+    # where the counts agree.
     keep_count = mode == "batch"
     found = settings.get("instances") if keep_count else settings.pop("instances", None)
     count = found.value if found is not None and isinstance(found.value, int) else 1

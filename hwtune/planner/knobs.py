@@ -166,18 +166,17 @@ def openmp_env(
             "do not share a core's SMT siblings (OpenMP 4.0 spec)",
         )
         return env, left, build
-    values = KMP_VALUES
     env["KMP_AFFINITY"] = (
         Setting("disabled", f"{build}: {stacked} (Intel OpenMP: KMP_AFFINITY=disabled)")
         if unpinned_instances
         else Setting(
-            values["KMP_AFFINITY"],
+            KMP_VALUES["KMP_AFFINITY"],
             f"{build}: pin one thread per physical core before any SMT sibling (Intel Model "
             "Zoo BKMs; ITEX and PyTorch launchers use the same value)",
         )
     )
     env["KMP_BLOCKTIME"] = Setting(
-        values["KMP_BLOCKTIME"],
+        KMP_VALUES["KMP_BLOCKTIME"],
         f"{build}: spin 1 ms after a parallel region, then yield the core (Intel BKM for "
         f"{intent.mode}; the 200 ms default starves other thread pools and instances)",
     )

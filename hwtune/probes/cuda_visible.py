@@ -62,11 +62,8 @@ def cuda_ordinals(gpus: Sequence[Gpu]) -> dict[int, int]:
     nvmlDeviceGetHandleByIndex_v2 returns NVML_ERROR_NO_PERMISSION", NVML API reference). The
     NVML probe leaves those GPUs out and keeps NVML's index on the rest, so with GPUs 2 and 3
     allocated CUDA calls them 0 and 1."""
-    return {gpu.index: position for position, gpu in enumerate(sorted(gpus, key=_index))}
-
-
-def _index(gpu: Gpu) -> int:
-    return gpu.index
+    ordered = sorted(gpu.index for gpu in gpus)
+    return {index: position for position, index in enumerate(ordered)}
 
 
 def read_visibility(environ: Mapping[str, str], gpus: Sequence[Gpu]) -> GpuVisibility | None:

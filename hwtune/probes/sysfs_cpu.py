@@ -75,7 +75,8 @@ def read_sysfs_cpu(root: Path, *, arm: bool = False) -> SysfsCpuFacts | None:
     if online is not None:
         live = tuple(c for c in online if c in dirs)
     else:
-        live = tuple(c for c in cpu_dirs if c not in set(offline or ()))
+        gone = set(offline or ())
+        live = tuple(c for c in cpu_dirs if c not in gone)
     places, package_source = _places(read, live)
     caches, spans, no_l3 = _caches(read, [c for c in live if c in places] or list(live))
     pmu = {}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -34,6 +34,7 @@ from hwtune.probes.tf_install import (
     ITEX_CPU_PLUGIN,
     OPENMP_LIBRARY,
     PROBE,
+    LinkedLibrary,
     TfInstall,
     live_search_path,
     normalize,
@@ -101,9 +102,9 @@ def _compiled_isa(
     return entry.compiled_isa, f"{entry.key} wheel ({platforms[0]}): {entry.build}"
 
 
-def _linked_openmp(install: TfInstall) -> tuple[str, str] | None:
-    """(object, OpenMP library) for the first TF object whose DT_NEEDED names one."""
-    for library in install.libraries:
+def _linked_openmp(libraries: Iterable[LinkedLibrary]) -> tuple[str, str] | None:
+    """(object, OpenMP library) for the first of `libraries` whose DT_NEEDED names one."""
+    for library in libraries:
         for name in library.needed:
             if OPENMP_LIBRARY.match(name):
                 return library.path, name
@@ -119,7 +120,7 @@ def _built_otherwise(install: TfInstall, entry: TfDistribution | None) -> str | 
     than the entry's is a build the entry's flags and oneDNN policy do not cover."""
     if entry is None or entry.threading_runtime is None:
         return None
-    linked = _linked_openmp(install)
+    linked = _linked_openmp(install.libraries)
     if linked is not None and entry.threading_runtime == "eigen":
         path, name = linked
         return (
@@ -139,16 +140,15 @@ def _threading(
     install: TfInstall, entry: TfDistribution | None, issues: IssueLog
 ) -> tuple[Literal["eigen", "openmp"], str, str | None]:
     """(runtime, basis, OpenMP library) from the DT_NEEDED facts, else from knowledge."""
-    linked = _linked_openmp(install)
+    linked = _linked_openmp(install.libraries)
     if linked is not None:
         return "openmp", f"{linked[0]} links {linked[1]} (DT_NEEDED)", linked[1]
     plugin = install.itex_cpu_plugin
     if plugin is not None:
         basis = ITEX_BASIS.format(path=ITEX_CPU_PLUGIN)
-        for library in (plugin, *install.itex_libraries):
-            omp = next((n for n in library.needed if OPENMP_LIBRARY.match(n)), None)
-            if omp is not None:
-                return "openmp", f"{basis}; {library.path} links {omp} (DT_NEEDED)", omp
+        in_itex = _linked_openmp((plugin, *install.itex_libraries))
+        if in_itex is not None:
+            return "openmp", f"{basis}; {in_itex[0]} links {in_itex[1]} (DT_NEEDED)", in_itex[1]
         return "openmp", basis, None
     if install.libraries and not install.libraries_unread:
         names = ", ".join(lib.path for lib in install.libraries)
