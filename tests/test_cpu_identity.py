@@ -480,17 +480,17 @@ def test_no_flags_line_tunes_for_the_model_and_keeps_the_baseline(
     assert any("flags are unknown" in reason for reason in profile.bazel.reasons)
 
 
-def test_a_raspberry_pi_3_plans_a_generic_armv8_target(
+def test_a_raspberry_pi_3_plans_its_own_core_not_another(
     tmp_path: Path, knowledge: Knowledge
 ) -> None:
-    """Cortex-A53 (0xd03) is not in the table; its flags fit cortex-a72, and the plan emitted
-    --copt=-mcpu=cortex-a72 for it. The generic level it has is the target instead."""
+    """Cortex-A53 (0xd03) was not in the table: its flags fit cortex-a72, and the plan emitted
+    --copt=-mcpu=cortex-a72 for it, then a generic armv8-a. Its own entry names it now."""
     features = "fp asimd evtstrm crc32 cpuid"
     hw = detect(
         root_with(tmp_path, arm_records([0xD03] * 4, features)), gpus=False, tensorflow=False
     )
-    assert (hw.cpu.model_name, hw.cpu.microarch) == ("Cortex-A53", "armv8-a")
-    assert copts(hw, knowledge) == ["-march=armv8-a"]
+    assert (hw.cpu.model_name, hw.cpu.microarch) == ("Cortex-A53", "cortex-a53")
+    assert copts(hw, knowledge) == ["-mcpu=cortex-a53"]
 
 
 def _intel_cpuinfo(model: int, threads_per_core: tuple[int, ...]) -> str:

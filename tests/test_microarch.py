@@ -224,7 +224,8 @@ def test_arm_design_facts_and_unknown_parts() -> None:
 
 
 # Features lines of arch/arm64/kernel/cpuinfo.c on a Raspberry Pi 3 (Cortex-A53, 0xd03) and a
-# Cortex-A55 (0xd05) phone core: neither part is in the table.
+# Cortex-A55 (0xd05) phone core. Both parts are in the table now; a Cortex-A35 (0xd04, Armv8.0)
+# and a Cortex-A65 (0xd06, Armv8.2) show the same features and are not.
 A53_FEATURES = frozenset(("fp", "asimd", "evtstrm", "crc32", "cpuid"))
 A55_FEATURES = A53_FEATURES | {
     "aes", "pmull", "sha1", "sha2", "atomics", "fphp", "asimdhp", "asimdrdm", "lrcpc", "dcpop",
@@ -235,16 +236,17 @@ A55_FEATURES = A53_FEATURES | {
 @pytest.mark.parametrize(
     ("part", "features", "generic", "other_core"),
     [
-        (0xD03, A53_FEATURES, "armv8-a", "cortex-a72"),
-        (0xD05, A55_FEATURES, "armv8.2-a", "neoverse-n1"),
+        (0xD04, A53_FEATURES, "armv8-a", "cortex-a53"),
+        (0xD06, A55_FEATURES, "armv8.2-a", "cortex-a55"),
     ],
-    ids=["cortex-a53", "cortex-a55"],
+    ids=["cortex-a35", "cortex-a65"],
 )
 def test_an_arm_part_the_table_lacks_gets_a_generic_level_not_another_core(
     part: int, features: frozenset[str], generic: str, other_core: str
 ) -> None:
-    """Their flags fit `other_core`, which was taken: -mcpu=cortex-a72 tunes an in-order A53
-    for an out-of-order design (docs/cpu-detection.md, matcher step 3)."""
+    """Their flags fit `other_core`, whose -mcpu would tune for another design (the old
+    fallback gave a Cortex-A53 -mcpu=cortex-a72, an out-of-order core; docs/cpu-detection.md,
+    matcher step 3)."""
     assert REQUIRED[other_core] <= features  # what made the old fallback pick it
     found = identify(
         CpuIdentity(arch="aarch64", vendor="0x41", arm_parts=((0x41, part),), flags=features)
