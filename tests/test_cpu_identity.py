@@ -505,7 +505,7 @@ def _intel_cpuinfo(model: int, threads_per_core: tuple[int, ...]) -> str:
                 f"processor\t: {cpu}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n"
                 f"model\t\t: {model}\nmodel name\t: Intel(R) test part\nphysical id\t: 0\n"
                 f"siblings\t: {siblings}\ncore id\t\t: {core}\ncpu cores\t: "
-                f"{len(threads_per_core)}\nflags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 avx "
+                f"{len(threads_per_core)}\nflags\t\t: fpu lm sse sse2 ssse3 sse4_1 sse4_2 avx "
                 "avx2 fma bmi1 bmi2 movbe popcnt xsave f16c lzcnt abm\n"
             )
             cpu += 1
@@ -552,3 +552,72 @@ def test_a_hybrid_id_outside_the_entrys_ids_is_refused() -> None:
     )  # fmt: skip
     with pytest.raises(KnowledgeError, match="hybrid id 6:0x98 is not one of its x86_ids"):
         hybrid_model("GenuineIntel", 6, 0x98, entries=(entry,))
+
+
+# An Atom N270 netbook (Diamondville, no long mode), record 0 of a /proc/cpuinfo posted in a
+# public report on webkit2gtk's i386 build (it cites Debian bug 930935); record 1, cut off
+# there, is record 0 with the second thread's ids, as arch/x86/kernel/cpu/proc.c prints it.
+ATOM_N270_RECORD = (
+    "processor\t: {n}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 28\n"
+    "model name\t: Intel(R) Atom(TM) CPU N270   @ 1.60GHz\nstepping\t: 2\nmicrocode\t: 0x218\n"
+    "cpu MHz\t\t: 858.303\ncache size\t: 512 KB\nphysical id\t: 0\nsiblings\t: 2\n"
+    "core id\t\t: 0\ncpu cores\t: 1\napicid\t\t: {n}\ninitial apicid\t: {n}\nfdiv_bug\t: no\n"
+    "f00f_bug\t: no\ncoma_bug\t: no\nfpu\t\t: yes\nfpu_exception\t: yes\ncpuid level\t: 10\n"
+    "wp\t\t: yes\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat "
+    "clflush dts acpi mmx fxsr sse sse2 ss ht tm pbe nx constant_tsc arch_perfmon pebs bts "
+    "cpuid aperfmperf pni dtes64 monitor ds_cpl est tm2 ssse3 xtpr pdcm movbe lahf_lm dtherm\n"
+    "bugs\t\t:\nbogomips\t: 3192.00\nclflush size\t: 64\ncache_alignment\t: 64\n"
+    "address sizes\t: 32 bits physical, 32 bits virtual\npower management:\n\n"
+)
+# util-linux tests/ts/lscpu/dumps/i386-xenpara/proc/cpuinfo, record 0: a 32-bit kernel (its
+# fdiv_bug lines) on a 64-bit Xeon L5420, whose flags list "lm".
+XEN_I386_ON_XEON = (
+    "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 23\n"
+    "model name\t: Intel(R) Xeon(R) CPU           L5420  @ 2.50GHz\nstepping\t: 6\n"
+    "cpu MHz\t\t: 2493.776\ncache size\t: 6144 KB\nfdiv_bug\t: no\nhlt_bug\t\t: no\n"
+    "f00f_bug\t: no\ncoma_bug\t: no\nfpu\t\t: yes\nfpu_exception\t: yes\ncpuid level\t: 10\n"
+    "wp\t\t: yes\nflags\t\t: fpu tsc msr pae mce cx8 apic mca cmov pat pse36 clflush dts acpi "
+    "mmx fxsr sse sse2 ss ht tm pbe nx lm constant_tsc pni monitor ds_cpl vmx est tm2 cx16 "
+    "xtpr lahf_lm\nbogomips\t: 6236.83\n\n"
+)
+
+
+def test_a_32_bit_x86_cpu_is_i686_not_x86_64(tmp_path: Path) -> None:
+    """No "lm" flag: no long mode, so no x86-64 target applies (it was reported x86_64 and
+    got a 64-bit -march)."""
+    text = "".join(ATOM_N270_RECORD.format(n=n) for n in range(2))
+    cpu, issues = probe(root_with(tmp_path, text))
+    assert (cpu.arch, cpu.vendor, cpu.family, cpu.model) == ("i686", "GenuineIntel", 6, 28)
+    assert cpu.microarch is None
+    assert any("32-bit x86 (i686) is not supported" in reason for reason in issues), issues
+
+
+def test_a_32_bit_kernel_on_a_64_bit_cpu_stays_x86_64(tmp_path: Path) -> None:
+    cpu, _ = probe(root_with(tmp_path, XEN_I386_ON_XEON))
+    # Xen PV hides ssse3: the flags give nocona, the model still tunes for Core 2.
+    assert (cpu.arch, cpu.model_microarch) == ("x86_64", "core2"), cpu.microarch_basis
+
+
+@pytest.mark.parametrize(
+    ("architecture", "op_modes", "flags"),
+    [
+        ("Architecture:        i686\n", "32-bit", "fpu vme de pse tsc msr pae mce cx8 sep"),
+        ("Architecture:        i386\n", "32-bit, 64-bit", "fpu lm cmov"),
+        ("", "32-bit", ""),  # util-linux's dumps print no Architecture line
+        ("", "32-bit, 64-bit", "fpu vme de pse tsc msr pae mce cx8 sep"),
+    ],
+    ids=["i686-line", "i386-line", "op-modes-32-only", "flags-without-lm"],
+)
+def test_lscpu_of_a_32_bit_x86_machine_is_i686(
+    tmp_path: Path, architecture: str, op_modes: str, flags: str
+) -> None:
+    """lscpu's summary as util-linux prints it (sys-utils/lscpu.c print_summary)."""
+    (tmp_path / "lscpu.txt").write_text(
+        f"{architecture}CPU op-mode(s):      {op_modes}\nByte Order:          Little Endian\n"
+        "CPU(s):              2\nOn-line CPU(s) list: 0,1\nVendor ID:           GenuineIntel\n"
+        "CPU family:          6\nModel:               28\n"
+        "Model name:          Intel(R) Atom(TM) CPU N270   @ 1.60GHz\n"
+        + (f"Flags:               {flags}\n" if flags else "")
+    )
+    cpu, _ = probe(tmp_path)
+    assert (cpu.arch, cpu.family, cpu.model) == ("i686", 6, 28)

@@ -14,7 +14,7 @@ from typing import Literal
 
 SCHEMA_VERSION = 1
 
-# The last seven are told apart so that a report names them; hwtune plans nothing CPU-specific
+# The last eight are told apart so that a report names them; hwtune plans nothing CPU-specific
 # there.
 Arch = Literal[
     "x86_64",
@@ -24,6 +24,7 @@ Arch = Literal[
     "s390x",
     "riscv64",
     "armv7l",
+    "i686",
     "ppc",
     "riscv32",
     "loongarch64",

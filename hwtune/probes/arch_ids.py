@@ -39,7 +39,7 @@ def cpuinfo_arch(field: Callable[[str], str | None], flags: tuple[str, ...]) -> 
     """The architecture a cpuinfo text is from, by the keys and values only it prints."""
     vendor = field("vendor_id")
     if vendor is not None and vendor.strip() in X86_VENDORS:
-        return "x86_64"
+        return x86_arch(flags)
     # arch/ia64/kernel/setup.c show_cpuinfo prints "arch : IA-64" (and "vendor", not
     # "vendor_id": GenuineIntel there is no x86).
     if (field("arch") or "").strip() == "IA-64":
@@ -63,6 +63,13 @@ def cpuinfo_arch(field: Callable[[str], str | None], flags: tuple[str, ...]) -> 
     if power_cpu is not None and field("revision") is not None:
         return powerpc_arch(power_cpu)
     return "unknown"
+
+
+def x86_arch(flags: tuple[str, ...] | frozenset[str]) -> Arch:
+    """x86_64, or i686 when the CPU's flags are known and lack "lm" (long mode, CPUID
+    0x80000001 EDX bit 29, Linux arch/x86/include/asm/cpufeatures.h X86_FEATURE_LM): a 32-bit
+    CPU. A 32-bit kernel on a 64-bit CPU still lists "lm", and is told x86_64 by it."""
+    return "i686" if flags and "lm" not in flags else "x86_64"
 
 
 def powerpc_arch(cpu: str) -> Arch:

@@ -207,7 +207,7 @@ def _identity(
             info = replace(info, model_name=name or info.model_name)
     if lscpu is None:
         return info
-    x86 = arch == "x86_64"
+    x86 = arch in ("x86_64", "i686")
     said = lscpu_identity(lscpu.fields, lscpu.flags, arch)
     return replace(
         info,

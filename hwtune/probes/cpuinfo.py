@@ -249,7 +249,7 @@ def parse_cpuinfo(text: str) -> CpuinfoFacts:
     isa = field("isa") or field("ISA")
     arch = cpuinfo_arch(field, flags)
     facts = CpuinfoFacts(arch=arch, flags=flags, processors=processors)
-    if arch == "x86_64":
+    if arch in ("x86_64", "i686"):
         problems.extend(_mixed_identity(records, split.lines))
         facts = facts._replace(
             vendor=vendor,

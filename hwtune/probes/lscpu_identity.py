@@ -23,6 +23,7 @@ from hwtune.probes.arch_ids import (
     powerpc_arch,
     powerpc_vendor,
     riscv_extensions,
+    x86_arch,
 )
 from hwtune.probes.microarch import arm_implementer_code
 
@@ -30,6 +31,11 @@ from hwtune.probes.microarch import arm_implementer_code
 MACHINES: dict[str, Arch] = {
     "x86_64": "x86_64",
     "amd64": "x86_64",
+    # A 32-bit x86 kernel: uname prints i686 (i386, i486, i586 on older or smaller builds).
+    "i686": "i686",
+    "i586": "i686",
+    "i486": "i686",
+    "i386": "i686",
     "aarch64": "aarch64",
     "arm64": "aarch64",
     "ppc64le": "ppc64le",
@@ -70,7 +76,9 @@ def lscpu_arch(fields: dict[str, str], flags: tuple[str, ...]) -> Arch:
         family = fields.get("CPU family", "").strip()
         if family and not is_ascii_digits(family):
             return "ia64" if _ITANIUM.match(family) else "unknown"
-        return "x86_64"
+        if fields.get("CPU op-mode(s)", "").strip() == "32-bit":  # no "64-bit": no long mode
+            return "i686"
+        return x86_arch(flags)
     if vendor.startswith("IBM/S390") or "Machine type" in fields:
         return "s390x"
     isa = fields.get("ISA", "").lower()

@@ -237,6 +237,7 @@ def x86_64_level(
 # Architectures Linux runs on that hwtune has no table for, and what to call them in an issue.
 UNSUPPORTED_ARCHES = {
     "armv7l": "32-bit Arm",
+    "i686": "32-bit x86",
     "ppc": "32-bit PowerPC",
     "riscv32": "32-bit RISC-V",
     "loongarch64": "LoongArch",

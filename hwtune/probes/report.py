@@ -85,7 +85,7 @@ def isa_summary(cpu: CpuInfo) -> str:
     elif cpu.arch == "armv7l":
         present = [name for flag, name in ARM32_ISA if flag in flags]
         absent = []
-    elif cpu.arch not in ("x86_64", "unknown"):
+    elif cpu.arch not in ("x86_64", "i686", "unknown"):
         # hwtune tracks no extensions for POWER, s390x or RISC-V; x86 names would be wrong.
         return f"{len(flags)} flags; none tracked for {cpu.arch}"
     else:
