@@ -137,6 +137,31 @@ def test_archspec_darwin_sysctl_targets(
 # --- util-linux's lscpu dumps: identity from lscpu alone (no Architecture line) -------------
 
 
+def test_lscpu_naming_a_riscv_mvendorid_only_is_riscv(tmp_path: Path) -> None:
+    """util-linux's lscpu-rv64-milkvpioneer (a Sophgo SG2042, 64 T-Head C920 harts) prints no
+    Architecture or ISA line: its "Vendor ID: 0x5b7" was reported raw, the arch unknown."""
+    (tmp_path / "lscpu.txt").write_text(
+        (Path(__file__).parent / "data" / "cpu" / "utillinux-rv64-milkvpioneer.lscpu").read_text()
+    )
+    cpu, _ = probe(tmp_path)
+    assert (cpu.arch, cpu.vendor, cpu.logical_cpus) == ("riscv64", "T-HEAD", 64)
+
+
+@pytest.mark.parametrize(
+    ("vendor_id", "named"),
+    [("0x489", "SiFive"), ("0x5b7", "T-HEAD"), ("0x127", "MIPS"), ("0x710", "SpacemiT")],
+)
+def test_a_riscv_lscpu_names_the_vendor_of_its_mvendorid(
+    tmp_path: Path, vendor_id: str, named: str
+) -> None:
+    (tmp_path / "lscpu.txt").write_text(
+        f"Architecture:        riscv64\nCPU(s):              4\nOn-line CPU(s) list: 0-3\n"
+        f"Vendor ID:           {vendor_id}\n"
+    )
+    cpu, _ = probe(tmp_path)
+    assert (cpu.arch, cpu.vendor) == ("riscv64", named)
+
+
 @pytest.mark.parametrize(
     ("name", "arch", "vendor", "microarch"),
     [

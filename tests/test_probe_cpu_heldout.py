@@ -79,9 +79,10 @@ WANT = {
     "utillinux-loongarch-kvm_on_loongson_3c6000.lscpu": Want(
         "loongarch64", 32, 32, 32, 1, 32, (32,)
     ),
-    # "Vendor ID: 0x5b7" and no ISA line: rv64 or rv32 cannot be told. "Socket(s): 1",
-    # "Core(s) per socket: 64", four "NUMA nodeN CPU(s)" lines of 16 CPUs.
-    "utillinux-rv64-milkvpioneer.lscpu": Want("unknown", 1, 64, 64, 1, 64, (16, 16, 16, 16)),
+    # "Vendor ID: 0x5b7" (T-Head's mvendorid) and no ISA line: riscv64, the width every Linux
+    # T-Head core has. "Socket(s): 1", "Core(s) per socket: 64", four "NUMA nodeN CPU(s)" lines
+    # of 16 CPUs.
+    "utillinux-rv64-milkvpioneer.lscpu": Want("riscv64", 1, 64, 64, 1, 64, (16, 16, 16, 16)),
     # "Vendor ID: IBM/S390"; "Socket(s) per book: 1", "Book(s): 3", "Core(s) per socket: 1".
     "utillinux-s390-kvm.lscpu": Want("s390x", 3, 3, 3, 1, 3, None),
     # "Socket(s) per book: 1", "Book(s): 4", "Core(s) per socket: 1".

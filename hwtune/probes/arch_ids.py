@@ -24,13 +24,15 @@ PVR = re.compile(r"pvr\s+([0-9a-fA-F]{4})\s*([0-9a-fA-F]{4})")
 # POWER generations Linux prints in the "cpu" line; little-endian Linux (ELFv2) needs POWER8, so
 # an older POWER, or a PowerPC 970, runs big-endian ppc64.
 _POWER_BIG_ENDIAN_ONLY = re.compile(r"^(POWER[3-7]\b|POWER[3-7]\+|PPC970|Cell)", re.IGNORECASE)
-# RISC-V mvendorid (JEDEC JEP106 bank/id): Linux arch/riscv/include/asm/vendorid_list.h;
+# RISC-V mvendorid (JEDEC JEP106 bank/id): Linux arch/riscv/include/asm/vendorid_list.h
+# (MIPS_VENDOR_ID is 0x127 since a 2025 fix of the 0x722 first given there);
 # 0x710 SpacemiT from archspec-json tests/targets/linux-spacemit-x60.
 RISCV_VENDORS = {
     0x489: "SiFive",
     0x5B7: "T-HEAD",
     0x31E: "Andes",
     0x29: "Microchip",
+    0x127: "MIPS",
     0x710: "SpacemiT",
 }
 

@@ -84,6 +84,11 @@ def lscpu_arch(fields: dict[str, str], flags: tuple[str, ...]) -> Arch:
     isa = fields.get("ISA", "").lower()
     if isa.startswith(("rv64", "rv32")):
         return "riscv64" if isa.startswith("rv64") else "riscv32"
+    if riscv_vendor(vendor) is not None:
+        # util-linux's lscpu-rv64-milkvpioneer prints no Architecture and no ISA line, only the
+        # hart's mvendorid as Vendor ID ("0x5b7"). No Arm implementer code is one of these ids,
+        # and a 32-bit RISC-V Linux machine is rare enough that riscv64 is the guess.
+        return "riscv64"
     if "loongson-64bit" in fields.get("CPU family", "").lower() or "loongarch" in isa:
         return "loongarch64"
     if (
@@ -102,6 +107,17 @@ def lscpu_arch(fields: dict[str, str], flags: tuple[str, ...]) -> Arch:
     return "unknown"
 
 
+def riscv_vendor(vendor_id: str) -> str | None:
+    """The vendor a RISC-V mvendorid names ("0x5b7" -> "T-HEAD"), as lscpu prints the id."""
+    text = vendor_id.strip().lower()
+    if not text.startswith("0x") or len(text) > 18:  # an mvendorid is one XLEN-bit register
+        return None
+    try:
+        return RISCV_VENDORS.get(int(text, 16))
+    except ValueError:
+        return None
+
+
 def lscpu_identity(fields: dict[str, str], flags: tuple[str, ...], arch: Arch) -> LscpuIdentity:
     """The vendor, flags and model ids lscpu gives for `arch`."""
     vendor = fields.get("Vendor ID") or None
@@ -109,12 +125,8 @@ def lscpu_identity(fields: dict[str, str], flags: tuple[str, ...], arch: Arch) -
     if arch in ("riscv64", "riscv32"):
         # lscpu prints mvendorid as Vendor ID ("0x489") and the isa, space-separated, as ISA.
         isa = fields.get("ISA", "").replace(" ", "_")
-        try:
-            named = RISCV_VENDORS.get(int(vendor or "", 16))
-        except ValueError:
-            named = None
         return found._replace(
-            vendor=named or vendor,
+            vendor=riscv_vendor(vendor or "") or vendor,
             flags=riscv_extensions(isa) or flags,
             machine=fields.get("Model name") or None,
         )
