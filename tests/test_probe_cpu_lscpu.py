@@ -253,6 +253,39 @@ def test_numa_count_without_lists_gives_nodes_of_unknown_cpus(tmp_path: Path) ->
     assert any("says 2 NUMA nodes but lists none of their CPUs" in i for i in issues)
 
 
+@pytest.mark.parametrize(
+    ("lists", "nodes", "said"),
+    [
+        # node1's CPUs are all past the 4 the summary counts: not a memory-only node.
+        (
+            "NUMA node0 CPU(s):   0-3\nNUMA node1 CPU(s):   4-7\n",
+            [(0, (0, 1, 2, 3), True), (1, (), False)],
+            "NUMA node1 lists CPUs 4-7, beyond the 4 CPUs lscpu.txt describes: ignored; "
+            "the node's CPUs are unknown",
+        ),
+        (
+            "NUMA node0 CPU(s):   0-5\n",
+            [(0, (0, 1, 2, 3), True)],
+            "NUMA node0 lists CPUs 4-5, beyond the 4 CPUs lscpu.txt describes: ignored",
+        ),
+    ],
+    ids=["whole-node-beyond", "part-of-a-node-beyond"],
+)
+def test_numa_lists_beyond_the_cpu_count_are_an_issue(
+    tmp_path: Path, lists: str, nodes: list[tuple[int, tuple[int, ...], bool]], said: str
+) -> None:
+    """lscpu's NUMA lines and its CPU(s) line disagree: this passed silently, node1 taken
+    for a memory-only node."""
+    text = (
+        "Architecture:        x86_64\nCPU(s):              4\nOn-line CPU(s) list: 0-3\n"
+        "Thread(s) per core:  1\nCore(s) per socket:  4\nSocket(s):           1\n"
+        f"NUMA node(s):        {len(nodes)}\n{lists}"
+    )
+    _, numa, issues = probe_text(tmp_path, text)
+    assert [(n.id, n.cpus, n.cpus_known) for n in numa] == nodes
+    assert any(said in i for i in issues if i.startswith("numa: lscpu.txt")), issues
+
+
 def test_summary_after_a_parsable_section_is_read() -> None:
     # `lscpu -p` pasted first, the summary after it (two commands' output in one file).
     text = "# CPU,Core,Socket,Node\n0,0,0,0\n1,1,0,0\n\nCPU(s):              2\nSocket(s):    1\n"

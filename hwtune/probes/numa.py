@@ -78,6 +78,7 @@ def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ..
     if by_node or listed:
         for node in listed:  # a memory-only node: "NUMA node1 CPU(s):" with nothing after it
             by_node.setdefault(node, [])
+        unlisted = _beyond_the_cpus(listed, cpu, issues)
         placed = {c for cpus in by_node.values() for c in cpus}
         loose = [c for c in cpu.online_cpus if c not in placed]
         if loose:
@@ -90,7 +91,8 @@ def probe_numa(root: Path, issues: IssueLog, cpu: CpuInfo) -> tuple[NumaNode, ..
                 path="lscpu.txt",
             )
         return tuple(
-            NumaNode(id=node, cpus=tuple(sorted(cpus))) for node, cpus in sorted(by_node.items())
+            NumaNode(id=node, cpus=tuple(sorted(cpus)), cpus_known=node not in unlisted)
+            for node, cpus in sorted(by_node.items())
         )
     if declared is not None and declared > MAX_NUMA_NODES:
         issues.add(
@@ -144,15 +146,43 @@ def _say_missing(root: Path, issues: IssueLog, nodes: tuple[NumaNode, ...]) -> N
             issues.add(PROBE, f"{names}: no {name} file: {what} unknown", path=NODE_DIR)
 
 
-def _lscpu_nodes(root: Path) -> tuple[tuple[int, ...], int | None]:
-    """The nodes a saved lscpu lists ("NUMA nodeN CPU(s)", empty ones too) and the count its
-    "NUMA node(s)" line gives; only read when sysfs has no node directories (a capture)."""
+def _beyond_the_cpus(
+    listed: dict[int, tuple[int, ...]], cpu: CpuInfo, issues: IssueLog
+) -> set[int]:
+    """Report CPUs a "NUMA nodeN CPU(s)" line lists that the machine does not have (beyond
+    lscpu's own "CPU(s)" count and the CPUs it describes): the capture contradicts itself, so
+    those CPUs are dropped, and a node left with none of its listed CPUs is returned, to be
+    marked as having unknown CPUs rather than passing for a memory-only node."""
+    known = set(range(cpu.logical_cpus or 0)) | set(cpu.online_cpus)
+    known |= {logical.cpu for logical in cpu.topology}
+    if not known:
+        return set()
+    unlisted = set()
+    for node, cpus in sorted(listed.items()):
+        beyond = [c for c in cpus if c not in known]
+        if not beyond:
+            continue
+        reason = (
+            f"NUMA node{node} lists CPUs {format_cpulist(beyond)}, beyond the "
+            f"{cpu.logical_cpus or len(known)} CPUs lscpu.txt describes: ignored"
+        )
+        if len(beyond) == len(cpus):
+            unlisted.add(node)
+            reason += "; the node's CPUs are unknown and nothing is pinned to it"
+        issues.add(PROBE, reason, path="lscpu.txt")
+    return unlisted
+
+
+def _lscpu_nodes(root: Path) -> tuple[dict[int, tuple[int, ...]], int | None]:
+    """The nodes a saved lscpu lists ("NUMA nodeN CPU(s)", empty ones too) with their CPUs,
+    and the count its "NUMA node(s)" line gives; only read when sysfs has no node directories
+    (a capture)."""
     quiet = IssueLog()  # probe_cpu already reported this file's problems
     text = read_text(root, "lscpu.txt", quiet, PROBE)
     if text is None:
-        return (), None
+        return {}, None
     facts = parse_lscpu(text)
-    return tuple(sorted(facts.numa)), facts.number("NUMA node(s)")
+    return dict(facts.numa), facts.number("NUMA node(s)")
 
 
 def _sysfs_node(root: Path, issues: IssueLog, node: int, cpus: tuple[int, ...] | None) -> NumaNode:
