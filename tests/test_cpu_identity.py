@@ -145,6 +145,7 @@ def test_lscpu_naming_a_riscv_mvendorid_only_is_riscv(tmp_path: Path) -> None:
     )
     cpu, _ = probe(tmp_path)
     assert (cpu.arch, cpu.vendor, cpu.logical_cpus) == ("riscv64", "T-HEAD", 64)
+    assert cpu.model_name is None  # its "Model name: -" is lscpu's "unknown", not a name
 
 
 @pytest.mark.parametrize(

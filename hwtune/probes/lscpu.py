@@ -155,6 +155,10 @@ class _Summary:
             return
         key = match.group(2).strip()
         value = match.group(4).rstrip()
+        if value == "-":
+            # lscpu's mark for a value it does not know (util-linux sys-utils/lscpu.c prints
+            # `ct->modelname ? ct->modelname : "-"`): no value, not a model named "-".
+            value = ""
         if key == "Model name":
             self.types.append({})
         if self.types:
