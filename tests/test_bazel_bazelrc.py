@@ -19,7 +19,9 @@ from tests.plan_builders import CASCADELAKE_FLAGS, ZEN4_FLAGS, make_gpus, make_h
 
 EXCERPTS = DATA / "bazel"
 VERSIONS = sorted(p.name.split(".bazelrc")[0] for p in EXCERPTS.glob("*.bazelrc-configs"))
+ALL_VERSIONS = sorted(e.key for e in load_knowledge(extra_dirs=()).tf_versions)
 LINE = re.compile(r"^(?:build|common):([\w-]+)\s+(.*)$")
+DEFAULT = re.compile(r"^(?:build|common)\s+(.*)$")  # applied to every build, before --config
 REPO_ENV = re.compile(r'--repo_env[= ]([A-Z_]+)="?([^"\s]*)"?')
 
 ZEN3 = tuple(f for f in ZEN4_FLAGS if not f.startswith("avx512") and f != "gfni")
@@ -68,6 +70,16 @@ def _repo_env(configs: dict[str, list[str]], name: str) -> dict[str, str]:
         for included in re.findall(r"--config=([\w-]+)", args):
             values.update(_repo_env(configs, included))
         values.update(REPO_ENV.findall(args))
+    return values
+
+
+def _defaults(version: str) -> dict[str, str]:
+    """The --repo_env values the excerpt of `version`'s .bazelrc sets for every build."""
+    values: dict[str, str] = {}
+    for line in (EXCERPTS / f"{version}.bazelrc-configs").read_text().splitlines():
+        match = DEFAULT.match(line)
+        if match:
+            values.update(REPO_ENV.findall(match.group(1)))
     return values
 
 
@@ -121,3 +133,38 @@ def test_knowledge_cuda_facts_match_the_bazelrc(knowledge: Knowledge, version: s
 def test_reader_follows_config_includes() -> None:
     # 2.21 moved the CUDA versions into build:cuda_version, reached via cuda_clang -> cuda.
     assert _repo_env(_configs("2.21"), "cuda_clang")["HERMETIC_CUDA_VERSION"] == "12.5.1"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_knowledge_repo_env_defaults_match_the_bazelrc(knowledge: Knowledge, version: str) -> None:
+    # Every default the knowledge states is a line of the version's .bazelrc, value included.
+    listed = {d.name: d.value for d in knowledge.tf_by_version[version].bazelrc_repo_env}
+    assert listed.items() <= _defaults(version).items()
+
+
+@pytest.mark.parametrize("machine", sorted(MACHINES))
+@pytest.mark.parametrize("version", ALL_VERSIONS)
+def test_bazelrc_repeats_no_default_of_the_versions_bazelrc(
+    knowledge: Knowledge, version: str, machine: str
+) -> None:
+    # "Only the settings that take effect": a `build --repo_env` line setting what the
+    # version's own .bazelrc already sets for every build changes nothing (2.21 sets
+    # USE_PYWRAP_RULES=True itself).
+    hw = make_hardware(**MACHINES[machine])  # type: ignore[arg-type]
+    bazel = plan(hw, knowledge=knowledge, tf_version=version).bazel
+    assert bazel is not None
+    tf = knowledge.tf_by_version[version]
+    defaults = {d.name for d in tf.bazelrc_repo_env}
+    if version in VERSIONS:  # and, where the .bazelrc could be read, every default it has
+        defaults |= set(_defaults(version))
+    written = [
+        line
+        for line in bazel.bazelrc.splitlines()
+        if line.startswith("build ")
+        for name, _ in REPO_ENV.findall(line)
+        if name in defaults
+    ]
+    assert written == []
+    for default in tf.bazelrc_repo_env:
+        if default.name == "USE_PYWRAP_RULES" and tf.pywrap_rules:
+            assert f"--repo_env={default.name}: left out" in bazel.bazelrc

@@ -53,6 +53,12 @@ def _override(directory: Path, table: str, key: str, **changes: Any) -> Path:
         ("tensorflow_versions", "2.19", "bazel", "7.4.1 --host_jvm_args=-x"),
         ("tensorflow_versions", "2.19", "source", "release notes\nbuild --run_under=/tmp/p"),
         ("cuda_versions", "12.5", "min_driver", "555.42\t"),
+        (
+            "tensorflow_versions",
+            "2.21",
+            "bazelrc_repo_env",
+            [{"name": "USE_PYWRAP_RULES", "value": "True" + INJECTED, "source": "x"}],
+        ),
     ],
 )
 def test_a_value_outside_its_grammar_names_file_and_field(

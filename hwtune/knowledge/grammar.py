@@ -59,6 +59,9 @@ FIELDS: dict[str, dict[str, str]] = {
         "pip_target": r"//[A-Za-z0-9_][A-Za-z0-9_/.-]{0,199}(:[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99})?",
         "gcc_min": _VERSION,
         "python": r"\d{1,2}\.\d{1,3}(-\d{1,2}\.\d{1,3})?",
+        # bazelrc_repo_env[]: `build --repo_env NAME=VALUE` of the version's .bazelrc
+        "name": r"[A-Z_][A-Z0-9_]{0,63}",
+        "value": r"[A-Za-z0-9_.-]{1,64}",
     },
     "compilers": {
         "key": _NAME,
@@ -134,7 +137,12 @@ def validate_entry(table: str, entry: Any, where: str) -> None:
     """KnowledgeError unless every string field of `entry` (a dataclass) fits its grammar."""
     rules = {**_ANY_TABLE, **FIELDS.get(table, {})}
     for field in dataclasses.fields(entry):
-        for suffix, text in _strings(getattr(entry, field.name)):
+        value = getattr(entry, field.name)
+        if isinstance(value, tuple):  # nested entries (bazelrc_repo_env) follow the same rules
+            for i, item in enumerate(value):
+                if dataclasses.is_dataclass(item):
+                    validate_entry(table, item, f"{where} field '{field.name}[{i}]'")
+        for suffix, text in _strings(value):
             at = f"{where} field '{field.name}{suffix}'"
             if not text.isprintable() or len(text) > MAX_TEXT:
                 raise KnowledgeError(

@@ -348,7 +348,16 @@ def plan_bazel(
                     "the last --repo_env wins",
                 )
     reasons.extend(f"cuda: {note}" for note in cap_notes)
-    if tf.pywrap_rules:
+    pywrap_default = tf.bazelrc_sets("USE_PYWRAP_RULES")
+    if tf.pywrap_rules and pywrap_default:
+        # Only the settings that take effect: a line repeating the .bazelrc's own default
+        # changes nothing.
+        reasons.append(
+            "--repo_env=USE_PYWRAP_RULES: left out, TensorFlow "
+            f"{tf.key}'s .bazelrc already sets it for every build "
+            f"(build --repo_env=USE_PYWRAP_RULES={pywrap_default.value})"
+        )
+    elif tf.pywrap_rules:
         add(
             "--repo_env=USE_PYWRAP_RULES=1",
             f"TF {tf.key}'s wheel build uses the pywrap rules (TensorFlow's build-from-source "

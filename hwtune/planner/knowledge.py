@@ -20,6 +20,16 @@ TEMPLATE_NAMES = ("tensorflow.bazelrc.tmpl", "configure_env.sh.tmpl")
 
 
 @dataclass(frozen=True, slots=True)
+class RepoEnvDefault:
+    """A `build --repo_env NAME=VALUE` line a TensorFlow version's own .bazelrc applies to every
+    build: hwtune neither repeats it nor answers ./configure as if it were unset."""
+
+    name: str  # "USE_PYWRAP_RULES"
+    value: str  # "True", as the .bazelrc spells it
+    source: str  # the public file and tag that sets it
+
+
+@dataclass(frozen=True, slots=True)
 class TfVersionEntry:
     """One TensorFlow minor version's build facts (tensorflow_versions.json)."""
 
@@ -42,7 +52,13 @@ class TfVersionEntry:
     wheel_name_env: bool = False  # the :wheel target takes --repo_env=WHEEL_NAME
     # The wheel build takes --repo_env=USE_PYWRAP_RULES=1 (TF's install docs from 2.20 on)
     pywrap_rules: bool = False
+    # `build --repo_env` defaults of the version's .bazelrc (USE_PYWRAP_RULES from 2.21, ...)
+    bazelrc_repo_env: tuple[RepoEnvDefault, ...] = ()
     notes: str = ""
+
+    def bazelrc_sets(self, name: str) -> RepoEnvDefault | None:
+        """The version's .bazelrc default for repo_env `name`, if it sets one."""
+        return next((d for d in self.bazelrc_repo_env if d.name == name), None)
 
 
 @dataclass(frozen=True, slots=True)
