@@ -14,6 +14,7 @@ import pytest
 
 from hwtune.models.hardware import Gpu
 from hwtune.planner import Knowledge, load_knowledge, plan
+from hwtune.planner.bazel import render_configure_env
 from tests.conftest import DATA
 from tests.plan_builders import CASCADELAKE_FLAGS, ZEN4_FLAGS, make_gpus, make_hardware
 
@@ -140,6 +141,9 @@ def test_knowledge_repo_env_defaults_match_the_bazelrc(knowledge: Knowledge, ver
     # Every default the knowledge states is a line of the version's .bazelrc, value included.
     listed = {d.name: d.value for d in knowledge.tf_by_version[version].bazelrc_repo_env}
     assert listed.items() <= _defaults(version).items()
+    # and the defaults hwtune acts on are all stated, where the file sets them
+    acted_on = {"USE_PYWRAP_RULES", "USE_HERMETIC_CC_TOOLCHAIN"}
+    assert acted_on & set(_defaults(version)) <= set(listed)
 
 
 @pytest.mark.parametrize("machine", sorted(MACHINES))
@@ -168,3 +172,29 @@ def test_bazelrc_repeats_no_default_of_the_versions_bazelrc(
     for default in tf.bazelrc_repo_env:
         if default.name == "USE_PYWRAP_RULES" and tf.pywrap_rules:
             assert f"--repo_env={default.name}: left out" in bazel.bazelrc
+
+
+@pytest.mark.parametrize("machine", sorted(MACHINES))
+@pytest.mark.parametrize("version", ALL_VERSIONS)
+def test_configure_answers_take_effect_under_the_versions_cc_toolchain(
+    knowledge: Knowledge, version: str, machine: str
+) -> None:
+    # From 2.21 the .bazelrc compiles with the hermetic clang (USE_HERMETIC_CC_TOOLCHAIN=1):
+    # ./configure's TF_NEED_CLANG=1 would only look for a local clang (failing without one) and
+    # write CLANG_COMPILER_PATH / --repo_env=CC lines that toolchain ignores.
+    hw = make_hardware(**MACHINES[machine])  # type: ignore[arg-type]
+    bazel = plan(hw, knowledge=knowledge, tf_version=version).bazel
+    assert bazel is not None
+    tf = knowledge.tf_by_version[version]
+    hermetic = tf.bazelrc_sets("USE_HERMETIC_CC_TOOLCHAIN")
+    if version in VERSIONS:
+        assert (hermetic is not None) == (
+            _defaults(version).get("USE_HERMETIC_CC_TOOLCHAIN") == "1"
+        )
+    script = render_configure_env(bazel, knowledge)
+    if hermetic is not None and hermetic.value == "1":
+        assert bazel.configure_env.get("TF_NEED_CLANG") == "0"
+        assert "export TF_NEED_CLANG=0" in script and "CLANG_COMPILER_PATH" not in script
+        assert "TF_NEED_CLANG=0 (./configure)" in bazel.bazelrc
+    else:
+        assert bazel.configure_env.get("TF_NEED_CLANG") == "1"

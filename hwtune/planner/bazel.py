@@ -210,6 +210,18 @@ def plan_bazel(
         "TF_NEED_ROCM": "0",
         "TF_SET_ANDROID_WORKSPACE": "0",
     }
+    hermetic_cc = tf.bazelrc_sets("USE_HERMETIC_CC_TOOLCHAIN")
+    if hermetic_cc is not None and hermetic_cc.value == "1":
+        # ./configure's TF_NEED_CLANG=1 writes CLANG_COMPILER_PATH and --repo_env=CC for a
+        # local clang, which the hermetic toolchain does not read; and it must find one, or
+        # the unattended `yes "" | ./configure` fails ten times over on a machine without it.
+        env["TF_NEED_CLANG"] = "0"
+        reasons.append(
+            f"TF_NEED_CLANG=0 (./configure): TensorFlow {tf.key} compiles with the hermetic "
+            "clang its .bazelrc selects (build --repo_env USE_HERMETIC_CC_TOOLCHAIN=1), so a "
+            "local clang's path (CLANG_COMPILER_PATH, --repo_env=CC) would take no effect, and "
+            "./configure need not look for one"
+        )
 
     def add(option: str, reason: str) -> None:
         options.append(option)
