@@ -179,7 +179,8 @@ def test_bazelrc_repeats_no_default_of_the_versions_bazelrc(
 def test_configure_answers_take_effect_under_the_versions_cc_toolchain(
     knowledge: Knowledge, version: str, machine: str
 ) -> None:
-    # From 2.21 the .bazelrc compiles with the hermetic clang (USE_HERMETIC_CC_TOOLCHAIN=1):
+    # ./configure reads TF_NEED_CLANG only without CUDA; and from 2.21 the .bazelrc compiles
+    # with the hermetic clang (USE_HERMETIC_CC_TOOLCHAIN=1):
     # ./configure's TF_NEED_CLANG=1 would only look for a local clang (failing without one) and
     # write CLANG_COMPILER_PATH / --repo_env=CC lines that toolchain ignores.
     hw = make_hardware(**MACHINES[machine])  # type: ignore[arg-type]
@@ -192,7 +193,12 @@ def test_configure_answers_take_effect_under_the_versions_cc_toolchain(
             _defaults(version).get("USE_HERMETIC_CC_TOOLCHAIN") == "1"
         )
     script = render_configure_env(bazel, knowledge)
-    if hermetic is not None and hermetic.value == "1":
+    if bazel.configure_env["TF_NEED_CUDA"] == "1":
+        # configure.py's main() asks TF_NEED_CLANG only in the else branch of TF_NEED_CUDA:
+        # exported for a CUDA build it would be a line that takes no effect.
+        assert "TF_NEED_CLANG" not in bazel.configure_env and "TF_NEED_CLANG=" not in script
+        assert "TF_NEED_CLANG (./configure): left out" in bazel.bazelrc
+    elif hermetic is not None and hermetic.value == "1":
         assert bazel.configure_env.get("TF_NEED_CLANG") == "0"
         assert "export TF_NEED_CLANG=0" in script and "CLANG_COMPILER_PATH" not in script
         assert "TF_NEED_CLANG=0 (./configure)" in bazel.bazelrc

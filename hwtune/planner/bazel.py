@@ -206,22 +206,9 @@ def plan_bazel(
     options: list[str] = []
     reasons: list[str] = [f"tf_version {tf.key}: {why_version}"]
     env: dict[str, str] = {
-        "TF_NEED_CLANG": "1",
         "TF_NEED_ROCM": "0",
         "TF_SET_ANDROID_WORKSPACE": "0",
     }
-    hermetic_cc = tf.bazelrc_sets("USE_HERMETIC_CC_TOOLCHAIN")
-    if hermetic_cc is not None and hermetic_cc.value == "1":
-        # ./configure's TF_NEED_CLANG=1 writes CLANG_COMPILER_PATH and --repo_env=CC for a
-        # local clang, which the hermetic toolchain does not read; and it must find one, or
-        # the unattended `yes "" | ./configure` fails ten times over on a machine without it.
-        env["TF_NEED_CLANG"] = "0"
-        reasons.append(
-            f"TF_NEED_CLANG=0 (./configure): TensorFlow {tf.key} compiles with the hermetic "
-            "clang its .bazelrc selects (build --repo_env USE_HERMETIC_CC_TOOLCHAIN=1), so a "
-            "local clang's path (CLANG_COMPILER_PATH, --repo_env=CC) would take no effect, and "
-            "./configure need not look for one"
-        )
 
     def add(option: str, reason: str) -> None:
         options.append(option)
@@ -333,6 +320,28 @@ def plan_bazel(
         if tune:
             add(f"--copt=-mtune={tune}", tune_why)
     env["TF_NEED_CUDA"] = "1" if caps else "0"
+    if caps:
+        # ./configure asks "Use Clang to build TensorFlow?" only when TF_NEED_CUDA is 0 (its
+        # main(): choose_compiler sits in the else branch); a CUDA build's compiler is
+        # TF_CUDA_CLANG's answer.
+        reasons.append(
+            "TF_NEED_CLANG (./configure): left out, ./configure reads it only for a build "
+            "without CUDA; a CUDA build takes its compiler from TF_CUDA_CLANG (1: clang)"
+        )
+    else:
+        hermetic_cc = tf.bazelrc_sets("USE_HERMETIC_CC_TOOLCHAIN")
+        env["TF_NEED_CLANG"] = "1"
+        if hermetic_cc is not None and hermetic_cc.value == "1":
+            # ./configure's TF_NEED_CLANG=1 writes CLANG_COMPILER_PATH and --repo_env=CC for a
+            # local clang, which the hermetic toolchain does not read; and it must find one, or
+            # the unattended `yes "" | ./configure` fails ten times over on a machine without it.
+            env["TF_NEED_CLANG"] = "0"
+            reasons.append(
+                f"TF_NEED_CLANG=0 (./configure): TensorFlow {tf.key} compiles with the "
+                "hermetic clang its .bazelrc selects (build --repo_env "
+                "USE_HERMETIC_CC_TOOLCHAIN=1), so a local clang's path (CLANG_COMPILER_PATH, "
+                "--repo_env=CC) would take no effect, and ./configure need not look for one"
+            )
     if caps:
         var = (
             "HERMETIC_CUDA_COMPUTE_CAPABILITIES"
