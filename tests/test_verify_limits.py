@@ -160,3 +160,25 @@ def test_verify_says_when_the_jobs_quota_cannot_be_read(tmp_path: Path) -> None:
         job.wait()
         for group in (job_group, own_group):
             _remove(group)
+
+
+@needs_two_cpus
+def test_verify_command_judges_a_job_by_the_affinity_it_ran_with(tmp_path: Path) -> None:
+    """`verify -- taskset -c 0 CMD`: the job's configure() planned for CPU 0. verify planned
+    only after CMD had ended, when /proc no longer had the job's affinity, so it planned for
+    every CPU and judged the job's affinity (and thread variables) DIFFERENT (exit 5)."""
+    if shutil.which("taskset") is None:
+        pytest.skip("needs taskset (util-linux)")
+    env = _env(tmp_path)
+    job = "import hwtune, time; hwtune.configure(tensorflow=False); time.sleep(1.5)"
+    result = subprocess.run(
+        [*HWTUNE, "verify", "--", "taskset", "-c", "0", PYTHON, "-c", job],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "file missing" not in result.stderr, result.stderr
+    affinity = next(line for line in result.stdout.splitlines() if line.startswith("CPU"))
+    assert affinity.split()[2:] == ["0", "0", "OK"], result.stdout

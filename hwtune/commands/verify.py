@@ -26,12 +26,17 @@ import shlex
 import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hwtune.cli import Environment
 from hwtune.commands.numbers import process_id, seconds
 from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
+
+if TYPE_CHECKING:
+    from hwtune.apply.verify import Observation
+    from hwtune.models.hardware import Hardware
 
 _SAMPLE_S = 0.1
 
@@ -57,9 +62,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
 
-def _watch_command(command: list[str]) -> tuple[object, int]:
+class _JobHardware:
+    """The machine as the observed process sees it (its affinity and cgroup limits), read
+    while the process runs: `-- CMD` is judged after CMD ended, and a `--pid` job may end
+    while it is watched, when its /proc entry, and so the limits it was planned for, are
+    gone (verify then planned for every CPU and judged a `taskset -c 0` job DIFFERENT).
+    Read again when the process's affinity or cgroup changed (`taskset` or a shell joining
+    a cgroup before it execs the job); None when the plan is not for this machine
+    (`--hardware`, or a `--root` that is not the live system)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from hwtune.probes import is_live
+
+        self._wanted = args.hardware is None and is_live(Path(args.root).absolute())
+        self._root = args.root
+        self._seen: dict[int, tuple[object, Hardware]] = {}
+
+    def read(self, seen: Observation) -> None:
+        if not self._wanted:
+            return
+        from hwtune.probes import detect
+
+        cgroup = _read_bytes(f"/proc/{seen.pid}/cgroup")
+        known = self._seen.get(seen.pid)
+        if known is not None and cgroup is None:
+            return  # it ended since it was observed: keep what was read while it ran
+        key = (seen.cpus, cgroup)
+        if known is None or known[0] != key:
+            self._seen[seen.pid] = (key, detect(self._root, pid=str(seen.pid)))
+
+    def of(self, seen: Observation) -> Hardware | None:
+        if not self._wanted:
+            return None
+        if seen.pid not in self._seen:  # not read while it ran: as it is now
+            self.read(seen)
+        return self._seen[seen.pid][1]
+
+
+def _read_bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _watch_command(command: list[str], hardware: _JobHardware) -> tuple[object, int]:
     """Run CMD to the end; the latest observation of TensorFlow's inter-op pool at the size
-    it was seen at most often, else the last observation.
+    it was seen at most often, else the last observation. `hardware` reads the limits of
+    each process observed while it runs.
 
     A process removes its configure() record when it exits (hwtune.apply.record), while
     TensorFlow's threads still show during interpreter shutdown: a record seen earlier for
@@ -67,7 +118,7 @@ def _watch_command(command: list[str]) -> tuple[object, int]:
     """
     from dataclasses import replace
 
-    from hwtune.apply.verify import INTER_OP_THREAD, Observation, observe_tree
+    from hwtune.apply.verify import INTER_OP_THREAD, observe_tree
 
     last: Observation | None = None
     by_pool: dict[int, tuple[int, Observation]] = {}  # tf_Compute count -> (looks, latest)
@@ -76,6 +127,7 @@ def _watch_command(command: list[str]) -> tuple[object, int]:
     while True:
         seen = observe_tree(child.pid)
         if seen is not None:
+            hardware.read(seen)
             if seen.record is not None:
                 records[seen.pid] = seen
             elif seen.pid in records:
@@ -99,14 +151,19 @@ def _watch_command(command: list[str]) -> tuple[object, int]:
         time.sleep(_SAMPLE_S)
 
 
-def _watch_pid(pid: int, wait: float) -> object:
+def _watch_pid(pid: int, wait: float, hardware: _JobHardware) -> object:
     from hwtune.apply.verify import observe_tree
 
     deadline = time.monotonic() + wait
     seen = observe_tree(pid, named=True)
+    if seen is not None:
+        hardware.read(seen)
     while seen is not None and not seen.tf_started and time.monotonic() < deadline:
         time.sleep(_SAMPLE_S)
-        seen = observe_tree(pid, named=True) or seen
+        now = observe_tree(pid, named=True)
+        if now is not None:
+            hardware.read(now)
+        seen = now or seen
     return seen
 
 
@@ -125,7 +182,6 @@ def command_or_pid(args: argparse.Namespace, env: Environment, tool: str) -> lis
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.apply.verify import Observation, compare, describe, expected_for, render_table
     from hwtune.pipeline.request import profile_for
-    from hwtune.probes import detect, is_live
 
     command = command_or_pid(args, env, "verify")
     if command is None:
@@ -137,13 +193,14 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         )
         return ExitStatus.USAGE
     status = 0
+    hardware = _JobHardware(args)
     if args.pid is not None:
         if not os.path.isdir(f"/proc/{args.pid}"):
             raise HwtuneError(f"no such process: {args.pid}")
-        seen = _watch_pid(args.pid, args.wait or 0.0)
+        seen = _watch_pid(args.pid, args.wait or 0.0, hardware)
     else:
         try:
-            seen, status = _watch_command(command)
+            seen, status = _watch_command(command, hardware)
         except OSError as err:
             raise HwtuneError(f"cannot run {command[0]!r}: {err.strerror}") from err
     if not isinstance(seen, Observation):
@@ -161,11 +218,11 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         )
     # The process's own rank/instance variables choose its slice, as they did when it started.
     request = request_from_args(args, seen.environ)
-    if args.hardware is None and is_live(Path(args.root).absolute()):
+    observed = hardware.of(seen)
+    if observed is not None:
         # Its CPU affinity and cgroup quota too: a job under `taskset` or in a cgroup with a
         # CPU quota was planned (by configure() or exec inside it) for what it may use, which
         # the verifier, outside both, would not see in its own /proc/self.
-        observed = detect(args.root, pid=str(seen.pid))
         request = dataclasses.replace(request, hardware=observed)
         for issue in observed.issues:  # its limits unread (another cgroup namespace…)
             if (issue.path or "").startswith(f"proc/{seen.pid}/"):
