@@ -2,12 +2,17 @@
 
 tests/data/doctor/*.json are the "samples" of `hwtune doctor --json` on the jobs in
 tests/doctor_jobs/ (input-bound, compute-bound, Python-bound, and the compute job with 2
-intra-op threads in a 0.5-CPU cgroup v1 quota), recorded on a loaded 2-vCPU VM.
+intra-op threads in a 0.5-CPU cgroup v1 quota), recorded on a loaded 2-vCPU VM; the
+settings check on a real process under taskset.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +24,7 @@ from hwtune.doctor.metrics import TIMER_WAITS, measure
 from hwtune.doctor.report import render_json, render_text
 from hwtune.doctor.samples import CpuStat, GpuSample, Sample, SampleSet, ThreadSample
 from hwtune.doctor.sampling import parse_cpu_stat, parse_thread_stat, read_threads
+from hwtune.doctor.settings import settings_checks
 from hwtune.doctor.signals import SignalReader, passes_on
 
 DATA = Path(__file__).resolve().parent / "data" / "doctor"
@@ -465,3 +471,39 @@ def test_a_job_that_ends_mid_window_is_said_to_have_ended(
     assert result.exit_status == 0, result.stderr
     assert f"pid {job.pid} ended" in result.stderr
     assert "s into the 4 s window: the figures cover that part only" in result.stderr
+
+
+@pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2 or shutil.which("taskset") is None,
+    reason="needs two CPUs in this process's affinity and taskset (util-linux)",
+)
+def test_settings_are_planned_for_the_jobs_own_affinity(tmp_path: Path) -> None:
+    """A job under `taskset -c 0` whose configure() planned for CPU 0 got its settings: the
+    doctor planned from its own /proc/self (every CPU) and reported the job's affinity and
+    thread variables as settings that did not take effect."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "TF_"))}
+    (tmp_path / "run").mkdir()
+    env.update(
+        XDG_RUNTIME_DIR=str(tmp_path / "run"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+    )
+    code = "import hwtune, time; hwtune.configure(tensorflow=False); print('up', flush=True); "
+    code += "time.sleep(60)"
+    job = subprocess.Popen(
+        ["taskset", "-c", "0", sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert job.stdout is not None
+        assert job.stdout.readline() == "up\n"
+        checks = {c.setting: c for c in settings_checks(job.pid)}
+        assert checks["CPU affinity"].status == "OK", checks["CPU affinity"]
+        assert not [c for c in checks.values() if c.status == "DIFFERENT"], checks
+    finally:
+        job.kill()
+        job.wait()
+        assert job.stdout is not None
+        job.stdout.close()
