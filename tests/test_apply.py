@@ -92,9 +92,19 @@ def test_a_file_the_user_made_private_stays_private(tmp_path: Path, private: int
     files = snapshot(tmp_path)
     assert files["hwtune.env"] == (expected(B)["hwtune.env"], private)
     assert files["hwtune.sh"][1] == 0o644  # the files the user left alone keep hwtune's mode
-    (tmp_path / "hwtune.env").chmod(0o400)  # not writable by its owner: hwtune's mode again
+
+
+@pytest.mark.parametrize(("private", "written"), [(0o400, 0o600), (0o000, 0o600), (0o440, 0o640)])
+def test_a_private_file_without_owner_write_stays_private(
+    tmp_path: Path, private: int, written: int
+) -> None:
+    """A file its owner also made read-only (chmod 400) or unreadable (000) is no less
+    private: the next apply gave it hwtune's 0644, readable by everyone, secrets included.
+    Owner read/write come back (apply rewrites it); what others were refused stays refused."""
     apply_all(tmp_path, A, HW)
-    assert snapshot(tmp_path)["hwtune.env"][1] == 0o644
+    (tmp_path / "hwtune.env").chmod(private)
+    apply_all(tmp_path, B, HW)
+    assert snapshot(tmp_path)["hwtune.env"] == (expected(B)["hwtune.env"], written)
 
 
 def test_revert_restores_previous_files_exactly(tmp_path: Path) -> None:

@@ -40,11 +40,12 @@ FILE_MODE = 0o644
 
 def file_mode(current: int | None) -> int:
     """The mode a written file gets: FILE_MODE, or the mode the user gave the file where it
-    only takes read access away from it (0600, 0640: a value passed with --set may be a
-    secret), so that an apply never makes a file the user protected readable again. Owner
-    read/write stay, since apply and revert rewrite the file."""
-    if current is not None and current & ~FILE_MODE == 0 and current & 0o600 == 0o600:
-        return current
+    only takes access away from it (0600, 0640: a value passed with --set may be a secret),
+    so that an apply never makes a file the user protected readable again. Owner read/write
+    are given back (0400 and 0000 become 0600, 0440 becomes 0640), since apply and revert
+    rewrite the file; before, such a file became 0644, readable by everyone."""
+    if current is not None and current & ~FILE_MODE == 0:
+        return current | 0o600
     return FILE_MODE
 
 
