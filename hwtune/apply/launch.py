@@ -156,16 +156,24 @@ def merge_environment(
     `force`: planned variables set whatever `base` holds, as HWTUNE_INSTANCE(S) are: a copy's
     share of the GPUs the caller's CUDA_VISIBLE_DEVICES leaves replaces that list.
     """
-    from hwtune.apply.marker import INSTANCE_VARIABLES, LAUNCH_VARIABLES, replace_own
+    from hwtune.apply.marker import (
+        INSTANCE_VARIABLES,
+        LAUNCH_VARIABLES,
+        fatal_values,
+        replace_own,
+        replaced_note,
+    )
 
     if keep_launch:
         planned = {name: value for name, value in planned.items() if name not in LAUNCH_VARIABLES}
     always = [name for name in (*INSTANCE_VARIABLES, *force) if name in planned]
-    env, kept = replace_own(base, planned, always=always)
+    fatal = fatal_values(base, planned)
+    env, kept = replace_own(base, planned, always=[*always, *fatal])
     notes = [
         f"keeping {name}={user!r} from the environment (profile: {value!r})"
         for name, (user, value) in kept.items()
     ]
+    notes += [replaced_note(n, base[n], planned[n], why) for n, why in fatal.items()]
     return env, notes
 
 

@@ -34,6 +34,50 @@ _VERSION = "1"
 INSTANCE_VARIABLES = ("HWTUNE_INSTANCE", "HWTUNE_INSTANCES")
 LAUNCH_VARIABLES = frozenset((*INSTANCE_VARIABLES, "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"))
 
+# TensorFlow sizes its intra-op pool from TF_NUM_INTRAOP_THREADS whenever the value reads as
+# a nonzero int32 (tensorflow/core/common_runtime/local_device.cc, EigenThreadPoolInfo, with
+# process_util.cc's NumIntraOpThreadsFromEnvironment: strings::safe_strto32, which allows
+# surrounding whitespace and a sign), and its ThreadPool CHECK-fails on a count below 1: a
+# negative value aborts the process at its first op ("Check failed: num_threads >= 1 (-1 vs.
+# 1)", TF 2.21). Zero, junk and out-of-range values read as 0, TensorFlow's default. A
+# negative inter-op count is valid (ops run in the caller's thread).
+FATAL_WHEN_NEGATIVE = "TF_NUM_INTRAOP_THREADS"
+_INT32_MIN = -(2**31)
+_C_SPACE = " \t\n\v\f\r"  # isspace(3) in the C locale, what safe_strto32 skips
+
+
+def fatal_to_tensorflow(name: str, value: str) -> str | None:
+    """Why TensorFlow aborts when `name` holds `value`, else None.
+
+    Such a value is no setting the user can mean, so `hwtune exec`, `hwtune env` and
+    configure() replace it with the plan's value (saying so) instead of keeping it as the
+    user's: kept, it killed the job (SIGABRT) once TensorFlow started."""
+    if name != FATAL_WHEN_NEGATIVE:
+        return None
+    text = value.strip(_C_SPACE)
+    digits = text[1:]
+    if not text.startswith("-") or not (digits.isascii() and digits.isdigit()):
+        return None
+    if int(digits) == 0 or -int(digits) < _INT32_MIN:
+        return None
+    return "TensorFlow aborts on a negative intra-op thread count (Check failed: num_threads >= 1)"
+
+
+def fatal_values(base: Mapping[str, str], planned: Mapping[str, str]) -> dict[str, str]:
+    """The planned variables `base` holds another value for, one TensorFlow aborts on:
+    name -> why."""
+    found: dict[str, str] = {}
+    for name, value in planned.items():
+        held = base.get(name)
+        why = fatal_to_tensorflow(name, held) if held is not None and held != value else None
+        if why is not None:
+            found[name] = why
+    return found
+
+
+def replaced_note(name: str, value: str, planned: str, why: str) -> str:
+    return f"replacing {name}={value!r} from the environment with the profile's {planned!r}: {why}"
+
 
 def _crc(value: str) -> str:
     return f"{zlib.crc32(value.encode('utf-8', 'surrogateescape')):08x}"

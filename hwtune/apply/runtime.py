@@ -80,7 +80,7 @@ class ConfigureReport(ReportView):
 
     # -- applying ---------------------------------------------------------------------------
     def _apply_environment(self) -> None:
-        from hwtune.apply.marker import hwtune_owned
+        from hwtune.apply.marker import fatal_to_tensorflow, hwtune_owned, replaced_note
 
         self._owned_before = dict(_OWNED)
         tf_loaded = "tensorflow" in sys.modules
@@ -95,7 +95,13 @@ class ConfigureReport(ReportView):
             if current == value:
                 self.env_already[name] = value
                 continue
-            if current is not None and name not in earlier:
+            fatal = fatal_to_tensorflow(name, current) if current is not None else None
+            if fatal is not None:
+                # Not a value anyone means: kept, TensorFlow killed the program (SIGABRT).
+                replaced = replaced_note(name, current or "", value, fatal)
+                self.notes.append(replaced)
+                warnings.warn(f"hwtune.configure: {replaced}", RuntimeWarning, stacklevel=4)
+            elif current is not None and name not in earlier:
                 self.env_user[name] = (current, value)
                 continue
             try:

@@ -97,14 +97,22 @@ def _respect_the_shell(
     """The entries to export into this shell, notes on the user's values kept, and the names
     to unset: what hwtune exported earlier that this plan no longer sets, less what `hwtune
     exec` set for the instance this shell runs in (`hwtune.apply.marker.stale`)."""
-    from hwtune.apply.marker import INSTANCE_VARIABLES, replace_own, stale
+    from hwtune.apply.marker import (
+        INSTANCE_VARIABLES,
+        fatal_values,
+        replace_own,
+        replaced_note,
+        stale,
+    )
 
     planned = {e.name: e.value for e in entries}
     always = [name for name in INSTANCE_VARIABLES if name in planned]
-    _, kept = replace_own(environ, planned, always=always)
+    fatal = fatal_values(environ, planned)
+    _, kept = replace_own(environ, planned, always=[*always, *fatal])
     notes = [
         f"keeping {name}={user!r} from the environment (profile: {value!r})"
         for name, (user, value) in kept.items()
     ]
+    notes += [replaced_note(n, environ[n], planned[n], why) for n, why in fatal.items()]
     unset = sorted(stale(environ, planned))
     return [e for e in entries if e.name not in kept], notes, unset
