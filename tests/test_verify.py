@@ -209,15 +209,17 @@ def test_verify_a_tensorflow_job_under_exec(tmp_path: Path) -> None:
     assert pool.rstrip().endswith("OK") and f" {inter} " in pool
 
 
-@pytest.mark.parametrize(("status", "verdict"), [(0, 0), (3, 1)])
+@pytest.mark.parametrize(("status", "verdict"), [(0, 0), (3, 1), (-9, 1)])
 def test_verify_command_exit_status(tmp_path: Path, status: int, verdict: int) -> None:
+    """A command killed by signal 9 was said to have "exited with status -9"."""
+    end = f"exit({status})" if status >= 0 else f"os.kill(os.getpid(), {-status})"
     command = [
         *HWTUNE,
         "exec",
         "--",
         PYTHON,
         "-c",
-        f"import time; time.sleep(3); exit({status})",
+        f"import os, time; time.sleep(3); {end}",
     ]
     result = subprocess.run(
         [*HWTUNE, "verify", "--", *command],
@@ -229,6 +231,7 @@ def test_verify_command_exit_status(tmp_path: Path, status: int, verdict: int) -
     assert result.returncode == verdict, result.stdout + result.stderr
     assert "DIFFERENT" not in result.stdout
     assert ("exited with status 3" in result.stderr) == (status == 3)
+    assert ("the command was killed by signal 9" in result.stderr) == (status == -9)
 
 
 def test_verify_plain_command_lacks_the_profile(tmp_path: Path) -> None:

@@ -167,6 +167,11 @@ def _watch_pid(pid: int, wait: float, hardware: _JobHardware) -> object:
     return seen
 
 
+def _ended(status: int) -> str:
+    """How CMD ended, from Popen's returncode (-N: killed by signal N)."""
+    return f"exited with status {status}" if status >= 0 else f"was killed by signal {-status}"
+
+
 def command_or_pid(args: argparse.Namespace, env: Environment, tool: str) -> list[str] | None:
     """The job's command line after `--` ([] with --pid), or None (said on stderr) when the
     command line gives both or neither: `hwtune verify` and `hwtune doctor` watch a job so."""
@@ -208,11 +213,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             raise HwtuneError(
                 f"pid {args.pid} could not be observed (it exited, or it is not ours to read)"
             )
-        ended = (
-            f"exited with status {status}" if status >= 0 else f"was killed by signal {-status}"
-        )
         raise HwtuneError(
-            f"{shlex.join(command)} {ended} before it could be observed",
+            f"{shlex.join(command)} {_ended(status)} before it could be observed",
             hint="verify checks a running TensorFlow job: give one that runs for a moment, "
             "or --pid of a running one",
         )
@@ -246,7 +248,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         env.stdout.write(describe(seen) + "\n" + render_table(checks))
     if any(c.status == "DIFFERENT" for c in checks):
         return ExitStatus.MISMATCH
-    if status != 0:
-        print(f"hwtune verify: the command exited with status {status}", file=env.stderr)
+    if status != 0:  # a death by a signal is Popen's negative status: "status -9" misled
+        print(f"hwtune verify: the command {_ended(status)}", file=env.stderr)
         return ExitStatus.ERROR
     return ExitStatus.SUCCESS
