@@ -234,6 +234,32 @@ def test_verify_command_exit_status(tmp_path: Path, status: int, verdict: int) -
     assert ("the command was killed by signal 9" in result.stderr) == (status == -9)
 
 
+def test_a_sigterm_to_verify_stops_the_command(tmp_path: Path) -> None:
+    """`kill PID` of `hwtune verify -- CMD` (SIGTERM to verify alone) left CMD running,
+    orphaned: the smoke test outlived the verify that started it."""
+    verify = subprocess.Popen(
+        [*HWTUNE, "verify", "--", PYTHON, "-c", "import time; time.sleep(120)"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=_env(tmp_path),
+    )
+    children = Path(f"/proc/{verify.pid}/task/{verify.pid}/children")
+    deadline = time.monotonic() + 60
+    while not children.read_text().split():
+        assert time.monotonic() < deadline, "verify never started the command"
+        time.sleep(0.05)
+    command = int(children.read_text().split()[0])
+    verify.send_signal(signal.SIGTERM)
+    status = verify.wait(30)
+    try:
+        os.kill(command, 0)  # reaped by verify: gone
+    except ProcessLookupError:
+        assert status == 128 + signal.SIGTERM
+        return
+    os.kill(command, signal.SIGKILL)
+    pytest.fail(f"the command (pid {command}) outlived verify")
+
+
 def test_verify_plain_command_lacks_the_profile(tmp_path: Path) -> None:
     result = subprocess.run(
         [*HWTUNE, "verify", "--", PYTHON, "-c", "import time; time.sleep(3)"],

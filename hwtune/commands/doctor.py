@@ -25,14 +25,13 @@ from typing import IO, TYPE_CHECKING
 from hwtune.cli import Environment
 from hwtune.commands.numbers import number_text, process_id, seconds
 from hwtune.commands.pathargs import nonempty_path
+from hwtune.commands.verify import STOP_GRACE_S, command_or_pid, exit_on_sigterm
 from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
 
 if TYPE_CHECKING:
     from hwtune.apply.verify import Check
     from hwtune.doctor.samples import SampleSet
-
-STOP_GRACE_S = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -175,18 +174,6 @@ def _progress(env: Environment, pid: int, seconds: float) -> Callable[[float], N
     return update
 
 
-def _exit_on_sigterm() -> signal.Handlers | Callable[..., object] | int | None:
-    """SIGTERM becomes SystemExit, so the `finally` that stops the job runs; the old handler."""
-
-    def terminated(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    try:
-        return signal.signal(signal.SIGTERM, terminated)
-    except ValueError:  # not the main thread (an embedding caller): leave signals alone
-        return None
-
-
 def _observe(
     pid: int, args: argparse.Namespace, env: Environment
 ) -> tuple[SampleSet, list[Check]]:
@@ -220,7 +207,6 @@ def _not_started(code: int, ended: bool, startup: float) -> str:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.commands.verify import command_or_pid
     from hwtune.doctor.analysis import analyse
     from hwtune.doctor.report import render_json, render_text
     from hwtune.doctor.watch import steps_in_window, tensorflow_target, wait_for_tensorflow
@@ -249,7 +235,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         data, checks = _observe(target, args, env)
     else:
         job = _Job(command, env)
-        previous = _exit_on_sigterm()
+        previous = exit_on_sigterm()
         try:
             found = wait_for_tensorflow(job.process.pid, args.startup, job.alive)
             if found is None:

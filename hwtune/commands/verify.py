@@ -23,8 +23,10 @@ import dataclasses
 import json
 import os
 import shlex
+import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +41,9 @@ if TYPE_CHECKING:
     from hwtune.models.hardware import Hardware
 
 _SAMPLE_S = 0.1
+# How long a command verify or the doctor stops (SIGTERM, SIGINT) is given to end before
+# SIGKILL: docker stop's default grace (`docker stop --time`, 10 s).
+STOP_GRACE_S = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,6 +120,8 @@ def _watch_command(command: list[str], hardware: _JobHardware) -> tuple[object, 
     A process removes its configure() record when it exits (hwtune.apply.record), while
     TensorFlow's threads still show during interpreter shutdown: a record seen earlier for
     the same process is kept for the observations after it.
+
+    CMD is stopped when verify leaves before it ended (`_stop`).
     """
     from dataclasses import replace
 
@@ -124,31 +131,49 @@ def _watch_command(command: list[str], hardware: _JobHardware) -> tuple[object, 
     by_pool: dict[int, tuple[int, Observation]] = {}  # tf_Compute count -> (looks, latest)
     records: dict[int, Observation] = {}
     child = subprocess.Popen(command)
-    while True:
-        seen = observe_tree(child.pid)
-        if seen is not None:
-            hardware.read(seen)
-            if seen.record is not None:
-                records[seen.pid] = seen
-            elif seen.pid in records:
-                earlier = records[seen.pid]
-                seen = replace(seen, record=earlier.record, record_note=earlier.record_note)
-            if seen.tf_started:
-                # The pool as it stood longest, not the last look: at exit TensorFlow tears
-                # its pools down while other tf_ threads still show (a last look counted 0),
-                # and a pool can briefly hold an extra thread (a peak counted 2 for 1), both
-                # seen on the 2-vCPU VM. Per count: how often seen, and the latest look.
-                pools = seen.threads[INTER_OP_THREAD]
-                looks, _ = by_pool.get(pools, (0, seen))
-                by_pool[pools] = (looks + 1, seen)
-            else:
-                last = seen
-        if child.poll() is not None:
-            if by_pool:
-                _, steady = max(by_pool.values(), key=lambda entry: entry[0])
-                return steady, child.returncode
-            return last, child.returncode
-        time.sleep(_SAMPLE_S)
+    try:
+        while True:
+            seen = observe_tree(child.pid)
+            if seen is not None:
+                hardware.read(seen)
+                if seen.record is not None:
+                    records[seen.pid] = seen
+                elif seen.pid in records:
+                    earlier = records[seen.pid]
+                    seen = replace(seen, record=earlier.record, record_note=earlier.record_note)
+                if seen.tf_started:
+                    # The pool as it stood longest, not the last look: at exit TensorFlow
+                    # tears its pools down while other tf_ threads still show (a last look
+                    # counted 0), and a pool can briefly hold an extra thread (a peak counted
+                    # 2 for 1), both seen on the 2-vCPU VM. Per count: how often seen, and the
+                    # latest look.
+                    pools = seen.threads[INTER_OP_THREAD]
+                    looks, _ = by_pool.get(pools, (0, seen))
+                    by_pool[pools] = (looks + 1, seen)
+                else:
+                    last = seen
+            if child.poll() is not None:
+                if by_pool:
+                    _, steady = max(by_pool.values(), key=lambda entry: entry[0])
+                    return steady, child.returncode
+                return last, child.returncode
+            time.sleep(_SAMPLE_S)
+    finally:
+        _stop(child)
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    """End CMD when verify leaves before it did (a SIGTERM to verify alone, a Ctrl-C): the
+    smoke test is verify's, and it was left running with no one to wait for it. SIGTERM,
+    then SIGKILL after STOP_GRACE_S."""
+    if child.poll() is not None:
+        return
+    child.terminate()
+    try:
+        child.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
 
 
 def _watch_pid(pid: int, wait: float, hardware: _JobHardware) -> object:
@@ -165,6 +190,19 @@ def _watch_pid(pid: int, wait: float, hardware: _JobHardware) -> object:
             hardware.read(now)
         seen = now or seen
     return seen
+
+
+def exit_on_sigterm() -> signal.Handlers | Callable[..., object] | int | None:
+    """SIGTERM becomes SystemExit, so the `finally` that stops the job runs; the old handler
+    (None where none was installed: not the main thread)."""
+
+    def terminated(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        return signal.signal(signal.SIGTERM, terminated)
+    except ValueError:  # not the main thread (an embedding caller): leave signals alone
+        return None
 
 
 def _ended(status: int) -> str:
@@ -204,10 +242,14 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             raise HwtuneError(f"no such process: {args.pid}")
         seen = _watch_pid(args.pid, args.wait or 0.0, hardware)
     else:
+        previous = exit_on_sigterm()
         try:
             seen, status = _watch_command(command, hardware)
         except OSError as err:
             raise HwtuneError(f"cannot run {command[0]!r}: {err.strerror}") from err
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
     if not isinstance(seen, Observation):
         if args.pid is not None:
             raise HwtuneError(
