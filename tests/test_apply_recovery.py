@@ -165,3 +165,17 @@ def test_a_revert_stopped_midway_says_the_directory_is_mixed_and_finishes_later(
     subprocess.run(["chattr", "-i", str(immutable_json)], check=True)
     revert(tmp_path)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == after_a
+
+
+def test_root_refused_by_the_file_system_is_not_told_to_run_as_root() -> None:
+    """Root gets EACCES where the file system, not a mode, refuses it (NFS root_squash; /sys
+    takes no new files): the hint said "run as root" to root."""
+    sysfs = Path("/sys/kernel/mm")
+    if os.geteuid() != 0 or not sysfs.is_dir():
+        pytest.skip("needs root and sysfs")
+    with pytest.raises(ApplyError) as failed:
+        apply_all(sysfs, A, HW)
+    if "Permission denied" not in str(failed.value):
+        pytest.skip(f"sysfs refused otherwise here: {failed.value}")
+    hint = failed.value.hint or ""
+    assert "run as root" not in hint and "root was refused" in hint, hint

@@ -56,6 +56,14 @@ def failure(action: str, path: Path, err: OSError, state: str = INTACT) -> Apply
             f"root was refused: {path.name} or its directory may be immutable or append-only "
             f"(`lsattr -d {path} {path.parent}`; `chattr -i`/`chattr -a` clears them)"
         )
+    elif err.errno == errno.EACCES and os.geteuid() == 0:
+        # Root is refused EACCES by the file system, not by modes: an NFS export with
+        # root_squash (exports(5)) maps root to nobody; /sys and /proc refuse new files.
+        hint = (
+            f"root was refused by the file system under {path.parent} (an NFS export with "
+            "root_squash, or a file system that takes no new files); choose a directory "
+            "with --output"
+        )
     return ApplyError(f"could not {action} {path}: {reason}; {state}", hint=hint)
 
 
