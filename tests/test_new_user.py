@@ -323,3 +323,26 @@ def test_verify_names_a_missing_pid(tmp_path: Path) -> None:
     result = hwtune("verify", "--pid", str(missing), env=environ(tmp_path))
     assert result.returncode == 1
     assert f"hwtune verify: error: no such process: {missing}" in result.stderr
+
+
+def test_the_undo_command_apply_prints_reverts_that_apply(tmp_path: Path) -> None:
+    """apply's `undo with` hint named --output unquoted: pasted, `hwtune revert --output
+    my out` was a usage error (a `;` in the name ran the rest as a command)."""
+    out = tmp_path / "my out; x"
+    done = hwtune("apply", "--output", str(out), env=environ(tmp_path))
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("journal: "))
+    undo = line[line.index("`") + 1 : line.rindex("`")]
+    assert undo.startswith("hwtune revert --output "), line
+    hwtune_cmd = f"{sys.executable} -m {undo}"
+    reverted = subprocess.run(
+        ["sh", "-c", hwtune_cmd],
+        env=environ(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert reverted.returncode == 0, reverted.stderr
+    assert f"reverted apply {line.split()[1]} in {out}" in reverted.stdout
+    assert not (out / "hwtune.env").exists()

@@ -17,6 +17,7 @@ stderr, as `hwtune plan` does); 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from hwtune.cli import Environment
@@ -102,7 +103,10 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         env.stdout.write(f"up to date: {output}\n")
     elif not preview:
         env.stdout.write(
-            f"journal: {report.journal_id} (undo with `hwtune revert --output {output}`)\n"
+            # Quoted as revert's own hint is: a directory with a space (or a `;`) made a
+            # command that reverted another directory, or ran something else, when pasted.
+            f"journal: {report.journal_id} (undo with "
+            f"`hwtune revert --output {shlex.quote(str(output))}`)\n"
         )
     if preview and report.changed:
         return ExitStatus.WOULD_CHANGE
