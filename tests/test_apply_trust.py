@@ -5,8 +5,13 @@ hard-link checks run as anyone."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+import signal
 import stat
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,7 +74,7 @@ def test_umask_077_keeps_outputs_readable_and_the_journal_private(tmp_path: Path
     assert mode(tmp_path / "new") == 0o755 and mode(out) == 0o755
     for name in ("hwtune.env", "hwtune.sh", "profile.json"):
         assert mode(out / name) == 0o644, name
-    assert mode(out / ".lock") == 0o644
+    assert mode(out / ".lock") == 0o600
     for directory in _journal_dirs(out):
         assert mode(directory) == 0o700, directory
     assert mode(next((out / ".journal").glob("*/manifest.json"))) == 0o600
@@ -85,6 +90,51 @@ def test_a_hard_linked_lock_is_refused_and_never_truncated(tmp_path: Path) -> No
         apply_all(out, A, HW)
     assert victim.read_bytes() == SECRET
     assert not (out / "hwtune.env").exists()
+
+
+@needs_root
+def test_another_user_cannot_hold_the_lock() -> None:
+    """flock needs only a read-only descriptor: with `.lock` 0644 in a directory others may
+    enter, any local user held root's lock and every apply timed out (exit 6). A lock file
+    made 0644 by an earlier hwtune is closed to others by the next apply."""
+    base = Path(tempfile.mkdtemp(dir="/tmp"))  # a path others may enter, as /etc/hwtune's is
+    try:
+        base.chmod(0o755)
+        out = base / "out"
+        apply_all(out, A, HW)
+        (out / ".lock").chmod(0o644)  # as hwtune left it before
+        apply_all(out, B, HW)
+        assert mode(out / ".lock") == 0o600
+
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:  # another user, trying to hold the lock (fork: nothing to exec)
+            said = b"failed"
+            try:
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+                try:
+                    fd = os.open(out / ".lock", os.O_RDONLY)
+                except PermissionError:
+                    said = b"refused"
+                else:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    said = b"held"
+            finally:
+                os.write(write_end, said)
+                if said == b"held":
+                    time.sleep(30)
+                os._exit(0)
+        os.close(write_end)
+        try:
+            assert os.read(read_end, 16) == b"refused"
+            assert apply_all(out, A, HW, lock_timeout=2).changed
+        finally:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            os.close(read_end)
+    finally:
+        shutil.rmtree(base)
 
 
 @needs_root

@@ -212,12 +212,19 @@ def locked(
         os.close(fd)
 
 
+# A lock file is its owner's alone: flock(2) needs only an open descriptor, a read-only one
+# too, so a lock file others may read is one any local user can hold forever (every apply
+# then timed out, and `hwtune daemon` would not start, "another daemon holds it").
+LOCK_MODE = 0o600
+
+
 def open_lock_file(lock_path: Path) -> int:
-    """`lock_path` opened (created 0644) for flock, checked as `_check_lock_file` does; an
-    ApplyError names it otherwise. The daemon's `.daemon.lock` is opened the same way."""
+    """`lock_path` opened (created LOCK_MODE) for flock, checked as `_check_lock_file` does;
+    an ApplyError names it otherwise. The daemon's `.daemon.lock` is opened the same way."""
     try:
         # O_NOFOLLOW: a lock-file link planted by another user must not be truncated through.
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(lock_path, flags, LOCK_MODE)
     except OSError as err:
         if err.errno == errno.ELOOP:  # a link: refused, naming its owner
             refuse_unless_regular(lock_path, os.lstat(lock_path))
@@ -233,7 +240,8 @@ def open_lock_file(lock_path: Path) -> int:
 def _check_lock_file(lock_path: Path, fd: int) -> None:
     """The lock file must be ours alone: a hard link to another file (st_nlink > 1) would be
     truncated by `_write_holder`, and one another user owns (as root) they can hold forever.
-    Its mode is set exactly (0644: the holder's pid is for everyone to read)."""
+    Its mode is set exactly (LOCK_MODE: one left readable by others, as hwtune made them
+    before, is closed to new openers)."""
     st = os.fstat(fd)
     refuse_unless_regular(lock_path, st)
     foreign = os.geteuid() == 0 and st.st_uid != 0
@@ -247,8 +255,8 @@ def _check_lock_file(lock_path: Path, fd: int) -> None:
             f"refusing to use the lock file {lock_path}: {why}; hwtune creates it alone",
             hint=f"someone put it there: check who, remove {lock_path} and run it again",
         )
-    if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o644:
-        os.fchmod(fd, 0o644)
+    if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != LOCK_MODE:
+        os.fchmod(fd, LOCK_MODE)
 
 
 def write_holder(fd: int) -> None:
