@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import fcntl
 import os
 import select
 import socket
@@ -13,6 +16,7 @@ import pytest
 
 from hwtune.daemon import changes
 from hwtune.daemon.inputs import plan_inputs
+from hwtune.daemon.instance import LOCK_NAME, hold_output
 from hwtune.daemon.sdnotify import Notifier, monotonic_usec, socket_address, watchdog_interval
 from hwtune.daemon.watch import Input, Part, Watcher
 from hwtune.models.hardware import Gpu, Hardware, Limits, TensorFlowInfo
@@ -330,3 +334,36 @@ def test_bad_arguments_are_refused(cli, argv: list[str], status: int, message: s
     result = cli(argv)
     assert result.exit_status == status
     assert message in result.stderr
+
+
+def _open_on(path: Path) -> list[str]:
+    """This process's descriptors open on `path`."""
+    fds = Path("/proc/self/fd")
+    found = []
+    for name in os.listdir(fds):
+        with contextlib.suppress(OSError):
+            if os.readlink(fds / name) == str(path):
+                found.append(name)
+    return found
+
+
+def test_a_lock_the_filesystem_refuses_leaves_no_descriptor_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """flock failing otherwise than 'held by another' (ENOLCK: an NFS mount without lockd)
+    propagated with `.daemon.lock` still open: one descriptor leaked per try. Only flock is
+    made to fail; the directory, the lock file and its checks are real."""
+    output = tmp_path / "out"
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(OSError) as raised:
+            hold_output(output)
+        assert raised.value.errno == errno.ENOLCK
+    assert (output / LOCK_NAME).is_file()  # it got as far as opening the real file
+    assert _open_on(output / LOCK_NAME) == []
+    assert len(os.listdir("/proc/self/fd")) == before

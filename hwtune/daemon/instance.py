@@ -57,5 +57,8 @@ def hold_output(output: Path) -> tuple[int | None, str | None]:
             hint="stop the other one first (systemctl stop hwtune.service), or give this "
             "one another --output",
         ) from None
+    except BaseException:  # ENOLCK (an NFS mount without lockd), EINTR: not left open
+        os.close(fd)
+        raise
     write_holder(fd)  # the pid is for the message above only
     return fd, None
