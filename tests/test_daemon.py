@@ -169,6 +169,44 @@ def test_sighup_reloads(daemon: DaemonProcess) -> None:
     assert daemon.stop() == 0
 
 
+def test_sigusr1_and_sigusr2_check_the_inputs_at_once_and_never_stop_it(
+    tmp_path: Path, host: Host
+) -> None:
+    """logrotate's postrotate scripts and stray `kill -USR1`s send SIGUSR1 to daemons to
+    reopen their logs; unhandled, it ended the daemon. It has no log file, so either signal
+    now makes it check its inputs at once (a 60 s poll interval: nothing else would see these
+    cgroupfs changes within the test's waits). A SIGUSR1 and a SIGHUP pending together (sent
+    while the daemon is stopped) make one reload that is their check; neither is lost."""
+    d = DaemonProcess(tmp_path, host.root, tmp_path / "out", interval=60)
+    d.extra_args = ("--poll-only",)
+    try:
+        d.start()
+        d.wait_ready()
+        for signum, cpus in ((signal.SIGUSR1, 3), (signal.SIGUSR2, 2)):
+            host.set_quota(cpus)
+            d.signal(signum)
+            follows(d, INTRA, str(cpus))
+            assert f"{signal.Signals(signum).name}: checking the inputs now" in d.log()
+        assert d.proc is not None and d.proc.poll() is None
+        mark = len(d.messages)
+        os.kill(d.pid, signal.SIGSTOP)
+        try:
+            host.set_quota(1)
+            d.signal(signal.SIGUSR1)
+            d.signal(signal.SIGHUP)
+        finally:
+            os.kill(d.pid, signal.SIGCONT)
+        follows(d, INTRA, "1")
+        d.wait_message(lambda m: m.get("READY") == "1", after=mark)
+        wait_for(lambda: "reloading (SIGHUP, with SIGUSR1)" in d.log(), "the reload's line")
+        assert d.log().count("SIGUSR1: checking the inputs now") == 1, d.log()
+        assert d.stop() == 0
+        d.drain()
+        assert sum(1 for m in d.messages[mark:] if m.get("RELOADING") == "1") == 1
+    finally:
+        d.close()
+
+
 def test_sigint_stops_cleanly_with_130(daemon: DaemonProcess) -> None:
     """Ctrl-C: a clean stop, reported as shells report SIGINT (128+2, README's exit table)."""
     daemon.start()

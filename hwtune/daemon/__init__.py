@@ -2,7 +2,9 @@
 
     run_daemon(root="/", output="/etc/hwtune", interval=30.0, nfd_dir=None)
 
-runs until SIGTERM (exit 0) or SIGINT (exit 130) and re-reads everything on SIGHUP. It talks to
+runs until SIGTERM (exit 0) or SIGINT (exit 130), re-reads everything on SIGHUP, and checks its
+inputs at once on SIGUSR1 or SIGUSR2 (what logrotate-style scripts send; it logs to stderr and
+has no log file to reopen, and must not die of their default action). It talks to
 systemd with sd_notify (`sdnotify.py`), notices changes with inotify plus polling (`watch.py`,
 `inputs.py`), and logs one line per change (`changes.py`). See docs/daemon.md.
 """

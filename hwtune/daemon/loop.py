@@ -1,9 +1,21 @@
 """The daemon's loop: detect → plan → apply, then wait for an input to change, and again.
 
-One thread, one `select()`: on the signal wake-up pipe (SIGTERM, SIGINT, SIGHUP), on the
+One thread, one `select()`: on the signal wake-up pipe (SIGTERM, SIGINT, SIGHUP, SIGUSR1,
+SIGUSR2), on the
 inotify descriptor, with a timeout that is the next of: the poll interval, the watchdog ping,
 the NFD file refresh. Nothing is done while nothing changes but reading a few dozen small files
 once per interval.
+
+Signals are taken in batches: everything that arrived since the last look is acted on once,
+SIGTERM/SIGINT first (stop), then SIGHUP (reload), else SIGUSR1/SIGUSR2 (check the inputs now).
+Standard signals pending together have no order (signal(7): "the order in which the signals
+are delivered is unspecified"; Linux, and Python's dispatch to handlers, take the lowest number
+first), so a batch has none to keep; what arrives while one is handled is the next batch,
+handled after it. SIGUSR1/SIGUSR2 are what logrotate's `postrotate` scripts and
+stray `kill -USR1`s send to daemons to reopen their log files; their default action ends the
+process. This daemon logs to stderr and has no file to reopen, so either one is logged and
+makes it check its inputs at once, as a poll would; with a SIGHUP in the same batch the reload,
+which re-reads everything, is that check.
 
 Failure policy: a config file that does not parse, a plan or an apply that raises, or a probe
 that fails where it did not before (a new `ProbeIssue` that says the probe crashed or read a
@@ -56,6 +68,8 @@ CONFIG_RETRIES = 3
 # never lapse while the daemon runs and disappear within ~3 minutes when it stops.
 NFD_MIN_TTL_S = 120.0
 NFD_TTL_INTERVALS = 4
+# Not a reason to stop (see the module doc): logged, and the inputs are checked at once.
+CHECK_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
 # Inputs that change the plan but no labelled fact (inputs.plan_inputs' names): while only the
 # config failed, their moving leaves the last good apply's labels true (`_labels_hold`).
 PLAN_ONLY_INPUTS = ("config", "measured")
@@ -391,7 +405,7 @@ class Daemon:
     def _run(self) -> int:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         previous_fd = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-        handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, *CHECK_SIGNALS)
         old_handlers = {s: signal.signal(s, self._on_signal) for s in handled}
         try:
             return self._serve(wake_r)
@@ -433,8 +447,14 @@ class Daemon:
                 pending, self._signals = self._signals, []
                 if signal.SIGTERM in pending or signal.SIGINT in pending:
                     return self._stop(pending)
+                checks = [signal.Signals(s).name for s in CHECK_SIGNALS if s in pending]
                 if signal.SIGHUP in pending:
-                    self.reload()
+                    self.reload(checks)
+                    next_poll = time.monotonic() + interval
+                elif checks:
+                    self.log(f"{' and '.join(checks)}: checking the inputs now")
+                    self.poll()
+                    self._write_nfd()
                     next_poll = time.monotonic() + interval
             now = time.monotonic()
             if now >= next_ping and ping:
@@ -523,10 +543,12 @@ class Daemon:
         if restored:
             self.log(f"outputs: put back {', '.join(restored)}", 4)
 
-    def reload(self) -> None:
-        """SIGHUP: tell systemd, re-read config and hardware, accept them as the baseline."""
+    def reload(self, checks: list[str] | None = None) -> None:
+        """SIGHUP: tell systemd, re-read config and hardware, accept them as the baseline.
+        `checks`: the SIGUSR1/SIGUSR2 of the same batch, whose check this reload is."""
         self._notify(RELOADING=1, MONOTONIC_USEC=monotonic_usec(), STATUS="reloading")
-        self.log("reloading (SIGHUP)")
+        also = f", with {' and '.join(checks)}" if checks else ""
+        self.log(f"reloading (SIGHUP{also})")
         self.config_files = config_paths(self.environ)
         from hwtune.planner.knowledge import reload_knowledge
 
