@@ -633,6 +633,30 @@ def test_deleted_outputs_are_written_again(tmp_path: Path, host: Host) -> None:
         d.close()
 
 
+def test_outputs_deleted_before_the_first_poll_are_written_again(
+    tmp_path: Path, host: Host
+) -> None:
+    """The outputs' baseline was taken before the first apply wrote them: deleting them all
+    before the first poll (polling only: no inotify wake-up from the daemon's own writes)
+    brought them back to that baseline, so no poll saw a change and they stayed deleted."""
+    d = DaemonProcess(tmp_path, host.root, tmp_path / "out", interval=1)
+    d.extra_args = ("--poll-only",)
+    try:
+        d.start()
+        d.wait_ready()
+        written = sorted(p.name for p in d.output.glob("[!.]*"))
+        for path in d.output.glob("[!.]*"):
+            path.unlink()
+        wait_for(
+            lambda: sorted(p.name for p in d.output.glob("[!.]*")) == written,
+            f"every output written again; log:\n{d.log()}",
+            timeout=10,
+        )
+        assert d.stop() == 0
+    finally:
+        d.close()
+
+
 def test_a_tune_result_in_a_fingerprint_subdirectory_wakes_the_daemon(
     tmp_path: Path, host: Host
 ) -> None:

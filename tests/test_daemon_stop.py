@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from hwtune.daemon.instance import LOCK_NAME
 from hwtune.daemon.sdnotify import MIN_PING_S
 from hwtune.daemon.stable import WAIT_S as STABLE_WAIT_S
 from tests.conftest import REPO
@@ -199,6 +201,93 @@ def test_a_second_daemon_on_the_same_output_refuses_to_start(tmp_path: Path, hos
     finally:
         for d in (first, second, third):
             d.close()
+
+
+def test_an_output_directory_deleted_under_the_daemon_is_still_its_alone(
+    tmp_path: Path, host: Host
+) -> None:
+    """`rm -rf OUTPUT` while the daemon runs took its .daemon.lock with it: the daemon put
+    its profile files back but not its lock, so a second daemon started on the same output
+    took a new lock and both rewrote the files. The daemon now takes its lock again (at
+    once: the lock is watched with its outputs) before it puts the files back, and a second
+    one is refused as at start."""
+    output = tmp_path / "out"
+    first = DaemonProcess(tmp_path / "first", host.root, output, interval=30)
+    second = DaemonProcess(tmp_path / "second", host.root, output)
+    try:
+        first.start()
+        first.wait_ready()
+        written = sorted(p.name for p in output.iterdir() if not p.name.startswith("."))
+        # rm -rf, all at once: the daemon, woken by the first deletion, must not put files
+        # back into a directory still being emptied (rmdir would then fail, as rm -rf does)
+        os.rename(output, tmp_path / "deleted")
+        shutil.rmtree(tmp_path / "deleted")
+        wait_for(
+            lambda: sorted(p.name for p in output.glob("[!.]*")) == written,
+            f"every output put back; log:\n{first.log()}",
+        )
+        wait_for(lambda: (output / LOCK_NAME).exists(), "the lock file")
+        assert f"{output / LOCK_NAME} was deleted or replaced: held again" in first.log()
+        second.start()
+        assert second.proc is not None and second.proc.wait(WAIT_S) == 1, second.log()
+        assert f"another hwtune daemon (pid {first.pid})" in second.log(), second.log()
+        assert first.stop() == 0
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_daemon_whose_lock_another_took_meanwhile_stops(tmp_path: Path, host: Host) -> None:
+    """A second daemon started between the deletion and the first one's next look (polling
+    only, a long interval) takes the new lock; when the first one looks (SIGHUP here) it must
+    not go on rewriting the files the other keeps: it stops with 1, naming the other."""
+    output = tmp_path / "out"
+    first = DaemonProcess(tmp_path / "first", host.root, output, interval=60)
+    first.extra_args = ("--poll-only",)
+    second = DaemonProcess(tmp_path / "second", host.root, output)
+    try:
+        first.start()
+        first.wait_ready()
+        shutil.rmtree(output)
+        second.start()
+        second.wait_ready()
+        first.signal(signal.SIGHUP)
+        assert first.proc is not None and first.proc.wait(WAIT_S) == 1, first.log()
+        expected = f"another hwtune daemon (pid {second.pid}) keeps {output} current"
+        assert expected in first.log(), first.log()
+        assert second.proc is not None and second.proc.poll() is None
+        assert second.stop() == 0
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_lock_that_could_not_be_had_at_start_is_taken_once_it_can(
+    tmp_path: Path, host: Host
+) -> None:
+    """An output that cannot be made at start (a file where its parent directory should be)
+    leaves the daemon unguarded and degraded; once it can be made, the daemon takes its lock
+    as it applies, and a second daemon is refused."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where a directory should be\n")
+    output = blocker / "out"
+    first = DaemonProcess(tmp_path / "first", host.root, output)
+    second = DaemonProcess(tmp_path / "second", host.root, output)
+    try:
+        first.start()
+        first.wait_ready()
+        assert "not guarding" in first.log(), first.log()
+        blocker.unlink()
+        blocker.mkdir()
+        wait_for(lambda: env_value(output, "TF_NUM_INTRAOP_THREADS") is not None, "applied")
+        wait_for(lambda: "now guarding" in first.log(), f"the lock; log:\n{first.log()}")
+        second.start()
+        assert second.proc is not None and second.proc.wait(WAIT_S) == 1, second.log()
+        assert f"another hwtune daemon (pid {first.pid})" in second.log(), second.log()
+        assert first.stop() == 0
+    finally:
+        first.close()
+        second.close()
 
 
 def test_a_log_reader_that_went_away_does_not_change_the_exit_status(

@@ -34,7 +34,8 @@ def run_daemon(
     log: TextIO | None = None,
     use_inotify: bool = True,
 ) -> int:
-    """Run the daemon in this process until SIGTERM (returns 0) or SIGINT (returns 130).
+    """Run the daemon in this process until SIGTERM (returns 0) or SIGINT (returns 130), or
+    until another daemon takes its output directory over (returns 1; instance module doc).
 
     Must run in the main thread (it installs signal handlers).
     """

@@ -137,7 +137,8 @@ OUTPUTS = "outputs"
 def output_input(output: Path, output_names: Sequence[str], nfd_dir: Path | None) -> Input:
     """The files the daemon writes, by name only: a deletion moves the signature (and wakes
     inotify at once), while the daemon's own rewrites, renames over a name that stays, do
-    not. Dotfiles beside them (the lock, the journal, temporaries) are not looked at."""
+    not. Dotfiles beside them (apply's lock, the journal, temporaries) are not looked at
+    unless named (the daemon names its own `.daemon.lock`)."""
     parts = [Part("listing", output, name) for name in output_names]
     if nfd_dir is not None:
         from hwtune.apply.nfd import FILE_NAME

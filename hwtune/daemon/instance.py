@@ -8,8 +8,12 @@ stops at start, naming the first one's pid. `hwtune apply` does not take this lo
 the directory's write lock (`fs.atomic.locked`) for each apply, as the daemon does.
 
 flock, as for the write lock: it is released when the holder exits, however it exits. A lock
-file deleted with the whole directory (`rm -rf OUTPUT`) no longer excludes anyone; the daemon
-puts its files back, not its lock.
+file deleted (`rm -rf OUTPUT`, a clean-up of dotfiles) no longer excludes anyone: a daemon
+started then would take a new one beside the first, which still holds the old. So the
+daemon checks at every poll, and when its lock file is deleted (watched like its outputs),
+that its descriptor is still the file at that name (`is_current`), and takes the lock again
+before it puts its files back; should another daemon have taken it first, the one that lost
+its file stops (exit 1), so that one daemon is left, as at start.
 """
 
 from __future__ import annotations
@@ -30,14 +34,17 @@ class AlreadyRunning(HwtuneError):
     code = "daemon-already-running"
 
 
-def hold_output(output: Path) -> tuple[int | None, str | None]:
+def hold_output(
+    output: Path, then: str = "not starting a second one"
+) -> tuple[int | None, str | None]:
     """(descriptor of `output/.daemon.lock`, flocked: close it to let go; None and the reason
     when the lock cannot be had for any reason but another daemon).
 
-    AlreadyRunning when another daemon holds it. Anything else (a read-only or missing
-    directory, a planted link: the link is never followed, O_NOFOLLOW) is what the first
-    apply reports too, as a failure it retries (docs/daemon.md, "Failures never stop it"),
-    so the daemon runs without the lock rather than refusing to start over it."""
+    AlreadyRunning when another daemon holds it (its message ends with `then`). Anything
+    else (a read-only or missing directory, a planted link: the link is never followed,
+    O_NOFOLLOW) is what the first apply reports too, as a failure it retries
+    (docs/daemon.md, "Failures never stop it"), so the daemon runs without the lock rather
+    than refusing to start over it."""
     path = output / LOCK_NAME
     try:
         ensure_dir(output)  # as root, refuses a directory others could swap files in
@@ -52,8 +59,7 @@ def hold_output(output: Path) -> tuple[int | None, str | None]:
         holder = read_holder(fd)
         os.close(fd)
         raise AlreadyRunning(
-            f"another hwtune daemon{holder} keeps {output} current (it holds {path}); "
-            "not starting a second one",
+            f"another hwtune daemon{holder} keeps {output} current (it holds {path}); {then}",
             hint="stop the other one first (systemctl stop hwtune.service), or give this "
             "one another --output",
         ) from None
@@ -62,3 +68,15 @@ def hold_output(output: Path) -> tuple[int | None, str | None]:
         raise
     write_holder(fd)  # the pid is for the message above only
     return fd, None
+
+
+def is_current(fd: int, output: Path) -> bool:
+    """Whether `fd` (from `hold_output`) is still the file named `output/.daemon.lock`: False
+    once it was deleted (alone or with its directory) or replaced, and when that name cannot
+    be looked at. One lstat and one fstat, cheap enough for every poll."""
+    try:
+        named = os.lstat(output / LOCK_NAME)
+        held = os.fstat(fd)
+    except OSError:
+        return False
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)

@@ -50,6 +50,7 @@ from hwtune.daemon.inputs import (
     site_directories,
     tuned_directory,
 )
+from hwtune.daemon.instance import LOCK_NAME, AlreadyRunning, hold_output, is_current
 from hwtune.daemon.logstream import flush_or_discard, is_journal_stream, own_usage
 from hwtune.daemon.sdnotify import MIN_PING_S, Notifier, monotonic_usec, watchdog_interval
 from hwtune.daemon.watch import Input, Watcher
@@ -134,6 +135,10 @@ class Daemon:
         self._nfd_written_at = 0.0
         self._nfd_written_mono = 0.0
         self._notify_failing = False
+        # OUTPUT/.daemon.lock, held for the daemon's life (`run`, `_keep_lock`), and why it
+        # could not be had (None: held), logged once per distinct reason
+        self._lock_fd: int | None = None
+        self._lock_problem: str | None = None
 
     # ------------------------------------------------------------------ output
     def log(self, text: str, priority: int = 6) -> None:
@@ -200,7 +205,9 @@ class Daemon:
     def _outputs(self) -> Input:
         from hwtune.apply.render import OUTPUT_FILES
 
-        return output_input(self.options.output, OUTPUT_FILES, self.options.nfd_dir)
+        # the lock too: its deletion wakes the daemon to take it again (`_keep_lock`)
+        names = (*OUTPUT_FILES, LOCK_NAME)
+        return output_input(self.options.output, names, self.options.nfd_dir)
 
     def _compute(self, accept_issues: bool) -> tuple[Hardware, Profile]:
         """detect → plan; raises HwtuneError for what must keep the last good profile.
@@ -296,6 +303,8 @@ class Daemon:
         if line:  # nothing when an input's fingerprint moved but no fact or setting did
             self.log(line)
         self._write_nfd(force=True)
+        if self._watcher is not None:  # all written: from now on a deletion is a change
+            self._watcher.rebase(OUTPUTS)
         self._status(self._ok_status(line))
         return True
 
@@ -390,17 +399,20 @@ class Daemon:
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:
         """Serve until SIGTERM/SIGINT; HwtuneError at once when another daemon keeps the same
-        output directory current (`instance.hold_output`)."""
-        from hwtune.daemon.instance import hold_output
-
-        held, why_not = hold_output(self.options.output)
-        if why_not is not None:
-            self.log(f"not guarding {self.options.output} against a second daemon: {why_not}", 4)
+        output directory current (`instance.hold_output`), 1 when another one took it over
+        while this one's lock file was deleted (`_keep_lock`)."""
+        self._lock_fd, self._lock_problem = hold_output(self.options.output)
+        if self._lock_problem is not None:
+            self.log(
+                f"not guarding {self.options.output} against a second daemon: "
+                f"{self._lock_problem}",
+                4,
+            )
         try:
             return self._run()
         finally:
-            if held is not None:
-                os.close(held)
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
 
     def _run(self) -> int:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -411,6 +423,10 @@ class Daemon:
             return self._serve(wake_r)
         except _Stop:
             return self._stop(self._signals)
+        except AlreadyRunning as err:  # from _keep_lock: another daemon has the directory now
+            self.log(err.message, 3)
+            self._stop([])
+            return 1
         finally:
             for s, handler in old_handlers.items():
                 signal.signal(s, handler)
@@ -492,9 +508,39 @@ class Daemon:
             ping = MIN_PING_S
         return ping
 
+    def _keep_lock(self) -> None:
+        """Hold OUTPUT/.daemon.lock again when the file held is no longer at that name (deleted,
+        alone or with the directory: `rm -rf OUTPUT`), or was never had (`hold_output` makes
+        the directory again). AlreadyRunning when another daemon took it meanwhile: `_run`
+        stops this one before it writes anything there, so one daemon is left, as at start
+        (instance module doc)."""
+        output = self.options.output
+        if self._lock_fd is not None and is_current(self._lock_fd, output):
+            return
+        lost = self._lock_fd is not None
+        then = (
+            "stopping this one, whose lock file was deleted: one daemon per directory"
+            if lost
+            else "stopping this one, which could not take the lock at start"
+        )
+        fd, why_not = hold_output(output, then)
+        if fd is None:
+            if why_not != self._lock_problem:  # once per distinct problem
+                self.log(f"not guarding {output} against a second daemon: {why_not}", 4)
+            self._lock_problem = why_not
+            return
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+        self._lock_fd, self._lock_problem = fd, None
+        if lost:
+            self.log(f"{output / LOCK_NAME} was deleted or replaced: held again", 4)
+        else:
+            self.log(f"now guarding {output} against a second daemon", 5)
+
     def poll(self) -> None:
         """Fingerprint the inputs; re-plan when one moved, or retry while degraded."""
         assert self._watcher is not None
+        self._keep_lock()  # first: nothing is put back into a directory another daemon keeps
         moved = self._watcher.changed()
         outputs_moved = OUTPUTS in moved
         moved = [name for name in moved if name != OUTPUTS]
@@ -552,6 +598,7 @@ class Daemon:
         self.config_files = config_paths(self.environ)
         from hwtune.planner.knowledge import reload_knowledge
 
+        self._keep_lock()
         reload_knowledge()  # user knowledge directories are re-read too, every table
         self.cycle(["reload"], accept_issues=True)
         self._ready()

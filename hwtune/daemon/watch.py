@@ -372,6 +372,15 @@ class Watcher:
                 relevant = True
         return relevant
 
+    def rebase(self, name: str) -> None:
+        """Take input `name` as it is now as its baseline. The daemon's outputs after it wrote
+        them: their baseline was taken before the first apply, and a deletion that brought
+        them back to that state (all deleted again before the first poll, or `rm -rf OUTPUT`
+        with the lock file taken again) moved nothing, so nothing was put back."""
+        for item in self._inputs:
+            if item.name == name:
+                self._baseline[name] = item.signature()
+
     def changed(self) -> list[str]:
         """Names of the inputs whose signature moved since the last call (or set_inputs)."""
         self._arm()
