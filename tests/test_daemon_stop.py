@@ -326,6 +326,35 @@ def test_a_log_reader_that_went_away_does_not_change_the_exit_status(
         d.close()
 
 
+def test_a_log_on_a_full_disk_does_not_change_the_exit_status(tmp_path: Path, host: Host) -> None:
+    """stderr on a full disk (/dev/full: every write fails with ENOSPC): each line was
+    dropped by the CLI's stderr guard but stayed buffered, and the flush at exit went through
+    that guard too, which hides ENOSPC, so the interpreter's own last flush failed on it and
+    SIGTERM ended in exit status 120, not 0."""
+    d = DaemonProcess(tmp_path, host.root, tmp_path / "out")
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(d.config_home),
+        "PYTHONPATH": str(REPO),
+    }
+    argv = [sys.executable, "-m", "hwtune", "daemon", "--root", str(host.root)]
+    argv += ["--output", str(d.output), "--interval", "0.2"]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=full)
+    try:
+        wait_for(lambda: env_value(d.output, "TF_NUM_INTRAOP_THREADS") is not None, "applied")
+        host.set_quota(3.0)  # one more line that cannot be written
+        wait_for(lambda: env_value(d.output, "TF_NUM_INTRAOP_THREADS") == "3", "the change")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(STOP_S) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        d.close()
+
+
 def test_journal_prefixes_only_when_stderr_is_the_announced_stream(
     tmp_path: Path, host: Host
 ) -> None:

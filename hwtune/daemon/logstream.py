@@ -10,7 +10,10 @@ buffer, the interpreter's last flush at exit fails on it again, and Python then 
 ("Exception ignored ... BrokenPipeError") where the daemon returned 0 after SIGTERM. Once the
 reader is known to be gone the stream's descriptor is pointed at /dev/null (as the Python docs
 advise for SIGPIPE, "Note on SIGPIPE"), so the buffered text is discarded and the exit status
-is the daemon's.
+is the daemon's. A stderr on a full disk (`2>/dev/full`, ENOSPC) is no gone reader: the guard
+drops the line and the text stays buffered, so the flush at exit is made on the stream the
+guard wraps, whose error then discards it (the CLI hands the daemon a guarded stderr, whose
+flush raises nothing, and SIGTERM ended in 120).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ from hwtune.daemon.logstream import flush_or_discard, is_journal_stream, own_usa
 from hwtune.daemon.sdnotify import MIN_PING_S, Notifier, monotonic_usec, watchdog_interval
 from hwtune.daemon.watch import Input, Watcher
 from hwtune.errors import HwtuneError
-from hwtune.fs.streams import guard_stderr
+from hwtune.fs.streams import guard_stderr, unguarded
 from hwtune.models.hardware import Hardware, ProbeIssue
 from hwtune.models.profile import Profile
 
@@ -109,7 +109,11 @@ class Daemon:
 
         self.options = options
         self.environ = environ
-        self.log_stream = log
+        # The stream itself for the last flush, which must see the error of a full disk that
+        # the guard hides (`logstream.flush_or_discard`); the lines go through the CLI's
+        # stderr guard, wrapped once here (`log`).
+        self.log_stream = unguarded(log)
+        self._log_lines = guard_stderr(log)
         self.notifier = notifier or Notifier.from_environ(environ)
         self.live = is_live(options.root)
         self.config_files = config_paths(environ)
@@ -146,7 +150,7 @@ class Daemon:
         # journald restarting, stderr closed or its reader gone must not end the daemon: the
         # CLI's stderr guard drops such a line (and points a stream whose reader is gone at
         # /dev/null, hwtune/fs/streams.py)
-        print(f"{prefix}hwtune daemon: {text}", file=guard_stderr(self.log_stream), flush=True)
+        print(f"{prefix}hwtune daemon: {text}", file=self._log_lines, flush=True)
 
     def _status(self, text: str) -> None:
         self.status = text

@@ -151,6 +151,12 @@ def guard_stderr(stream: TextIO | None) -> TextIO:
     return stream if isinstance(stream, _Stderr) else cast(TextIO, _Stderr(stream, "stderr"))
 
 
+def unguarded(stream: TextIO | None) -> TextIO | None:
+    """The stream `guard_stdout` or `guard_stderr` wrapped (`stream` itself when not wrapped):
+    for code that must see the errors the guard hides, as at exit (daemon.logstream)."""
+    return stream.stream if isinstance(stream, _Guarded) else stream
+
+
 def warn(text: str) -> None:
     """Print one line on sys.stderr; nothing when the process has no stderr or it fails
     (print(file=None) would write it to stdout)."""
