@@ -23,12 +23,13 @@ from hwtune.pipeline.measured import (
     result_path,
     save_result,
 )
+from hwtune.tune.capture import parse_metrics
 from hwtune.tune.config import TrialConfig, from_json, to_json, trial_env
 from hwtune.tune.progress import Progress, render_line
 from hwtune.tune.search import Search, SearchOutcome, SearchSettings
 from hwtune.tune.space import SearchSpace
 from hwtune.tune.stats import Blocked, compare, summarize
-from hwtune.tune.trial import TrialResult, TrialRunner, parse_metrics
+from hwtune.tune.trial import TrialResult, TrialRunner
 from hwtune.tune.workloads import builtin, resolve, user_command
 from tests.conftest import DATA
 
@@ -171,6 +172,31 @@ def test_a_chatty_workload_is_scanned_not_read_whole(tmp_path: Path) -> None:
     assert result.ok and result.value == 42.0
     assert result.stderr_tail.endswith("last words")
     assert peak < 2 * 1024 * 1024
+
+
+def test_a_metric_line_split_across_reads_or_left_unended_counts(tmp_path: Path) -> None:
+    """The output is read in pieces as it is written (capture.py): a metric line written in
+    two parts (a pause between, so that each is read alone), and a last one without its
+    newline, are whole lines all the same; a line longer than LINE_LIMIT is nobody's metric
+    (its first 64 KiB were read as one, a value cut short), so the first one is `rate`."""
+    argv = script(
+        tmp_path,
+        "import sys, time\n"
+        "def part(text):\n"
+        "    sys.stdout.write(text)\n"
+        "    sys.stdout.flush()\n"
+        "    time.sleep(0.2)\n"
+        "part('hwtune-metric: size=' + '9' * (40 * 1024))\n"
+        "part('9' * (40 * 1024) + '\\n')\n"
+        "part('noise\\nhwtune-metric: big=' + '9' * (70 * 1024) + '\\nnoise\\n')\n"
+        "part('noise\\nhwtune-metric: ra')\n"
+        "part('te=7\\nnoise\\n')\n"
+        "part('hwtune-metric: other=3')\n",
+    )
+    first = TrialRunner(user_command(argv), environ=os.environ, timeout_s=60).run(TrialConfig())
+    assert first.ok and first.metric == "rate" and first.value == 7.0
+    last = TrialRunner(user_command(argv, metric="other"), environ=os.environ, timeout_s=60)
+    assert last.run(TrialConfig()).value == 3.0
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:

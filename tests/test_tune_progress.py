@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.apply_profiles import PYTHON
 from tests.test_tune_parts import gone
 
@@ -95,3 +97,60 @@ def test_sigterm_stops_the_running_trial_and_stores_nothing(tmp_path: Path) -> N
         for pid in map(int, pids.read_text().split()) if pids.exists() else ():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _bytes_under(directory: Path) -> int:
+    """Disk space taken by the files under `directory` (allocated blocks, as du counts)."""
+    total = 0
+    for path in directory.rglob("*"):
+        with contextlib.suppress(OSError):
+            total += path.lstat().st_blocks * 512
+    return total
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_chatty_trial_takes_no_disk_and_leaves_no_temporary_files(
+    tmp_path: Path, signum: int
+) -> None:
+    """A trial's stdout and stderr went to files in its temporary directory, kept whole until
+    it ended: a workload that logs for hours filled /tmp (a tmpfs: memory) during a long tune.
+    Here one writes 32 MiB to each stream, then waits: its output must take no space under
+    $TMPDIR, and the tune, interrupted there, must leave nothing under it."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    written = tmp_path / "written"
+    workload = tmp_path / "chatty.py"
+    workload.write_text(
+        "import sys, time\n"
+        "line = 'x' * 1023 + '\\n'\n"
+        "for _ in range(32 * 1024):\n"
+        "    sys.stdout.write(line)\n"
+        "    sys.stderr.write(line)\n"
+        "sys.stdout.flush()\n"
+        "sys.stderr.flush()\n"
+        f"open({str(written)!r}, 'w').close()\n"
+        "time.sleep(600)\n"
+    )
+    env = {**_env(tmp_path), "TMPDIR": str(tmpdir)}
+    tune = subprocess.Popen(
+        [*TUNE, "--", PYTHON, "-I", "-S", str(workload)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=_as_from_a_terminal,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not written.exists() and time.monotonic() < deadline and tune.poll() is None:
+            time.sleep(0.05)
+        assert written.exists(), "the trial did not write its output"
+        assert _bytes_under(tmpdir) < 1024 * 1024, sorted(tmpdir.rglob("*"))
+        tune.send_signal(signum)
+        _, err = tune.communicate(timeout=60)
+        assert tune.returncode == 128 + signum, err
+        assert "Traceback" not in err
+        assert list(tmpdir.iterdir()) == []
+    finally:
+        if tune.poll() is None:
+            tune.kill()
+            tune.wait()

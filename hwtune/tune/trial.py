@@ -6,6 +6,7 @@ of CPUs, whose throughputs add up). A trial fails when a process exits non-zero 
 outlives the per-trial timeout (its whole process group is then killed), or prints no usable
 metric; whatever way it ends, its process groups and any daemon it left are stopped
 (reaper.py); the failure keeps the tail of its stderr for the report, and never yields a value.
+Its output is read as it is written, bounded, never stored whole (capture.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import signal
 import subprocess
 import tempfile
@@ -21,25 +21,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
+from hwtune.tune.capture import Capture
 from hwtune.tune.config import TrialConfig, trial_env
 from hwtune.tune.reaper import children, reap_group, stop_leftovers, subreaper
 from hwtune.tune.workloads import Workload
 
-# `hwtune-metric: name=value` on a line of its own (surrounding blanks allowed).
-METRIC_MARKER = "hwtune-metric:"
-METRIC_LINE = re.compile(
-    rf"^[ \t]*{re.escape(METRIC_MARKER)}[ \t]*([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(\S+)[ \t]*$",
-    re.MULTILINE,
-)
 TAIL_LINES = 20
 TAIL_CHARS = 3000
-# A workload may log for hours: its output files are scanned, never read whole. Only lines
-# holding `hwtune-metric:` are parsed, a line at most this long at a time (a metric line is a
-# few dozen bytes), and the report's tail comes from the files' last TAIL_BYTES.
-LINE_LIMIT = 64 * 1024
-TAIL_BYTES = 64 * 1024
 # Between SIGTERM and SIGKILL for a trial past its timeout: TensorFlow exits in well under a
 # second on SIGTERM; a workload that traps it gets this long.
 KILL_GRACE_S = 3.0
@@ -61,18 +50,6 @@ class TrialResult:
     @property
     def ok(self) -> bool:
         return self.failure is None and self.value is not None
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Every `hwtune-metric:` line's value by name, the last one winning; unparseable values
-    are skipped (reported as a missing metric)."""
-    found: dict[str, float] = {}
-    for name, raw in METRIC_LINE.findall(text):
-        try:
-            found[name] = float(raw)
-        except ValueError:
-            continue
-    return found
 
 
 def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
@@ -196,13 +173,12 @@ class TrialRunner:
         barrier = scratch / "barrier"
         barrier.mkdir()
         procs: list[subprocess.Popen[bytes]] = []
-        outputs: list[tuple[IO[bytes], IO[bytes]]] = []
+        outputs: list[tuple[Capture, Capture]] = []
         started = time.monotonic()
         walls: list[float] = []
         try:
             for index in range(config.instances):
-                out: IO[bytes] = open(scratch / f"out.{index}", "w+b")  # noqa: SIM115
-                err: IO[bytes] = open(scratch / f"err.{index}", "w+b")  # noqa: SIM115
+                out, err = Capture(), Capture()
                 outputs.append((out, err))
                 cpus = config.cpus[index] if index < len(config.cpus) else ()
                 try:
@@ -210,8 +186,8 @@ class TrialRunner:
                         subprocess.Popen(
                             self.workload.argv,
                             stdin=subprocess.DEVNULL,
-                            stdout=out,
-                            stderr=err,
+                            stdout=out.write_fd,
+                            stderr=err.write_fd,
                             env=trial_env(config, index, self.environ, barrier=str(barrier)),
                             cwd=self.workload.cwd,
                             start_new_session=True,  # its own group: a timeout kills it all
@@ -225,6 +201,11 @@ class TrialRunner:
                         time.monotonic() - started,
                         failure=f"could not start {self.workload.argv[0]!r}: {error}",
                     )
+            # Drained from now on, by a thread per stream, started once every instance is:
+            # preexec_fn "is NOT SAFE to use in the presence of threads" (Python's subprocess
+            # docs, Popen); a pipe holds 64 KiB meanwhile.
+            for capture in (c for pair in outputs for c in pair):
+                capture.start()
             waited = _wait_all(procs, started, started + self.timeout_s)
             if waited is None:
                 late = next((i for i, proc in enumerate(procs) if proc.poll() is None), 0)
@@ -241,19 +222,17 @@ class TrialRunner:
             stop_groups(procs)  # whatever happened (Ctrl-C too): leave nothing of a trial,
             # not even a daemon that left the group (`before`: children not the trial's)
             stop_leftovers(before | {proc.pid for proc in procs}, KILL_GRACE_S)
+            for capture in (c for pair in outputs for c in pair):
+                capture.close()  # one never started (its process could not be)
+                capture.finish()  # the trial's processes are gone: the pipe has ended
         wall = time.monotonic() - started
-        try:
-            return self._collect(config, procs, outputs, walls, wall)
-        finally:
-            for out, err in outputs:
-                out.close()
-                err.close()
+        return self._collect(config, procs, outputs, walls, wall)
 
     def _collect(
         self,
         config: TrialConfig,
         procs: Sequence[subprocess.Popen[bytes]],
-        outputs: Sequence[tuple[IO[bytes], IO[bytes]]],
+        outputs: Sequence[tuple[Capture, Capture]],
         walls: Sequence[float],
         wall: float,
     ) -> TrialResult:
@@ -315,32 +294,17 @@ class TrialRunner:
         )
 
 
-def _scan_metrics(handle: IO[bytes]) -> dict[str, float]:
-    """parse_metrics over an output file, holding one line of it at a time."""
-    handle.flush()
-    handle.seek(0)
-    found: dict[str, float] = {}
-    marker = METRIC_MARKER.encode()
-    while line := handle.readline(LINE_LIMIT):
-        if marker in line:
-            found.update(parse_metrics(line.decode("utf-8", "replace")))
-    return found
-
-
-def _metrics_of(out: IO[bytes], err: IO[bytes]) -> dict[str, float]:
+def _metrics_of(out: Capture, err: Capture) -> dict[str, float]:
     """The metrics printed on stdout and on stderr (docs/tune.md: "anywhere in stdout (or
     stderr)"), stdout's first: its names come first (the default metric is the first one
     printed), and a name printed on both takes stdout's value. The two streams are separate
     files, so which of their lines came last cannot be told."""
-    metrics = _scan_metrics(out)
-    for name, value in _scan_metrics(err).items():
+    metrics = out.metrics
+    for name, value in err.metrics.items():
         metrics.setdefault(name, value)
     return metrics
 
 
-def _tail_of(handle: IO[bytes]) -> str:
-    """The report's tail of an output file, read from its end."""
-    handle.flush()
-    size = handle.seek(0, os.SEEK_END)
-    handle.seek(max(0, size - TAIL_BYTES))
-    return tail(handle.read().decode("utf-8", "replace"))
+def _tail_of(capture: Capture) -> str:
+    """The report's tail of an output stream, from the end it kept."""
+    return tail(capture.tail_bytes().decode("utf-8", "replace"))

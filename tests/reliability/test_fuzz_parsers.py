@@ -783,7 +783,7 @@ def test_proc_readers_of_verify_and_tune(text: str, blob: bytes, figures: Figure
     """`hwtune verify` reads /proc/PID/numa_maps (psutil reads the rest); the tuner reads metric
     lines."""
     from hwtune.apply.verify import parse_numa_policy
-    from hwtune.tune.trial import parse_metrics
+    from hwtune.tune.capture import parse_metrics
 
     figures.count("inputs")
     parse_numa_policy(text + blob.decode("utf-8", "replace"))

@@ -1,0 +1,151 @@
+"""A trial's output, read while the workload writes it: its metric lines and its last lines.
+
+Each stream of each instance goes to a pipe that a thread drains as it fills. What the tuner
+uses of the output is kept, and nothing else: every `hwtune-metric:` line is parsed as it
+passes (the last value of a name wins, as if the whole output were read at the end), and the
+last TAIL_BYTES are kept for the report's tail of a failure. Before, the output went to files
+in the trial's temporary directory and was read after the trial: a workload that logs for
+hours (a progress line per step, a warning per batch) filled /tmp during a long tune, often a
+tmpfs (memory). Now a stream costs at most a read (CHUNK), TAIL_BYTES and LINE_LIMIT of
+memory, and the pipe's buffer, whatever it prints, and nothing is written to disk.
+
+A pipe only ends when every process holding its write end has exited; the trial's process
+groups and every process it left are stopped before the capture is read (trial.py), so
+`finish` waits only briefly, and gives up rather than hang on a process it cannot see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import threading
+from collections import deque
+
+# `hwtune-metric: name=value` on a line of its own (surrounding blanks allowed).
+METRIC_MARKER = "hwtune-metric:"
+METRIC_LINE = re.compile(
+    rf"^[ \t]*{re.escape(METRIC_MARKER)}[ \t]*([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(\S+)[ \t]*$",
+    re.MULTILINE,
+)
+_MARKER = METRIC_MARKER.encode()
+# Only lines holding `hwtune-metric:` are parsed, and only up to this long (a metric line is a
+# few dozen bytes): a longer line is someone's data, not a metric, and is never held whole.
+LINE_LIMIT = 64 * 1024
+# The report shows a failure's last 20 lines, at most 3000 characters (trial.TAIL_LINES,
+# TAIL_CHARS): up to 12 kB of UTF-8. 64 KiB holds that many lines even when each is a few
+# kilobytes (a TensorFlow warning with its stack, a progress bar redrawn with \r), and per
+# trial that is 128 KiB per instance, however long it logs.
+TAIL_BYTES = 64 * 1024
+# The pipe's capacity and one read of it. A workload writing 500 MB of 100-byte lines in one
+# trial (2-vCPU KVM VM, AMD EPYC) wrote them in 0.12-0.14 s to a file, then waited 2.4 s
+# for the file to be scanned; through a pipe of the default 64 KiB (pipe(7), "Pipe
+# capacity") it spent 0.7-1 s writing, through one of 256 KiB read in 256 KiB pieces
+# 0.3-0.6 s, as with 1 MiB. Unprivileged processes may set up to pipe-max-size (1 MiB by
+# default); where they may not (pipe-user-pages-soft reached) the default stays.
+CHUNK = 256 * 1024
+# How long `finish` waits for the pipe's end once the trial's processes are stopped.
+FINISH_S = 3.0
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Every `hwtune-metric:` line's value by name, the last one winning; unparseable values
+    are skipped (reported as a missing metric)."""
+    found: dict[str, float] = {}
+    for name, raw in METRIC_LINE.findall(text):
+        try:
+            found[name] = float(raw)
+        except ValueError:
+            continue
+    return found
+
+
+class Capture:
+    """One stream of one workload process. `write_fd` goes to the child (Popen's stdout= or
+    stderr=); `start` then closes this process's copy and starts draining; `finish` waits for
+    the end. `close` releases what was not handed over (a child that could not start)."""
+
+    def __init__(self) -> None:
+        self._read_fd, self.write_fd = os.pipe2(os.O_CLOEXEC)
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(self._read_fd, fcntl.F_SETPIPE_SZ, CHUNK)
+        self._lock = threading.Lock()
+        self._metrics: dict[str, float] = {}
+        self._tail: deque[bytes] = (
+            deque()
+        )  # the last pieces read, TAIL_BYTES and less than one more
+        self._tail_size = 0
+        self._line = b""  # the line not ended yet: at most LINE_LIMIT + 1 bytes of it
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._close_write_end()  # the child has its own: the pipe ends when the child does
+        self._thread = threading.Thread(target=self._drain, name="hwtune-trial-output")
+        self._thread.daemon = True  # never keeps hwtune from exiting
+        self._thread.start()
+
+    def close(self) -> None:
+        """For a capture never started; a started one closes its read end when drained."""
+        self._close_write_end()
+        if self._thread is None and self._read_fd >= 0:
+            os.close(self._read_fd)
+            self._read_fd = -1
+
+    def finish(self, timeout: float = FINISH_S) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self._metrics)
+
+    def tail_bytes(self) -> bytes:
+        with self._lock:
+            return b"".join(self._tail)[-TAIL_BYTES:]
+
+    def _close_write_end(self) -> None:
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def _drain(self) -> None:
+        try:
+            while chunk := os.read(self._read_fd, CHUNK):
+                self._feed(chunk)
+        except OSError:
+            pass  # nothing more can be read: what was is kept
+        finally:
+            os.close(self._read_fd)
+        self._feed(b"\n", kept=False)  # a last line without its newline counts too
+
+    def _feed(self, chunk: bytes, *, kept: bool = True) -> None:
+        """Parse the metric lines `chunk` ends, keep its end. Searched in place: a piece
+        without `hwtune-metric:` is neither split nor copied."""
+        found: dict[str, float] = {}
+        first = chunk.find(b"\n")
+        if first < 0:  # no line ends here: the current one only grows
+            if len(self._line) <= LINE_LIMIT:
+                self._line = (self._line + chunk)[: LINE_LIMIT + 1]
+        else:
+            if len(self._line) + first <= LINE_LIMIT:  # longer: too long to be a metric line
+                _take(self._line + chunk[:first], found)
+            last = chunk.rfind(b"\n")
+            if chunk.find(_MARKER, first + 1, last) >= 0:
+                for line in chunk[first + 1 : last].split(b"\n"):
+                    _take(line, found)
+            self._line = chunk[last + 1 : last + 2 + LINE_LIMIT]
+        with self._lock:
+            self._metrics.update(found)
+            if kept:
+                piece = chunk[-TAIL_BYTES:]
+                self._tail.append(piece)
+                self._tail_size += len(piece)
+                while self._tail_size - len(self._tail[0]) >= TAIL_BYTES:
+                    self._tail_size -= len(self._tail.popleft())
+
+
+def _take(line: bytes, found: dict[str, float]) -> None:
+    if len(line) <= LINE_LIMIT and _MARKER in line:
+        found.update(parse_metrics(line.decode("utf-8", "replace")))
