@@ -290,6 +290,44 @@ def test_a_lock_that_could_not_be_had_at_start_is_taken_once_it_can(
         second.close()
 
 
+# A sitecustomize for the daemon's interpreter: flock on a `.daemon.lock` fails with ENOLCK,
+# as on an NFS mount without lockd (flock(2), "ENOLCK"); every other flock is the real one.
+_NO_LOCKD = """
+import errno, fcntl, os
+_real = fcntl.flock
+def _flock(fd, operation):
+    if os.readlink(f"/proc/self/fd/{fd}").endswith("/.daemon.lock"):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+    return _real(fd, operation)
+fcntl.flock = _flock
+"""
+
+
+def test_a_lock_the_file_system_refuses_is_run_without(tmp_path: Path, host: Host) -> None:
+    """ENOLCK from flock (an output on NFS without lockd) ended the daemon at start in a
+    traceback, and under Restart=on-failure it was started again every 5 s; as for any other
+    reason the lock cannot be had, it now says so and runs without it."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(_NO_LOCKD)
+    d = DaemonProcess(
+        tmp_path, host.root, tmp_path / "out", extra_env={"PYTHONPATH": f"{shim}:{REPO}"}
+    )
+    try:
+        d.start()
+        d.wait_ready()
+        assert env_value(d.output, "TF_NUM_INTRAOP_THREADS") is not None, d.log()
+        assert "not guarding" in d.log() and "No locks available" in d.log(), d.log()
+        (d.output / LOCK_NAME).unlink()  # taken again at the next look: refused again
+        host.set_quota(3.0)
+        wait_for(lambda: env_value(d.output, "TF_NUM_INTRAOP_THREADS") == "3", "the change")
+        assert d.stop() == 0, d.log()
+        assert d.log().count("not guarding") == 1, d.log()
+        assert "Traceback" not in d.log()
+    finally:
+        d.close()
+
+
 def test_a_log_reader_that_went_away_does_not_change_the_exit_status(
     tmp_path: Path, host: Host
 ) -> None:

@@ -44,7 +44,9 @@ def hold_output(
     else (a read-only or missing directory, a planted link: the link is never followed,
     O_NOFOLLOW) is what the first apply reports too, as a failure it retries
     (docs/daemon.md, "Failures never stop it"), so the daemon runs without the lock rather
-    than refusing to start over it."""
+    than refusing to start over it. An OSError from flock itself (ENOLCK: NFS without
+    lockd) is raised, the file closed; the daemon takes it as one more such reason
+    (`Daemon._hold`)."""
     path = output / LOCK_NAME
     try:
         ensure_dir(output)  # as root, refuses a directory others could swap files in

@@ -405,7 +405,7 @@ class Daemon:
         """Serve until SIGTERM/SIGINT; HwtuneError at once when another daemon keeps the same
         output directory current (`instance.hold_output`), 1 when another one took it over
         while this one's lock file was deleted (`_keep_lock`)."""
-        self._lock_fd, self._lock_problem = hold_output(self.options.output)
+        self._lock_fd, self._lock_problem = self._hold()
         if self._lock_problem is not None:
             self.log(
                 f"not guarding {self.options.output} against a second daemon: "
@@ -512,6 +512,15 @@ class Daemon:
             ping = MIN_PING_S
         return ping
 
+    def _hold(self, then: str = "not starting a second one") -> tuple[int | None, str | None]:
+        """`instance.hold_output`, with a lock the file system refuses (ENOLCK: an NFS mount
+        without lockd) taken as any other reason the lock cannot be had: the daemon runs
+        without it (its docstring) rather than end in a traceback, at start or later."""
+        try:
+            return hold_output(self.options.output, then)
+        except OSError as err:  # AlreadyRunning is no OSError: it goes on to the caller
+            return None, f"cannot lock {self.options.output / LOCK_NAME}: {err.strerror or err}"
+
     def _keep_lock(self) -> None:
         """Hold OUTPUT/.daemon.lock again when the file held is no longer at that name (deleted,
         alone or with the directory: `rm -rf OUTPUT`), or was never had (`hold_output` makes
@@ -527,7 +536,7 @@ class Daemon:
             if lost
             else "stopping this one, which could not take the lock at start"
         )
-        fd, why_not = hold_output(output, then)
+        fd, why_not = self._hold(then)
         if fd is None:
             if why_not != self._lock_problem:  # once per distinct problem
                 self.log(f"not guarding {output} against a second daemon: {why_not}", 4)
