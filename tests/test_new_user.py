@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, needs_two_cores
 
 
 def environ(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -106,6 +106,19 @@ def test_tune_stopped_by_a_signal_says_what_it_found(
     assert "(not confirmed, nothing stored)" in stderr
     stored = list(tmp_path.rglob("*.json"))
     assert stored == [], stored
+
+
+@needs_two_cores
+def test_tune_mixed_alone_says_it_measures_the_cnn_only(tmp_path: Path) -> None:
+    """builtin:mixed trains its MLP only in a second instance: `tune --workload builtin:mixed`
+    without --instances 2 measured one CNN and said nothing of the MLP it names."""
+    env = environ(tmp_path)
+    alone = hwtune("tune", "--workload", "builtin:mixed", "--dry-run", env=env)
+    assert alone.returncode == 0, alone.stderr
+    assert "CNN alone (give --instances 2)" in alone.stderr
+    two = hwtune("tune", "--workload", "builtin:mixed", "--instances", "2", "--dry-run", env=env)
+    assert two.returncode == 0, two.stderr
+    assert "CNN alone" not in two.stderr and "×2" in two.stdout
 
 
 def test_doctor_on_a_job_that_exits_at_once_says_so(tmp_path: Path) -> None:

@@ -35,9 +35,10 @@ _BUILTIN_HELP = (
     "builtin:cnn (Keras CNN training), builtin:mlp (MLP training), builtin:matmul, "
     "builtin:pipeline (tf.data), builtin:transformer (encoder block training), "
     "builtin:inference (SavedModel batch inference), builtin:mixed (a CNN and an MLP, "
-    "2 instances); default builtin:cnn. With -- CMD: the name to store the result under "
-    "(as --name)"
+    "with --instances 2); default builtin:cnn. With -- CMD: the name to store the result "
+    "under (as --name)"
 )
+MIXED = "builtin:mixed"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -163,6 +164,15 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         seed=args.seed,
         max_repeats=args.max_repeats,
     )
+    if request.workload.key == MIXED and (
+        request.instances == 1 or (request.instances is None and request.mode != "batch")
+    ):
+        # Its odd instances train the MLP (tune/builtin/mixed.py): one instance is the CNN alone.
+        print(
+            f"hwtune tune: note: {MIXED} trains the MLP in a second instance only; with one "
+            "instance it measures the CNN alone (give --instances 2)",
+            file=env.stderr,
+        )
     if args.dry_run:
         return _dry_run(hw, request, env, as_json=args.json)
     _check_runs_here(hw, planning)
