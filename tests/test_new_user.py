@@ -108,6 +108,22 @@ def test_tune_stopped_by_a_signal_says_what_it_found(
     assert stored == [], stored
 
 
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        (["--instances", "0"], "argument --instances: 0 is below the minimum 1"),
+        (["--instance", "-1"], "argument --instance: '-1': expected a whole number"),
+        (["--tf-version", "two"], "argument --tf-version: 'two' is not a TensorFlow version"),
+    ],
+)
+def test_a_bad_planning_flag_is_named_once(tmp_path: Path, flag: list[str], said: str) -> None:
+    """argparse names the flag, and the config's check named it again:
+    `argument --instances: --instances: 0 is below the minimum 1`."""
+    result = hwtune("plan", *flag, env=environ(tmp_path))
+    assert result.returncode == 2
+    assert said in result.stderr, result.stderr
+
+
 @needs_two_cores
 def test_tune_mixed_alone_says_it_measures_the_cnn_only(tmp_path: Path) -> None:
     """builtin:mixed trains its MLP only in a second instance: `tune --workload builtin:mixed`

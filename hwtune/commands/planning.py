@@ -37,7 +37,11 @@ def checked_type(name: str, convert: Callable[[str], Any]) -> Callable[[str], An
             return value
         except ConfigError as err:
             hint = f" ({err.hint})" if err.hint else ""
-            raise argparse.ArgumentTypeError(f"{err.message}{hint}") from None
+            # argparse says "argument --instances: " itself; the config's message names the
+            # flag too ("--instances: 0 is below…"), which would say it twice.
+            flag = "--" + name.removesuffix("_bytes").replace("_", "-")
+            message = err.message.removeprefix(f"{flag}: ").removeprefix(f"{flag}=")
+            raise argparse.ArgumentTypeError(f"{message}{hint}") from None
 
     check.__name__ = name  # argparse names the type in some messages
     return check
