@@ -124,6 +124,14 @@ def test_a_bad_planning_flag_is_named_once(tmp_path: Path, flag: list[str], said
     assert said in result.stderr, result.stderr
 
 
+def test_tune_help_writes_the_usage_docs_tune_md_shows(tmp_path: Path) -> None:
+    """docs/tune.md: `[--max-repeats N] [--seed N]`; the help said MAX_REPEATS and SEED, with
+    no default and no word that a race needs 2 rounds."""
+    said = " ".join(hwtune("tune", "--help", env=environ(tmp_path)).stdout.split())
+    assert "[--max-repeats N] [--seed N]" in said
+    assert "rounds of trials per arm in a race, at least 2 (default 4)" in said
+
+
 @needs_two_cores
 def test_tune_mixed_alone_says_it_measures_the_cnn_only(tmp_path: Path) -> None:
     """builtin:mixed trains its MLP only in a second instance: `tune --workload builtin:mixed`

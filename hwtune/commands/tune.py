@@ -91,8 +91,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="measurement window of a built-in workload per trial (default 3)",
     )
-    parser.add_argument("--max-repeats", type=integer, default=4, help="trials per arm in a race")
-    parser.add_argument("--seed", type=integer, default=0, help="seed of the trial order")
+    parser.add_argument(
+        "--max-repeats",
+        type=integer,
+        default=4,
+        metavar="N",
+        help="rounds of trials per arm in a race, at least 2 (default 4)",
+    )
+    parser.add_argument(
+        "--seed", type=integer, default=0, metavar="N", help="seed of the trial order (default 0)"
+    )
     parser.add_argument("--no-store", action="store_true", help="report only, store nothing")
     parser.add_argument(
         "--dry-run",
