@@ -152,6 +152,19 @@ def test_doctor_on_a_job_that_exits_at_once_says_so(tmp_path: Path) -> None:
     assert "within" not in result.stderr  # it never waited the 120 s --startup
 
 
+@pytest.mark.parametrize("flag", [["--wait"], ["--warmup", "1"], ["--startup", "30"]])
+def test_doctor_pid_refuses_what_only_a_started_job_has(tmp_path: Path, flag: list[str]) -> None:
+    """--wait, --warmup and --startup are the doctor's only when it starts the job; with --pid
+    they were ignored without a word (`--pid N --wait` sampled 20 s and left)."""
+    with subprocess.Popen(["sleep", "30"]) as job:
+        try:
+            result = hwtune("doctor", "--pid", str(job.pid), *flag, env=environ(tmp_path))
+        finally:
+            job.kill()
+    assert result.returncode == 2, result.stderr
+    assert f"{flag[0]} goes with -- CMD" in result.stderr
+
+
 def test_doctor_pid_without_tensorflow_is_refused(tmp_path: Path) -> None:
     shell = subprocess.Popen(["sh", "-c", "sleep 60"])
     try:

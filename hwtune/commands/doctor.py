@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from hwtune.apply.verify import Check
     from hwtune.doctor.samples import SampleSet
 
+WARMUP_S = 5.0  # the first steps trace and compile (docs/doctor.md)
+STARTUP_S = 120.0
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pid", type=process_id, default=None, help="watch this running process")
@@ -42,14 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warmup",
         type=seconds,
-        default=5.0,
+        default=None,
         metavar="S",
         help="with -- CMD: seconds to let the job settle after TensorFlow starts (5)",
     )
     parser.add_argument(
         "--startup",
         type=seconds,
-        default=120.0,
+        default=None,
         metavar="S",
         help="with -- CMD: how long to wait for TensorFlow to start (120)",
     )
@@ -214,10 +217,30 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     command = command_or_pid(args, env, "doctor")
     if command is None:
         return ExitStatus.USAGE
+    # The job's start-up, warm-up and end are the doctor's only when it starts the job: with
+    # --pid these were silently ignored (`--pid N --wait` sampled 20 s, then left).
+    started_only = [
+        flag
+        for flag, given in (
+            ("--wait", args.wait),
+            ("--warmup", args.warmup is not None),
+            ("--startup", args.startup is not None),
+        )
+        if given
+    ]
+    if args.pid is not None and started_only:
+        print(
+            f"hwtune doctor: error: {', '.join(started_only)} goes with -- CMD (--pid samples "
+            "a running job and leaves it alone)",
+            file=env.stderr,
+        )
+        return ExitStatus.USAGE
+    startup = STARTUP_S if args.startup is None else args.startup
+    warmup = WARMUP_S if args.warmup is None else args.warmup
     try:
         _in_range(args.seconds, "--seconds")
-        _in_range(args.startup, "--startup")
-        _in_range(args.warmup, "--warmup", zero=True)
+        _in_range(startup, "--startup")
+        _in_range(warmup, "--warmup", zero=True)
     except ValueError as err:
         print(f"hwtune doctor: error: {err}", file=env.stderr)
         return ExitStatus.USAGE
@@ -237,12 +260,12 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         job = _Job(command, env)
         previous = exit_on_sigterm()
         try:
-            found = wait_for_tensorflow(job.process.pid, args.startup, job.alive)
+            found = wait_for_tensorflow(job.process.pid, startup, job.alive)
             if found is None:
                 ended = not job.alive()
                 code = job.stop()
-                raise HwtuneError(_not_started(code, ended, args.startup))
-            time.sleep(args.warmup)
+                raise HwtuneError(_not_started(code, ended, startup))
+            time.sleep(warmup)
             data, checks = _observe(found, args, env)
         finally:
             # Also on Ctrl-C: the job has a session of its own, the terminal's SIGINT
