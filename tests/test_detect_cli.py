@@ -222,6 +222,15 @@ def test_summary_names_what_matters() -> None:
     assert "cpuinfo: odd line [proc/cpuinfo:7]" in text
 
 
+def test_summary_of_a_guest_that_does_not_say_whose() -> None:
+    """Only the CPUID hypervisor bit (a cpuinfo without the clocksource or DMI files)."""
+    guest = dataclasses.replace(
+        example(), cpu=dataclasses.replace(example().cpu, hypervisor="unknown")
+    )
+    line = render_summary(guest).splitlines()[0]
+    assert line.endswith("x86-64-v4, on an unknown hypervisor)"), line
+
+
 def test_summary_of_an_empty_model_does_not_fail() -> None:
     text = render_summary(Hardware())
     assert "GPUs        none" in text and "TensorFlow  not found" in text

@@ -122,7 +122,7 @@ def _cpu_lines(cpu: CpuInfo, numa_nodes: int) -> list[str]:
             cpu.arch if cpu.arch != "unknown" else None,
             _target(cpu),
             level if level != cpu.microarch else None,
-            f"on {cpu.hypervisor}" if cpu.hypervisor else None,
+            _guest(cpu.hypervisor),
         )
         if d
     ]
@@ -142,6 +142,14 @@ def _cpu_lines(cpu: CpuInfo, numa_nodes: int) -> list[str]:
     for kind in cpu.core_types:
         lines.append(_more(f"{kind.kind} cores: {kind.cores} ({format_cpulist(kind.cpus)})"))
     return lines
+
+
+def _guest(hypervisor: str | None) -> str | None:
+    """The CPU line's "on KVM". A guest that does not say whose (only the CPUID hypervisor
+    bit) read "on unknown", as if a hypervisor were called that."""
+    if hypervisor is None:
+        return None
+    return "on an unknown hypervisor" if hypervisor == "unknown" else f"on {hypervisor}"
 
 
 def _limits_lines(limits: Limits) -> list[str]:
