@@ -400,6 +400,25 @@ def test_one_trial_reads_singular_in_the_progress_and_the_report() -> None:
     assert "  1 trial in 0:00 " in text and "  1 failed trial, never counted:" in text
 
 
+def test_a_stored_result_says_where_it_applies() -> None:
+    """A result applies only where its workload is named; the report said "`hwtune plan/apply`
+    and hwtune.configure() now use it", as if a plain `hwtune apply` would."""
+    from hwtune.tune.report import render_report
+    from hwtune.tune.tuner import TuneReport, TuneRequest
+
+    start = TrialConfig(intra=1)
+    space = SearchSpace(bases={1: start}, intra={1: (1,)}, inter={1: (1,)})
+    measured = TrialResult(start, 100.0, 2.0)
+    outcome = SearchOutcome(start, start, 1.0, trials=[measured], stopped="converged")
+    stored = Path("tuned/f/builtin_mlp.json")
+    report = TuneReport(TuneRequest(builtin("mlp")), "f", start, space, outcome, {}, stored)
+    text = " ".join(render_report(report).split())
+    assert "now use it" not in text
+    assert "used where the workload is named: `--workload builtin:mlp`" in text
+    assert "hwtune.configure(workload='builtin:mlp')" in text
+    assert "HWTUNE_WORKLOAD=builtin:mlp" in text
+
+
 def test_progress_shows_a_slow_workloads_rate_not_zero() -> None:
     """`--time-whole` of a 20 s program is 0.05 runs/s: two significant digits, not "0/s"."""
     slow = TrialResult(TrialConfig(intra=1), 0.047, 21.0)

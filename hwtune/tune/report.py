@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import textwrap
 
 from hwtune.models.words import plural
@@ -59,9 +60,13 @@ def render_report(report: TuneReport) -> str:
                 lines.append(textwrap.indent(trial.stderr_tail, "      | "))
     if report.path is not None:
         lines.append(f"  stored: {report.path}")
+        # A result applies only where its workload is named (docs/tune.md): "now used" read
+        # as if a plain `hwtune apply` would take it.
+        key = request.workload.key
         lines.append(
-            f"  `hwtune plan/apply` and hwtune.configure() now use it "
-            f"(workload {request.workload.key})"
+            f"  used where the workload is named: `--workload {shlex.quote(key)}` on plan, "
+            f"apply, env, exec and verify, hwtune.configure(workload={key!r}), or "
+            f"HWTUNE_WORKLOAD={shlex.quote(key)}"
         )
     elif report.store_error is not None:
         lines.append(f"  not stored: {report.store_error}")
