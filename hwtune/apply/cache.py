@@ -15,7 +15,9 @@ measured settings reached another. The request stored in the file settles what t
 The file is input, not trust (issue 15): it is read with `hwtune.fs.trusted_read` (a regular
 file, never a link, FIFO or device, at most MAX_CACHE_BYTES), and one owned by another user or
 writable by others is ignored with a warning and rebuilt: hwtune runs as root, and the cache
-says which variables a job starts with.
+says which variables a job starts with. Writing is checked too: as root the cache is not
+written through a link or into a directory another user could change (`store`), and the
+note that says so is given once per process.
 
 The warm path imports only the standard library's json, os, sys and zlib plus hwtune.paths (where
 the file lives: XDG resolution is done there, once), hwtune.apply.fingerprint,
@@ -25,6 +27,7 @@ planner.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import zlib
@@ -142,22 +145,50 @@ def _well_formed(payload: object) -> bool:
 
 def store(
     path: str, current: dict[str, object], payload: dict[str, Any], request: str | None = None
-) -> None:
-    """Write the cache file for `request` (`request_identity`); a failure (read-only home,
-    full disk) only costs speed."""
+) -> str | None:
+    """Write the cache file for `request` (`request_identity`); None when written, else why
+    not, in a line. A refusal only costs speed: the profile is planned at every start.
+
+    As root the directory must be one no other user can change, as `hwtune apply` requires of
+    its output (`hwtune.fs.guard.check_directory`): with $XDG_CACHE_HOME in a shared /tmp,
+    another user's `hwtune` link there made root write its files in any directory they
+    chose. Checked before the missing levels are made (none is made under another user's
+    directory) and again after (one someone else made meanwhile is theirs)."""
     from pathlib import Path
 
     from hwtune.errors import ApplyError
     from hwtune.fs.atomic import write_atomic
+    from hwtune.fs.guard import check_directory
     from hwtune.fs.trust import make_dirs
 
     data = {"schema": CACHE_SCHEMA, "request": request, "fingerprint": current, "payload": payload}
+    directory = Path(path).parent
     try:
+        check_directory(directory)
         # 0700 whatever the umask (XDG Base Directory spec: "create it with permission 0700")
-        make_dirs(Path(path).parent, 0o700)
+        make_dirs(directory, 0o700)
+        check_directory(directory)
+    except ApplyError as err:
+        return err.message
+    except OSError:
+        return None
+    with contextlib.suppress(OSError):  # ApplyError is one too
         write_atomic(Path(path), (json.dumps(data, indent=1) + "\n").encode(), durable=False)
-    except (OSError, ApplyError):
-        pass
+    return None
+
+
+# The directories whose cache this process was refused to write, already noted: a program
+# calling configure() more than once is told once.
+_NOTED: set[str] = set()
+
+
+def _note(payload: dict[str, Any], note: str) -> dict[str, Any]:
+    """`note` on stderr and among the payload's notes (where configure() and `hwtune env`
+    show them)."""
+    from hwtune.fs.streams import warn
+
+    warn(f"hwtune: warning: {note}")
+    return {**payload, "notes": [*payload.get("notes", []), note]}
 
 
 def payload_from_planned(planned: Any) -> dict[str, Any]:
@@ -221,12 +252,10 @@ def lookup(
     given = {k: v for k, v in explicit.items() if v is not None}
     request = PlanRequest(environ, keywords=keywords, **given)
     payload = payload_from_planned(profile_for(request))
-    if path:
-        store(path, current, payload, identity)
+    unwritten = store(path, current, payload, identity) if path else None
     if refused:
-        note = f"the configure cache was ignored and rebuilt: {refused}"
-        from hwtune.fs.streams import warn
-
-        warn(f"hwtune: warning: {note}")
-        payload = {**payload, "notes": [*payload.get("notes", []), note]}
+        payload = _note(payload, f"the configure cache was ignored and rebuilt: {refused}")
+    if unwritten and os.path.dirname(path) not in _NOTED:
+        _NOTED.add(os.path.dirname(path))
+        payload = _note(payload, f"the configure cache was not written: {unwritten}")
     return payload, False, path
