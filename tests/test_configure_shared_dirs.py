@@ -117,3 +117,42 @@ def test_roots_cache_in_a_private_directory_is_still_written(tmp_path: Path) -> 
     notes, stderr = configure_as_root(isolated_environ(tmp_path))
     assert list((tmp_path / "cache" / "hwtune").glob("configure-*.json"))
     assert "not written" not in stderr and not any("not written" in n for n in notes)
+
+
+def _private_mounts() -> bool:
+    """Whether this process may make mounts of its own (`unshare -m`: a mount namespace that
+    ends with the command, so no mount outlives a test)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    done = subprocess.run(["unshare", "-m", "true"], capture_output=True, timeout=30)
+    return done.returncode == 0
+
+
+# $1 is bound onto itself read-only, in a mount namespace of its own, then the probe runs.
+READ_ONLY_RUN = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && exec "$2" -c "$3"'
+
+
+def test_a_read_only_cache_directory_is_noted_once_per_process(tmp_path: Path) -> None:
+    """Before: a cache directory that could not be written (a read-only mount) was passed over
+    in silence, and every start planned afresh with nothing to say why it was slow."""
+    if not _private_mounts():
+        pytest.skip("needs root and `unshare -m` for a read-only mount of its own")
+    cache = tmp_path / "cache" / "hwtune"
+    cache.mkdir(parents=True, mode=0o700)
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", READ_ONLY_RUN, "sh", str(cache), sys.executable, PROBE],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=isolated_environ(tmp_path),
+        check=True,
+    )
+    first, second = json.loads(done.stdout)
+    said = [n for n in first if n.startswith("the configure cache was not written: ")]
+    assert said == [
+        f"the configure cache was not written: cannot write in {cache}: Read-only file system; "
+        "every start plans the profile afresh until it can"
+    ], first
+    assert not set(second) - set(first), second
+    assert done.stderr.count("the configure cache was not written") == 1, done.stderr
+    assert list(cache.iterdir()) == []

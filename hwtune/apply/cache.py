@@ -16,8 +16,8 @@ The file is input, not trust (issue 15): it is read with `hwtune.fs.trusted_read
 file, never a link, FIFO or device, at most MAX_CACHE_BYTES), and one owned by another user or
 writable by others is ignored with a warning and rebuilt: hwtune runs as root, and the cache
 says which variables a job starts with. Writing is checked too: as root the cache is not
-written through a link or into a directory another user could change (`store`), and the
-note that says so is given once per process.
+written through a link or into a directory another user could change (`store`); that, or a
+directory it cannot write (read-only, full), is noted once per process.
 
 The warm path imports only the standard library's json, os, sys and zlib plus hwtune.paths (where
 the file lives: XDG resolution is done there, once), hwtune.apply.fingerprint,
@@ -27,7 +27,6 @@ planner.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import zlib
@@ -147,7 +146,8 @@ def store(
     path: str, current: dict[str, object], payload: dict[str, Any], request: str | None = None
 ) -> str | None:
     """Write the cache file for `request` (`request_identity`); None when written, else why
-    not, in a line. A refusal only costs speed: the profile is planned at every start.
+    not, in a line. A failure (a read-only home, a full disk, a refusal) only costs speed: the
+    profile is planned at every start.
 
     As root the directory must be one no other user can change, as `hwtune apply` requires of
     its output (`hwtune.fs.guard.check_directory`): with $XDG_CACHE_HOME in a shared /tmp,
@@ -170,15 +170,26 @@ def store(
         check_directory(directory)
     except ApplyError as err:
         return err.message
-    except OSError:
-        return None
-    with contextlib.suppress(OSError):  # ApplyError is one too
+    except OSError as err:
+        return _unwritable(directory, err)
+    try:
         write_atomic(Path(path), (json.dumps(data, indent=1) + "\n").encode(), durable=False)
+    except OSError as err:  # an ApplyError, from the OSError that caused it
+        return _unwritable(directory, err.__cause__ if isinstance(err.__cause__, OSError) else err)
     return None
 
 
-# The directories whose cache this process was refused to write, already noted: a program
-# calling configure() more than once is told once.
+def _unwritable(directory: object, err: OSError) -> str:
+    """A read-only home, a full disk: said, since each start then plans afresh (slower),
+    which nothing else would show."""
+    return (
+        f"cannot write in {directory}: {err.strerror or err}; every start plans the profile "
+        "afresh until it can"
+    )
+
+
+# The directories whose cache this process could not write, already noted: a program calling
+# configure() more than once is told once.
 _NOTED: set[str] = set()
 
 
