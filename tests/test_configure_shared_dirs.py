@@ -156,3 +156,57 @@ def test_a_read_only_cache_directory_is_noted_once_per_process(tmp_path: Path) -
     assert not set(second) - set(first), second
     assert done.stderr.count("the configure cache was not written") == 1, done.stderr
     assert list(cache.iterdir()) == []
+
+
+# Two configure() calls, then waits to be verified; its stderr goes to a file for the test.
+JOB = (
+    "import hwtune, time; hwtune.configure(tensorflow=False); hwtune.configure(tensorflow=False); "
+    "print('up', flush=True); time.sleep(120)"
+)
+
+
+@needs_root
+@pytest.mark.parametrize("planted", ["directory", "link"])
+def test_a_runtime_directory_another_user_made_is_refused_and_said(
+    scratch: Path, tmp_path: Path, planted: str
+) -> None:
+    """Without XDG_RUNTIME_DIR, another user's <tmp>/hwtune-0 (a directory, or a link to
+    theirs) silently stopped root's configure() records: verify then said nothing of why it
+    saw none. It is still refused; configure() says so once, and verify gives the reason."""
+    runtime = scratch / "hwtune-0"
+    theirs = scratch / "theirs"
+    as_nobody("mkdir", theirs)
+    if planted == "directory":
+        as_nobody("mkdir", runtime)
+        what = "owned by nobody (uid 65534), not root (uid 0)"
+    else:
+        as_nobody("ln", "-s", theirs, runtime)
+        what = "a symbolic link owned by nobody (uid 65534)"
+    environ = isolated_environ(tmp_path, TMPDIR=str(scratch))
+    said = f"{runtime} is {what}, so configure() keeps no records there for `hwtune verify`"
+    with (tmp_path / "job.err").open("w+") as errors:
+        job = subprocess.Popen(
+            [sys.executable, "-c", JOB],
+            env=environ,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+        try:
+            assert job.stdout is not None and job.stdout.readline() == "up\n"
+            verify = subprocess.run(
+                [sys.executable, "-m", "hwtune", "verify", "--pid", str(job.pid)],
+                capture_output=True,
+                text=True,
+                env=environ,
+                timeout=120,
+            )
+        finally:
+            job.kill()
+            job.wait()
+        errors.seek(0)
+        stderr = errors.read()
+    assert stderr.count(said) == 1, stderr
+    assert list(runtime.iterdir()) == [] and list(theirs.iterdir()) == []
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert f"configure()'s record could not be used: {said}" in verify.stdout, verify.stdout

@@ -10,7 +10,9 @@ tempfile.gettempdir() finds it), and verify reads it back.
   rename(2) over the record, so a reader sees a whole record or none.
 - The directory is created 0700, and only it: a missing $XDG_RUNTIME_DIR or $TMPDIR is never
   created. A fallback directory in a shared /tmp is used only when it is a real directory (not
-  a symbolic link) owned by this user and writable by nobody else.
+  a symbolic link) owned by this user and writable by nobody else. One another user made
+  first (or linked) is refused, and said: once in configure()'s notes, and by `read`, so
+  that verify says why there is no record rather than nothing.
 - A record names its pid and the process's start time (field 22 of /proc/PID/stat), so a
   recycled pid never inherits another process's record; it is removed when the process exits
   normally, and one left by a process killed by a signal (atexit does not run) is removed as
@@ -65,31 +67,66 @@ def record_path(environ: Mapping[str, str], pid: int, *, uid: int | None = None)
     return os.path.join(paths.runtime_dir(environ, uid=uid), f"configure-{pid}.json")
 
 
-def _private_dir(directory: str) -> bool:
+def _private_dir(directory: str) -> str | None:
+    """None when `directory` is usable for this process's records (made 0700 if missing),
+    "" when it cannot be had (its parent missing, an error making it), else why it is refused:
+    a link, or a directory another user owns or could change (a /tmp/hwtune-<uid> someone
+    else made first)."""
     # Only hwtune's own level is made: its parent ($XDG_RUNTIME_DIR, the temporary directory)
     # is the system's or the user's, and one that is missing stays missing.
     if not os.path.isdir(os.path.dirname(directory)):
-        return False
+        return ""
     try:
         make_dirs(Path(directory), 0o700)  # 0o700 whatever the umask
         info = os.lstat(directory)
     except OSError:
-        return False
-    return (
+        return ""
+    return refusal(directory, info, os.geteuid())
+
+
+def refusal(directory: str, info: os.stat_result, owner: int) -> str | None:
+    """Why a runtime directory with this lstat is not `owner`'s private one, or None."""
+    if (
         stat.S_ISDIR(info.st_mode)
-        and info.st_uid == os.geteuid()
+        and info.st_uid == owner
         and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    )
+    ):
+        return None
+    from hwtune.fs.trust import owner_name
+
+    whose = owner_name(info.st_uid)
+    if stat.S_ISLNK(info.st_mode):
+        what = f"a symbolic link owned by {whose}"
+    elif not stat.S_ISDIR(info.st_mode):
+        what = f"not a directory (owned by {whose})"
+    elif info.st_uid != owner:
+        what = f"owned by {whose}, not {owner_name(owner)}"
+    else:
+        what = f"writable by others (mode {stat.S_IMODE(info.st_mode):04o})"
+    return f"{directory} is {what}, so configure() keeps no records there for `hwtune verify`"
 
 
-def write(data: dict[str, Any], environ: Mapping[str, str] | None = None) -> str | None:
-    """Write this process's record; its path, or None when it could not be written."""
+# Runtime directories this process refused, already noted (configure() records at its start
+# and again when TensorFlow is imported; a program may call it more than once).
+_noted: set[str] = set()
+
+
+def write(
+    data: dict[str, Any], environ: Mapping[str, str] | None = None, notes: list[str] | None = None
+) -> str | None:
+    """Write this process's record; its path, or None when it could not be written.
+
+    `notes`: where why a refused directory was not used is appended, once per process."""
     env = os.environ if environ is None else environ
     pid = os.getpid()
     path = record_path(env, pid)
     if _written.get(path) == data:
         return path
-    if not _private_dir(os.path.dirname(path)):
+    refused = _private_dir(os.path.dirname(path))
+    if refused is not None:
+        if refused and notes is not None and refused not in _noted:
+            _noted.add(refused)
+            notes.append(refused)
         return None
     body = {
         "schema": RECORD_SCHEMA,
@@ -262,6 +299,8 @@ def read(
         except RefusedFile as err:
             if not err.missing:
                 why = f"{err.message}; not used"
+            else:
+                why = why or _unusable_dir(os.path.dirname(path), owner)
             continue
         try:
             data = json.loads(raw)
@@ -276,3 +315,13 @@ def read(
             continue
         return data, ""
     return None, why
+
+
+def _unusable_dir(directory: str, owner: int | None) -> str:
+    """Why no record can be in `directory`: configure() refused it (`refusal`), so the record's
+    absence says nothing of whether configure() ran; "" when it is not refused or missing."""
+    try:
+        info = os.lstat(directory)
+    except OSError:
+        return ""
+    return refusal(directory, info, os.geteuid() if owner is None else owner) or ""

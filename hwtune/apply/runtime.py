@@ -159,14 +159,21 @@ class ConfigureReport(ReportView):
             return
         names = [str(e[0]) for e in self.payload.get("env", [])]
         self._recorded = True
+        noted = len(self.notes)
         record.write(
             {
                 "env": {name: os.environ.get(name) for name in names},
                 "threads": self.payload.get("threads", {}),
                 "jit": self.jit,
                 "tensorflow": dict(self.tensorflow),
-            }
+            },
+            notes=self.notes,
         )
+        if len(self.notes) > noted:  # a runtime directory another user made: said as the cache
+            from hwtune.fs.streams import warn
+
+            for note in self.notes[noted:]:
+                warn(f"hwtune: warning: {note}")
 
     def _schedule_tensorflow(self) -> None:
         tf = sys.modules.get("tensorflow")
