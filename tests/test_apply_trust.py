@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -288,3 +289,81 @@ def test_nothing_is_created_through_another_users_link(tmp_path: Path) -> None:
     with pytest.raises(ApplyError, match=r"home: it is owned by"):
         apply_all(home / "out" / "new" / "dir", A, HW)
     assert list(root_only.iterdir()) == []  # not even the directories
+
+
+# A directory name a hint's command must quote: unquoted, the shell split it at the space and
+# ran `touch pwned` after the `;`.
+PASTED = "out dir; touch pwned"
+
+
+def run_pasted(command: str, cwd: Path) -> None:
+    """Run a hint's command as a user pasting it into a shell would; nothing else may run."""
+    cwd.mkdir(exist_ok=True)
+    done = subprocess.run(["sh", "-c", command], cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, (command, done.stderr)
+    assert list(cwd.iterdir()) == [], command  # no `pwned`
+
+
+def _between(text: str, start: str, end: str) -> str:
+    return text[text.index(start) + len(start) : text.rindex(end)]
+
+
+@needs_root
+@pytest.mark.parametrize("how", ["owned-by-nobody", "writable-by-all", "nobodys-in-sticky"])
+def test_the_commands_in_trust_hints_fix_the_directory_they_name(tmp_path: Path, how: str) -> None:
+    """The hints named the path unquoted: `chown root: /x/out dir; touch pwned` changed
+    /x/out and ran `touch pwned` when pasted."""
+    parent = tmp_path
+    if how == "nobodys-in-sticky":
+        parent = tmp_path / PASTED
+        parent.mkdir()
+        parent.chmod(0o1777)
+    out = parent / (PASTED if how != "nobodys-in-sticky" else "out")
+    out.mkdir()
+    if how == "writable-by-all":
+        out.chmod(0o777)
+    else:
+        os.chown(out, NOBODY, NOBODY)
+    with pytest.raises(ApplyError) as refused:
+        apply_all(out, A, HW)
+    hint = str(refused.value.hint)
+    if how == "writable-by-all":
+        command = hint[: hint.index(", or choose")]
+    elif how == "owned-by-nobody":
+        command = _between(hint, "(", "), or choose")
+    else:
+        command = _between(hint, "(", ")")
+    run_pasted(command, tmp_path / "cwd")
+    apply_all(out, A, HW)  # the pasted command fixed what was refused
+
+
+@needs_root
+def test_the_lsattr_in_roots_immutable_hint_names_the_file(tmp_path: Path) -> None:
+    out = tmp_path / PASTED
+    apply_all(out, A, HW)
+    env_file = out / "hwtune.env"
+    if subprocess.run(["chattr", "+i", str(env_file)], capture_output=True).returncode != 0:
+        pytest.skip("this file system has no immutable attribute (chattr +i)")
+    try:
+        with pytest.raises(ApplyError) as refused:
+            apply_all(out, B, HW)
+        hint = str(refused.value.hint)
+        command = _between(hint, "(`", "`;")
+        assert command.startswith("lsattr -d "), hint
+        run_pasted(command, tmp_path / "cwd")
+    finally:
+        subprocess.run(["chattr", "-i", str(env_file)], check=True)
+
+
+@needs_root
+def test_the_commands_in_the_snapshot_hint_fix_the_directory(tmp_path: Path) -> None:
+    from hwtune.errors import HwtuneError
+    from hwtune.probes.snapshot import take_snapshot
+
+    dest = tmp_path / PASTED
+    dest.mkdir()
+    os.chown(dest, NOBODY, NOBODY)
+    with pytest.raises(HwtuneError) as refused:
+        take_snapshot(dest, gpus=False, tensorflow=False)
+    run_pasted(_between(str(refused.value.hint), "(", ")"), tmp_path / "cwd")
+    take_snapshot(dest, gpus=False, tensorflow=False)

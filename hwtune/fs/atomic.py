@@ -14,6 +14,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import shlex
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -54,7 +55,8 @@ def failure(action: str, path: Path, err: OSError, state: str = INTACT) -> Apply
         # Root is refused EPERM by file attributes, not permissions: "run as root" misleads.
         hint = (
             f"root was refused: {path.name} or its directory may be immutable or append-only "
-            f"(`lsattr -d {path} {path.parent}`; `chattr -i`/`chattr -a` clears them)"
+            f"(`lsattr -d {shlex.quote(str(path))} {shlex.quote(str(path.parent))}`; "
+            "`chattr -i`/`chattr -a` clears them)"
         )
     elif err.errno == errno.EACCES and os.geteuid() == 0:
         # Root is refused EACCES by the file system, not by modes: an NFS export with

@@ -63,6 +63,16 @@ def owner_name(uid: int) -> str:
         return f"uid {uid}"
 
 
+def _quoted(path: str) -> str:
+    """`path` as one shell word, for the commands in the hints (as apply's `hwtune revert
+    --output` hint is): pasted, a directory with a space changed another one, and a `;` ran
+    the rest. shlex is imported only when refusing: configure()'s warm path imports this
+    module (`make_dirs`)."""
+    import shlex
+
+    return shlex.quote(path)
+
+
 def _refuse(path: str, why: str, hint: str) -> ApplyError:
     return ApplyError(
         f"refusing to write under {path}: {why}, so another user could redirect hwtune's "
@@ -110,7 +120,8 @@ def check_trusted_path(directory: Path, *, option: str = "--output") -> None:
                     path,
                     f"{where} (mode {stat.S_IMODE(st.st_mode):04o}) is writable by others "
                     f"and {name} in it belongs to {owner_name(entry.st_uid)}",
-                    f"use a directory owned by root along the whole path (chown root: {path})",
+                    "use a directory owned by root along the whole path (chown root: "
+                    f"{_quoted(path)})",
                 )
             if stat.S_ISLNK(entry.st_mode):
                 links += 1
@@ -136,7 +147,8 @@ def check_trusted_path(directory: Path, *, option: str = "--output") -> None:
                 raise _refuse(
                     path,
                     f"it is owned by {owner_name(child_st.st_uid)}, who could replace its entries",
-                    f"make root its owner (chown root: {path}; chmod go-w {path}), or choose "
+                    f"make root its owner (chown root: {_quoted(path)}; chmod go-w "
+                    f"{_quoted(path)}), or choose "
                     f"another directory{given}",
                 )
             mode = stat.S_IMODE(child_st.st_mode)
@@ -153,7 +165,7 @@ def check_trusted_path(directory: Path, *, option: str = "--output") -> None:
                     f"choose a directory of your own{given} (e.g. one made with "
                     f"`mkdir -m 0755` inside {path})"
                     if mode & stat.S_ISVTX
-                    else f"chmod go-w {path}, or choose another directory{given}"
+                    else f"chmod go-w {_quoted(path)}, or choose another directory{given}"
                 )
                 raise _refuse(path, f"it is writable by {who} (mode {mode:04o}){sticky}", hint)
     finally:

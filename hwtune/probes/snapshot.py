@@ -19,6 +19,7 @@ import contextlib
 import errno
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -279,12 +280,13 @@ def open_destination(dest: Path) -> Destination:
         if created:
             os.fchmod(fd, 0o755)  # ours alone until now; 0755 whatever the umask
         elif root and (st.st_uid != 0 or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+            shown = shlex.quote(str(dest))  # pasted: a space or `;` in it made another command
             raise HwtuneError(
                 f"refusing to write the snapshot into {dest}: it is owned by "
                 f"{owner_name(st.st_uid)} with mode {stat.S_IMODE(st.st_mode):04o}, so "
                 "another user could plant links in it",
-                hint=f"give a new directory, or make {dest} root's (chown root: {dest}; "
-                f"chmod go-w {dest})",
+                hint=f"give a new directory, or make {dest} root's (chown root: {shown}; "
+                f"chmod go-w {shown})",
             )
         if os.listdir(fd):
             raise _not_usable(dest, "exists and is not an empty directory")
