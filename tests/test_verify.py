@@ -523,3 +523,38 @@ def test_a_child_forked_after_configure_is_not_reported_different(
         os.kill(child, signal.SIGKILL)
         parent.kill()
         parent.wait()
+
+
+@pytest.mark.parametrize(
+    ("variables", "said"),
+    [
+        ({"LOCAL_RANK": "x", "LOCAL_WORLD_SIZE": "2"}, "LOCAL_RANK='x' is not a non-negative"),
+        ({"HWTUNE_MDOE": "batch"}, "unknown variable HWTUNE_MDOE"),
+    ],
+)
+def test_a_malformed_variable_of_the_job_is_named_as_the_jobs(
+    tmp_path: Path, variables: dict[str, str], said: str
+) -> None:
+    """`LOCAL_RANK='x' is not a non-negative integer` did not say whose: verify's own
+    environment has no LOCAL_RANK; the observed job's has."""
+    env = _env(tmp_path)
+    job = subprocess.Popen(
+        [PYTHON, "-c", SLEEPER], env={**env, **variables}, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert job.stdout is not None and job.stdout.readline() == "up\n"
+        result = subprocess.run(
+            [*HWTUNE, "verify", "--pid", str(job.pid)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+    finally:
+        job.kill()
+        job.wait()
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (
+        f"error: in the environment of pid {job.pid} (the job observed, not hwtune's own): "
+        f"{said}" in result.stderr
+    ), result.stderr

@@ -194,6 +194,26 @@ def observe(pid: int) -> Observation | None:
     )
 
 
+def check_job_environment(seen: Observation) -> None:
+    """ConfigError naming the observed process when its own launcher or HWTUNE_* variables
+    are malformed: verify plans with the job's environment (its rank chooses its slice), and
+    `LOCAL_RANK='x' is not a non-negative integer` alone read as verify's own environment,
+    which has no LOCAL_RANK at all."""
+    from hwtune.errors import ConfigError
+    from hwtune.pipeline.config import overrides_from_environ
+    from hwtune.pipeline.ranks import local_rank
+
+    try:
+        local_rank(seen.environ)
+        overrides_from_environ(seen.environ)
+    except ConfigError as err:
+        raise ConfigError(
+            f"in the environment of pid {seen.pid} (the job observed, not hwtune's own): "
+            f"{err.message}",
+            hint=err.hint,
+        ) from err
+
+
 # How many ancestors up a fork without exec is followed (a pool worker's own fork is two).
 MAX_FORK_DEPTH = 4
 

@@ -223,7 +223,14 @@ def command_or_pid(args: argparse.Namespace, env: Environment, tool: str) -> lis
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.apply.verify import Observation, compare, describe, expected_for, render_table
+    from hwtune.apply.verify import (
+        Observation,
+        check_job_environment,
+        compare,
+        describe,
+        expected_for,
+        render_table,
+    )
     from hwtune.pipeline.request import profile_for
 
     command = command_or_pid(args, env, "verify")
@@ -261,6 +268,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             "or --pid of a running one",
         )
     # The process's own rank/instance variables choose its slice, as they did when it started.
+    check_job_environment(seen)
     request = request_from_args(args, seen.environ)
     observed = hardware.of(seen)
     if observed is not None:
