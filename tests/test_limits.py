@@ -424,7 +424,7 @@ def test_a_relative_root_reads_the_cgroup_files(
     assert detect("snap", gpus=False, tensorflow=False).limits.effective_cpus == 2
 
 
-@pytest.mark.parametrize("path", ["/" + "a" * 300, "/" + "a/" * 2100])
+@pytest.mark.parametrize("path", ["/" + "a" * 300, "/" + "a/" * 2000])
 def test_an_overlong_cgroup_path_is_an_issue_not_a_lost_probe(tmp_path: Path, path: str) -> None:
     v2_tree(tmp_path)
     (tmp_path / "proc/self/cgroup").write_text(f"0::{path}\n")

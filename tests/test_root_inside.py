@@ -134,6 +134,22 @@ def test_a_huge_file_is_refused_within_bounded_memory(host_root: Path) -> None:
     assert f"larger than {MAX_LARGE >> 20} MiB" in reasons(model), reasons(model)
 
 
+def test_a_cgroup_path_deeper_than_the_kernel_prints_is_refused_in_bounded_memory(
+    host_root: Path,
+) -> None:
+    """Before: a 600 KB /proc/self/cgroup naming /a/a/a/... 300,000 levels deep made the list
+    of ancestors quadratic in the depth; detect hit its memory limit and lost the limits probe
+    ('probe failed unexpectedly: MemoryError'). The kernel prints no path past PATH_MAX."""
+    deep = "/" + "a/" * 300_000
+    (host_root / "proc/self/cgroup").write_text(f"5:cpuset:/job\n4:cpu,cpuacct:{deep}\n")
+    model, _ = detect(host_root)
+    said = reasons(model)
+    assert "unexpectedly" not in said, said
+    assert "proc/self/cgroup: not a cgroup line: its path is 600001 characters" in said, said
+    limits = model["limits"]
+    assert limits["cpuset_cpus"] == list(range(24)), limits  # type: ignore[index]
+
+
 def test_an_unparseable_file_is_quoted_short_and_escaped(host_root: Path) -> None:
     from hwtune.probes.issues import MAX_REASON
 

@@ -38,6 +38,13 @@ V1_NON_CONTROLLER_OPTIONS = frozenset(
 
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 
+# The kernel prints a cgroup path in /proc/PID/cgroup only when it fits a PATH_MAX buffer
+# (4096 bytes with its NUL), failing the read with ENAMETOOLONG otherwise, and then appends at
+# most " (deleted)" (proc_cgroup_show, kernel/cgroup/cgroup.c). A longer path is no kernel's:
+# a 1 MiB file of "a/a/a/..." made the ancestor chain (cgroup.py) quadratic in its depth, and
+# detect ran out of memory.
+MAX_CGROUP_PATH_BYTES = 4095 + len(" (deleted)")
+
 
 class Membership(NamedTuple):
     """One line of /proc/self/cgroup."""
@@ -78,6 +85,15 @@ def parse_proc_cgroup(text: str, issues: IssueLog, path: str = PROC_CGROUP) -> l
         # hierarchy always names its controllers or its name= (cgroups(7); kernel/cgroup/
         # cgroup.c, proc_cgroup_show). A line like "1::/" is neither; taken as v1 it matched no
         # controller, and the issue then blamed sys/fs/cgroup instead of this line.
+        if len(parts[2].encode()) > MAX_CGROUP_PATH_BYTES:
+            issues.add(
+                PROBE,
+                f"not a cgroup line: its path is {len(parts[2])} characters long, more than "
+                f"the kernel prints ({MAX_CGROUP_PATH_BYTES} bytes): {excerpt(raw)}",
+                path=path,
+                line=number,
+            )
+            continue
         hierarchy = int(parts[0])
         if (hierarchy == 0) != (parts[1] == ""):
             why = (
