@@ -150,6 +150,22 @@ def test_a_cgroup_path_deeper_than_the_kernel_prints_is_refused_in_bounded_memor
     assert limits["cpuset_cpus"] == list(range(24)), limits  # type: ignore[index]
 
 
+def test_a_cgroup_mount_point_longer_than_path_max_is_skipped(host_root: Path) -> None:
+    """Before: a cgroup2 mount point 250,000 levels deep (one 500 KB mountinfo line) was
+    joined to each of the 2,000 ancestors of a cgroup path the kernel can print; the chain took
+    gigabytes, and detect lost the limits probe to a MemoryError or ran past its timeout."""
+    point = "/m" * 250_000
+    (host_root / "proc/self/mountinfo").write_text(
+        f"30 20 0:26 / {point} rw shared:4 - cgroup2 cgroup2 rw\n"
+    )
+    (host_root / "proc/self/cgroup").write_text("0::/" + "a/" * 2000 + "\n")
+    model, _ = detect(host_root)
+    said = reasons(model)
+    assert "unexpectedly" not in said, said
+    assert "proc/self/mountinfo: a cgroup2 mount whose root or mount point is 4096" in said, said
+    assert model["limits"]["effective_cpus"] == 24  # type: ignore[index]
+
+
 def test_an_unparseable_file_is_quoted_short_and_escaped(host_root: Path) -> None:
     from hwtune.probes.issues import MAX_REASON
 

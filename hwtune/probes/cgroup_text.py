@@ -43,7 +43,8 @@ _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 # most " (deleted)" (proc_cgroup_show, kernel/cgroup/cgroup.c). A longer path is no kernel's:
 # a 1 MiB file of "a/a/a/..." made the ancestor chain (cgroup.py) quadratic in its depth, and
 # detect ran out of memory.
-MAX_CGROUP_PATH_BYTES = 4095 + len(" (deleted)")
+PATH_MAX = 4096  # include/uapi/linux/limits.h, with the NUL
+MAX_CGROUP_PATH_BYTES = PATH_MAX - 1 + len(" (deleted)")
 
 
 class Membership(NamedTuple):
@@ -140,7 +141,17 @@ def parse_mountinfo(text: str, issues: IssueLog, path: str = PROC_MOUNTINFO) -> 
                 if o not in V1_NON_CONTROLLER_OPTIONS and "=" not in o
             )
         )
-        mounts.append(Mount(_unescape(fields[3]), _unescape(fields[4]), version, controllers))
+        root, point = _unescape(fields[3]), _unescape(fields[4])
+        if max(len(root.encode()), len(point.encode())) >= PATH_MAX:
+            issues.add(
+                PROBE,
+                f"a {fstype} mount whose root or mount point is {PATH_MAX} bytes or longer, "
+                f"which no path to open can be: skipped: {excerpt(raw)}",
+                path=path,
+                line=number,
+            )
+            continue
+        mounts.append(Mount(root, point, version, controllers))
     return mounts
 
 
