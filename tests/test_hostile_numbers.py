@@ -128,3 +128,28 @@ def test_what_detect_writes_from_a_hostile_tree_plan_reads_back(kind: str, tmp_p
     (tmp_path / "hw.json").write_text(detected.stdout)
     planned = run_cli(["plan", "--hardware", str(tmp_path / "hw.json")], environ)
     assert planned.exit_status == 0, planned.stderr
+
+
+def test_an_overlong_gpu_string_is_an_issue_and_plan_reads_detects_output_back(
+    tmp_path: Path,
+) -> None:
+    """Before: a <product_name> of 3 Mi emoji (12 MB of XML, under the 16 MiB cap) was matched
+    against every pattern of the gpus table (6 s) and written whole into `detect --json`, where
+    each emoji became a 12-byte escape: 37 MB, which `plan --hardware` refused as too large."""
+    root = tmp_path / "root"
+    machine(root, [(0, core, [core]) for core in range(2)])
+    name = "\U0001f600" * (3 << 20)
+    (root / "nvidia-smi-q.xml").write_text(
+        SMI.replace("NVIDIA A100-SXM4-40GB", name).replace("550.54", "5" * 200)
+    )
+    environ = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
+    detected = run_cli(["detect", "--root", str(root), "--json", "--no-tensorflow"], environ)
+    assert detected.exit_status in (0, 2), detected.stderr
+    model = json.loads(detected.stdout)
+    said = [(i["path"], i["reason"]) for i in model["issues"]]
+    for what in ("GPU 0 <product_name> is 3145728 characters", "<driver_version> is 200"):
+        assert any(p == "nvidia-smi-q.xml" and what in r for p, r in said), said
+    assert model["gpus"][0]["name"] == "GPU 0" and model["gpu_driver"] is None, model["gpus"]
+    (tmp_path / "hw.json").write_text(detected.stdout)
+    planned = run_cli(["plan", "--hardware", str(tmp_path / "hw.json")], environ)
+    assert planned.exit_status == 0, planned.stderr

@@ -21,7 +21,7 @@ from pathlib import Path
 from hwtune.models.cpulist import MAX_NUMA_NODES
 from hwtune.models.digits import is_ascii_digits, within_u64
 from hwtune.models.hardware import Gpu, MigDevice
-from hwtune.probes.issues import IssueLog
+from hwtune.probes.issues import IssueLog, excerpt
 from hwtune.probes.root import read_bytes
 
 XML_NAME = "nvidia-smi-q.xml"
@@ -237,6 +237,35 @@ def _known(text: str | None) -> str | None:
     return None if t in ("", "N/A", "None", "[N/A]", "Unknown Error") else t
 
 
+# The longest string NVML hands nvidia-smi for these fields: 96 bytes with the NUL (nvml.h:
+# NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_DEVICE_UUID_V2_BUFFER_SIZE; the driver version's buffer
+# is 80, the PCI bus id's 32). A 15 MB <product_name> was matched against every pattern of the
+# gpus table (11 s) and written whole into `detect --json`, where escaped non-ASCII made it
+# larger than `plan --hardware` reads.
+MAX_VALUE_BYTES = 95
+
+
+class _Values:
+    """`_known` text of one file, each value bounded by MAX_VALUE_BYTES: a longer one is an
+    issue naming the file, and unknown."""
+
+    def __init__(self, path: str, issues: IssueLog) -> None:
+        self.path = path
+        self.issues = issues
+
+    def __call__(self, text: str | None, what: str) -> str | None:
+        value = _known(text)
+        if value is not None and len(value.encode()) > MAX_VALUE_BYTES:
+            self.issues.add(
+                "nvidia-smi",
+                f"{what} is {len(value)} characters long, longer than any value NVML gives "
+                f"({MAX_VALUE_BYTES} bytes): {excerpt(value, 40)} not used",
+                path=self.path,
+            )
+            return None
+        return value
+
+
 def _mig_enabled(gpu: _Node) -> bool | None:
     current = gpu.findtext("mig_mode/current_mig")
     if current is None:
@@ -247,13 +276,14 @@ def _mig_enabled(gpu: _Node) -> bool | None:
 
 def _mig_devices(gpu: _Node, path: str, issues: IssueLog) -> tuple[MigDevice, ...]:
     devices = []
+    value = _Values(path, issues)
     block = gpu.find("mig_devices")
     for pos, dev in enumerate(block.findall("mig_device") if block is not None else []):
         index = _int_or_none(dev.findtext("index"))
         devices.append(
             MigDevice(
                 index=pos if index is None else index,
-                uuid=_known(dev.findtext("uuid")),
+                uuid=value(dev.findtext("uuid"), f"MIG device {pos} <uuid>"),
                 # -q -x names no MIG profile ("1g.10gb"); `nvidia-smi -L` and NVML do.
                 memory_bytes=_memory(dev, path, issues, f"MIG device {pos}"),
                 gpu_instance_id=_int_or_none(dev.findtext("gpu_instance_id")),
@@ -324,18 +354,22 @@ def parse_smi_xml(data: bytes, path: str, issues: IssueLog) -> SmiLog:
         )
     # The index is the position: nvidia-smi lists GPUs in PCI bus order, which is also the
     # order of its own indices (and of `topo -m`'s GPUn); <minor_number> is the /dev node.
+    value = _Values(path, issues)
     for index, gpu in enumerate(elements[:MAX_GPUS]):
-        name = _known(gpu.findtext("product_name"))
-        if name is None:
+        name = value(gpu.findtext("product_name"), f"GPU {index} <product_name>")
+        if _known(gpu.findtext("product_name")) is None:
             issues.add("nvidia-smi", f"GPU {index} has no <product_name>", path=path)
+        bus_id = value(gpu.findtext("pci/pci_bus_id"), f"GPU {index} <pci_bus_id>")
         gpus.append(
             Gpu(
                 index=index,
                 name=name or f"GPU {index}",
-                uuid=_known(gpu.findtext("uuid")),
-                architecture=_known(gpu.findtext("product_architecture")),
+                uuid=value(gpu.findtext("uuid"), f"GPU {index} <uuid>"),
+                architecture=value(
+                    gpu.findtext("product_architecture"), f"GPU {index} <product_architecture>"
+                ),
                 memory_bytes=_memory(gpu, path, issues, f"GPU {index}"),
-                pci_bus_id=_known(gpu.findtext("pci/pci_bus_id")) or _known(gpu.attrs.get("id")),
+                pci_bus_id=bus_id or value(gpu.attrs.get("id"), f"GPU {index} <gpu id=...>"),
                 numa_node=node_or_none(gpu.findtext("numa_node") or gpu.findtext("pci/numa_node")),
                 mig_enabled=_mig_enabled(gpu),
                 mig_devices=_mig_devices(gpu, path, issues),
@@ -351,8 +385,8 @@ def parse_smi_xml(data: bytes, path: str, issues: IssueLog) -> SmiLog:
         )
     return SmiLog(
         gpus=tuple(gpus),
-        driver_version=_known(log.findtext("driver_version")),
-        cuda_version=_known(log.findtext("cuda_version")),
+        driver_version=value(log.findtext("driver_version"), "<driver_version>"),
+        cuda_version=value(log.findtext("cuda_version"), "<cuda_version>"),
     )
 
 
