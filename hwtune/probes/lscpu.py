@@ -124,9 +124,12 @@ class _Summary:
     """The "Key: value" lines, their line numbers, and one dict per "Model name" block."""
 
     def __init__(self, lines: list[str]) -> None:
-        self.fields: dict[str, str] = {}
+        # Each value as its parts, joined once at the end: appending each wrapped line to a
+        # str copied the value so far, quadratic in its lines (11 MB of them ran over a minute).
+        # A key's list is shared by `_fields` and its "Model name" block in `_types`.
+        self._fields: dict[str, list[str]] = {}
         self.key_lines: dict[str, int] = {}
-        self.types: list[dict[str, str]] = []
+        self._types: list[dict[str, list[str]]] = []
         self.last_key: str | None = None
         self.value_column = 0
         self.lines = lines
@@ -159,20 +162,27 @@ class _Summary:
             # lscpu's mark for a value it does not know (util-linux sys-utils/lscpu.c prints
             # `ct->modelname ? ct->modelname : "-"`): no value, not a model named "-".
             value = ""
+        parts = [value]
         if key == "Model name":
-            self.types.append({})
-        if self.types:
-            self.types[-1][key] = value
-        self.fields[key] = value
+            self._types.append({})
+        if self._types:
+            self._types[-1][key] = parts
+        self._fields[key] = parts
         self.key_lines[key] = index + 1
         self.last_key = key
         # Where the value starts; an empty value (a tree section header) has no column.
         self.value_column = match.start(4) if match.group(4) else 0
 
     def _extend(self, key: str, text: str) -> None:
-        self.fields[key] += text
-        if self.types and key in self.types[-1]:
-            self.types[-1][key] += text
+        self._fields[key].append(text)  # the same list as its block's in `_types`
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {key: "".join(parts) for key, parts in self._fields.items()}
+
+    @property
+    def types(self) -> list[dict[str, str]]:
+        return [{key: "".join(parts) for key, parts in block.items()} for block in self._types]
 
 
 def _cell_int(cells: list[str], column: int) -> int | None:
