@@ -109,16 +109,24 @@ def _hostile(root: Path, kind: str) -> Path:
                 for n in range(2)
             ),
         )
+    elif kind == "cpu-strings":  # 3 Mi emoji, each a 12-byte escape in JSON
+        machine(root, [(0, core, [core]) for core in range(2)])
+        huge = "\U0001f600" * (3 << 20)
+        write(root, "proc/cpuinfo", f"processor\t: 0\nvendor_id\t: {huge}\nmodel name\t: {huge}")
+        write(root, "lscpu.txt", f"Architecture: x86_64\nModel name: {huge}\nFlags: {huge}")
     elif kind == "nvidia-smi":
         machine(root, [(0, core, [core]) for core in range(2)])
         (root / "nvidia-smi-q.xml").write_text(SMI)
     return root
 
 
-@pytest.mark.parametrize("kind", ["cgroup-v2", "cgroup-v1", "sysfs", "cpuinfo", "nvidia-smi"])
+@pytest.mark.parametrize(
+    "kind", ["cgroup-v2", "cgroup-v1", "sysfs", "cpuinfo", "cpu-strings", "nvidia-smi"]
+)
 def test_what_detect_writes_from_a_hostile_tree_plan_reads_back(kind: str, tmp_path: Path) -> None:
     """Before: numbers of 23 to 31 digits (memory.max of 30 nines, 10^30 bytes of GPU memory,
-    a node meminfo of 20 digits of kB), so `plan --hardware` refused detect's own output."""
+    a node meminfo of 20 digits of kB), so `plan --hardware` refused detect's own output; and
+    a cpuinfo or lscpu model name of 12 MB of emoji, 37 MB once escaped in the JSON."""
     root = _hostile(tmp_path / "root", kind)
     environ = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
     detected = run_cli(["detect", "--root", str(root), "--json", "--no-tensorflow"], environ)

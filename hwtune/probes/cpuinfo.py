@@ -47,6 +47,23 @@ class ParseProblem(NamedTuple):
     reason: str
 
 
+# The longest value a "key : value" line of /proc/cpuinfo or lscpu may hold. The longest the
+# captures in tests/data hold is 1,267 bytes (an x86 flags line); 64 KiB is 50 times that. What
+# is kept (model name, vendor, flags) goes into `detect --json`, where a 12 MB model name of
+# non-ASCII text, escaped, came to 37 MB: more than `plan --hardware` reads (32 MiB).
+MAX_VALUE_CHARS = 1 << 16
+
+
+def overlong(key: str, value: str) -> str | None:
+    """Why the value of `key` is not kept (longer than MAX_VALUE_CHARS), or None."""
+    if len(value) <= MAX_VALUE_CHARS:
+        return None
+    return (
+        f"{key[:40]!r}: a value of {len(value)} characters, longer than any line of the kernel "
+        f"or lscpu ({MAX_VALUE_CHARS}): ignored"
+    )
+
+
 # Problems kept per file: enough to show what is wrong with it. A 32 MiB file (MAX_LARGE) of
 # junk lines would otherwise make 16 million of them, gigabytes of objects.
 MAX_PROBLEMS = 50
@@ -162,6 +179,9 @@ def _split(text: str) -> _Split:
         if not colon or not key:
             got = line.strip()[:60]
             split.problems.append(ParseProblem(number, f"expected 'key : value', got {got!r}"))
+            continue
+        if why := overlong(key, value):
+            split.problems.append(ParseProblem(number, why))
             continue
         s390 = _S390_PROCESSOR.match(key)
         if s390:  # "processor 0: version = FF,  identification = 0133E8,  machine = 2964"

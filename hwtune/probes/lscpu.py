@@ -21,7 +21,7 @@ import re
 from hwtune.models.cpulist import MAX_CPU, MAX_NUMA_NODES, CpuListError, parse_cpulist
 from hwtune.models.digits import is_ascii_digits
 from hwtune.probes.clusters import merge_clusters
-from hwtune.probes.cpuinfo import PROBE, ParseProblem, ProblemList, Topology
+from hwtune.probes.cpuinfo import PROBE, ParseProblem, ProblemList, Topology, overlong
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.json_text import JsonRefused, loads_bounded
 from hwtune.probes.lscpu_counts import rows_cache_spans, s390_sockets, typed_topology
@@ -274,6 +274,11 @@ def _facts(
     problems: list[ParseProblem],
     types: list[dict[str, str]] | None = None,
 ) -> LscpuFacts:
+    for key, value in list(fields.items()):  # a value wrapped over many lines, or -J's "data"
+        if why := overlong(key, value):
+            problems.append(ParseProblem(key_lines.get(key, 1), why))
+            del fields[key]
+    types = [{k: v for k, v in block.items() if not overlong(k, v)} for block in types or ()]
     topology: list[tuple[LscpuRow, ...]] = []
     max_mhz: dict[int, float] = {}
     for columns, raw_rows in sections:
