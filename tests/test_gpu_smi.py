@@ -576,6 +576,29 @@ def test_old_driver_layout_single_gpu_and_soc() -> None:
     assert [(r.index, r.links, r.numa_node) for r in single] == [(0, (), 0)]
 
 
+def test_a_cell_that_is_no_link_kind_is_an_issue_not_a_link() -> None:
+    """Before: any cell was kept as a link kind, so "NV" + 21 digits counted as an NVLink (of
+    0 links) and a cell of megabytes was quoted whole in the plan's reason."""
+    huge = "Z" * 100_000
+    text = (
+        "\tGPU0\tGPU1\tGPU2\tCPU Affinity\n"
+        f"GPU0\t X \tNV{'9' * 21}\tFOO\t0-7\n"
+        f"GPU1\tNV4\t X \t{huge}\t0-7\n"
+        "GPU2\tPIX\tSOC\t X \t0-7\n"
+    )
+    issues = IssueLog()
+    rows = parse_topo(text, "t.txt", issues).rows
+    assert [[(link.peer, link.kind) for link in r.links] for r in rows] == [
+        [],
+        [(0, "NV4")],
+        [(0, "PIX"), (1, "SYS")],
+    ]
+    said = [(i.path, i.line, i.reason) for i in issues]
+    assert [(p, n) for p, n, _ in said] == [("t.txt", 2), ("t.txt", 2), ("t.txt", 3)], said
+    assert "GPU0 to GPU2: 'FOO' is no link kind of the legend" in said[1][2]
+    assert all(len(r) < 200 for _, _, r in said), said
+
+
 def test_short_and_odd_rows_are_issues_with_lines() -> None:
     text = (
         "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 from hwtune.models.cpulist import CpuListError, parse_cpulist
 from hwtune.models.hardware import Gpu, GpuLink
 from hwtune.models.words import plural
-from hwtune.probes.issues import IssueLog
+from hwtune.probes.issues import IssueLog, excerpt
 from hwtune.probes.nvidia_smi import (
     MAX_GPUS,
     TOPO_NAME,
@@ -53,6 +53,13 @@ _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # strings over 4300 digits with a bare ValueError. ASCII digits only, as above.
 _GPU_RE = re.compile(r"^GPU(\d{1,9})$", re.ASCII)
 _NVLINK_RE = re.compile(r"^NV(\d{1,9})$", re.ASCII)
+
+
+# The link kinds `topo -m`'s legend names (every capture in tests/data/gpu prints it): X, SYS,
+# NODE, PHB, PXB, PIX and NV#; SOC from drivers before R384. Another cell is no link nvidia-smi
+# prints: it was kept as a kind, so "NV" + 20 digits counted as NVLink with 0 links and a
+# 4 MiB cell was quoted whole in the plan's reason.
+_KINDS = frozenset({"SYS", "NODE", "PHB", "PXB", "PIX", "SOC"})
 
 
 def _is_header(tokens: list[str]) -> bool:
@@ -176,8 +183,18 @@ def _parse_row(
     links = []
     for column, cell in zip(devices, cells, strict=False):
         peer = _GPU_RE.match(column)
-        if peer and int(peer.group(1)) != index and cell != "X":
-            links.append(_link(int(peer.group(1)), cell))
+        if not peer or int(peer.group(1)) == index or cell == "X":
+            continue
+        if cell not in _KINDS and not _NVLINK_RE.match(cell):
+            issues.add(
+                "nvidia-smi",
+                f"GPU{index} to {column}: {excerpt(cell, 20)} is no link kind of the legend "
+                "(SYS, NODE, PHB, PXB, PIX, NV#): link unknown",
+                path=path,
+                line=line,
+            )
+            continue
+        links.append(_link(int(peer.group(1)), cell))
     cpus: tuple[int, ...] = ()
     affinity = trailing_cells.get("CPU Affinity", "N/A")
     if affinity not in ("", "N/A"):
