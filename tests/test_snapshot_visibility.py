@@ -83,3 +83,20 @@ def test_a_damaged_file_is_an_issue_naming_it_and_is_not_used(tmp_path: Path, ba
     assert hw.gpu_visibility is None
     issue = next(i for i in hw.issues if i.path == SNAPSHOT_NAME)
     assert issue.probe == "gpu" and issue.reason.startswith("not used: ")
+
+
+def test_explain_escapes_control_characters_the_snapshot_recorded(tmp_path: Path) -> None:
+    """Before: `plan` escaped a recorded CUDA_DEVICE_ORDER of "\\x1b[2J..." (clear screen) in
+    its table, but `explain` wrote the ESC raw into the reason it printed."""
+    from tests.conftest import run_cli
+    from tests.daemon_harness import build_host
+
+    order = "\x1b[2J\x1b[31mFAKE\rline"
+    root = build_host(tmp_path / "root", gpus=2).root  # two T4s: the order note is said
+    recorded = {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": order}
+    (root / SNAPSHOT_NAME).write_text(json.dumps(recorded))
+    environ = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
+    said = run_cli(["explain", "--root", str(root), "CUDA_VISIBLE_DEVICES"], environ)
+    assert said.exit_status == 0, said.stderr
+    assert "CUDA_DEVICE_ORDER=\\x1b[2J\\x1b[31mFAKE\\rline" in said.stdout, said.stdout
+    assert "\x1b" not in said.stdout and "\r" not in said.stdout

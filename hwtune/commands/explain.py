@@ -49,9 +49,14 @@ def finish_args(args: argparse.Namespace, extra: list[str]) -> str | None:
 
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.planner import explain
+    from hwtune.probes.issues import printable
 
     hardware, profile = planned_for_people("explain", args, env)
-    env.stdout.write(explain(profile, args.setting) + "\n")
+    # Reasons quote what the machine said (a snapshot's CUDA_DEVICE_ORDER, a GPU name): escape
+    # control characters per line as `plan` does per cell, or an ESC in one rewrites the
+    # terminal. The newlines explain itself writes stay.
+    text = explain(profile, args.setting)
+    env.stdout.write("\n".join(printable(line) for line in text.split("\n")) + "\n")
     if args.strict and hardware.issues:
         return ExitStatus.ISSUES
     return ExitStatus.SUCCESS
