@@ -435,6 +435,37 @@ def test_an_overlong_cgroup_path_is_an_issue_not_a_lost_probe(tmp_path: Path, pa
     assert not any("unexpectedly" in i.reason for i in issues)
 
 
+def test_a_cgroup_deeper_than_any_real_one_is_unknown_not_walked(tmp_path: Path) -> None:
+    """Before: every level of the chain was read, each file reached by openat from the root
+    one component at a time: a cgroup 2,000 levels deep under a mount point 2,000 deep, each
+    within PATH_MAX, took detect 2 minutes; 1,000 and 1,000, 30 s. Past MAX_CGROUP_LEVELS
+    its limits are unknown, with an issue naming the membership file."""
+    from hwtune.probes.cgroup import MAX_CGROUP_LEVELS
+
+    point = "/".join(["m"] * 200)
+    deep = "/".join(["l"] * (MAX_CGROUP_LEVELS + 1))
+    make_tree(
+        tmp_path,
+        {
+            "proc/self/status": status("0-7"),
+            "proc/self/cgroup": f"0::/{deep}\n",
+            "proc/self/mountinfo": f"35 24 0:30 / /{point} rw - cgroup2 cgroup2 rw\n",
+            f"{point}/cpu.max": "200000 100000\n",
+            f"{point}/{deep}/cpu.max": "max 100000\n",
+        },
+    )
+    hw, issues = limits(tmp_path)
+    assert hw.cpu_quota is None and hw.effective_cpus == 8
+    said = [(i.path, i.reason) for i in issues]
+    assert any(
+        p == "proc/self/cgroup" and f"is {MAX_CGROUP_LEVELS + 1} levels below the mount" in r
+        for p, r in said
+    ), said
+    levels = "/".join(["l"] * MAX_CGROUP_LEVELS)
+    (tmp_path / "proc/self/cgroup").write_text(f"0::/{levels}\n")
+    assert limits(tmp_path)[0].cpu_quota == 2.0  # one level less is read, to the mount
+
+
 def _deny_reads(monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
     """The cgroup probe's reads of a path ending in `suffix` fail with EACCES."""
     import hwtune.probes.cgroup as cgroup

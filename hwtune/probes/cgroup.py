@@ -37,7 +37,7 @@ from hwtune.probes.cgroup_text import (
     parse_mountinfo,
     parse_proc_cgroup,
 )
-from hwtune.probes.issues import IssueLog
+from hwtune.probes.issues import IssueLog, excerpt
 from hwtune.probes.root import MAX_LARGE, MAX_SMALL, UnsafeRead, is_dir, is_file
 from hwtune.probes.root import read_text as root_read_text
 
@@ -129,6 +129,14 @@ def _fallback_mounts(root: Path, memberships: list[Membership]) -> list[Mount]:
 # container runtime shares it; each try walks the path with openat. A mount table of 200,000
 # cgroup2 lines, none showing the cgroup, took over a minute and logged an issue per mount.
 MAX_MOUNT_TRIES = 16
+
+
+# Levels of a cgroup read, itself and its ancestors up to the mount. Real ones are a few deep:
+# a Kubernetes container is 4 below the root (kubepods.slice/kubepods-burstable.slice/
+# kubepods-burstable-pod<UID>.slice/cri-containerd-<ID>.scope), a systemd user service 5.
+# Each file is reached by openat from the root, one call per component, so a cgroup 2,000
+# levels deep under a mount point 2,000 deep (each path within PATH_MAX) took 2 minutes.
+MAX_CGROUP_LEVELS = 64
 
 
 def _may_show(mount: Mount, cgroup_path: str) -> bool:
@@ -228,6 +236,15 @@ def _locate_one(
         if not is_dir(root, _where(root, chain[0])):
             first_missing = first_missing or (directory, _where(root, chain[0]))
             continue
+        if len(chain) - 1 > MAX_CGROUP_LEVELS:
+            issues.add(
+                PROBE,
+                f"{label}: cgroup {excerpt(member.path)} is {len(chain) - 1} levels below the "
+                f"mount at {excerpt(mount.mount_point)}, more than the {MAX_CGROUP_LEVELS} read: "
+                "its limits are unknown",
+                path=source,
+            )
+            return None
         if outside:
             issues.add(
                 PROBE,
