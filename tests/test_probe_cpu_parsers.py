@@ -176,6 +176,19 @@ def test_lscpu_bad_rows_and_lists_name_their_line() -> None:
     assert facts.max_mhz == {0: 4000.0}
 
 
+def test_cpuinfo_records_past_the_cpu_bound_are_dropped_with_one_problem() -> None:
+    """Before: every record was kept; 2.5 million "processor:N" records in a 31 MB cpuinfo (under
+    the 32 MiB cap) took detect 19 s and 1.5 GB. Now the first MAX_CPU, as lscpu's rows."""
+    from hwtune.models.cpulist import MAX_CPU
+
+    text = "".join(f"processor\t: {n}\nvendor_id\t: GenuineIntel\n\n" for n in range(MAX_CPU + 9))
+    facts = parse_cpuinfo(text)
+    assert len(facts.processors) == MAX_CPU
+    assert [(p.line, p.reason) for p in facts.problems] == [
+        (3 * MAX_CPU + 1, f"more than {MAX_CPU} processor records: the rest are ignored")
+    ]
+
+
 def test_lscpu_json() -> None:
     data = {
         "lscpu": [
