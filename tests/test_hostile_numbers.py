@@ -109,6 +109,12 @@ def _hostile(root: Path, kind: str) -> Path:
                 for n in range(2)
             ),
         )
+    elif kind == "cpu-dirs":  # no `online`: the cpuN directories are the CPUs
+        machine(root, [(0, core, [core]) for core in range(4)], nodes={0: [0, 1, 2, 3]})
+        (root / CPU / "online").unlink()
+        for name in ("70000", "9" * 11, "9" * 250):
+            write(root, f"{CPU}/cpu{name}/topology/core_id", "0")
+            write(root, f"{CPU}/cpu{name}/topology/physical_package_id", "0")
     elif kind == "cpu-strings":  # 3 Mi emoji, each a 12-byte escape in JSON
         machine(root, [(0, core, [core]) for core in range(2)])
         huge = "\U0001f600" * (3 << 20)
@@ -121,12 +127,14 @@ def _hostile(root: Path, kind: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    "kind", ["cgroup-v2", "cgroup-v1", "sysfs", "cpuinfo", "cpu-strings", "nvidia-smi"]
+    "kind",
+    ["cgroup-v2", "cgroup-v1", "sysfs", "cpuinfo", "cpu-dirs", "cpu-strings", "nvidia-smi"],
 )
 def test_what_detect_writes_from_a_hostile_tree_plan_reads_back(kind: str, tmp_path: Path) -> None:
     """Before: numbers of 23 to 31 digits (memory.max of 30 nines, 10^30 bytes of GPU memory,
     a node meminfo of 20 digits of kB), so `plan --hardware` refused detect's own output; and
-    a cpuinfo or lscpu model name of 12 MB of emoji, 37 MB once escaped in the JSON."""
+    a cpuinfo or lscpu model name of 12 MB of emoji, 37 MB once escaped in the JSON; and a
+    sysfs directory cpu999...9 (250 digits) taken as an online CPU."""
     root = _hostile(tmp_path / "root", kind)
     environ = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
     detected = run_cli(["detect", "--root", str(root), "--json", "--no-tensorflow"], environ)

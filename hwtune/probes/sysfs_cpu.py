@@ -64,7 +64,7 @@ def read_sysfs_cpu(root: Path, *, arm: bool = False) -> SysfsCpuFacts | None:
     if not (root / CPU_DIR).is_dir():
         return None
     read = SysfsReader(root)
-    cpu_dirs = tuple(read.names(CPU_DIR, CPU_NAME))
+    cpu_dirs = tuple(read.cpu_names(CPU_DIR, CPU_NAME))
     online = read.cpus(f"{CPU_DIR}/online")
     present = read.cpus(f"{CPU_DIR}/present")
     offline = read.cpus(f"{CPU_DIR}/offline") if online is None else None

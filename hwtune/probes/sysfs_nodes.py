@@ -57,7 +57,7 @@ def read_node_cpus(root: Path) -> NodeCpus | None:
         base = f"{NODE_DIR}/node{node}"
         found = read.cpu_set(base, ("cpulist", "cpumap"))
         if found is None:
-            linked = read.names(base, CPU_NAME)
+            linked = read.cpu_names(base, CPU_NAME)
             found = (tuple(linked), "nodeN/cpuM links") if linked else None
         cpus[node], sources[node] = found if found else (None, "")
     if any(value is None for value in cpus.values()):
@@ -99,7 +99,7 @@ def _from_cpu_links(
     read: SysfsReader, cpus: dict[int, tuple[int, ...] | None], sources: dict[int, str]
 ) -> None:
     """Fill the nodes nothing described from the `cpuM/nodeN` links, where there are any."""
-    every = read.names(CPU_DIR, CPU_NAME)
+    every = read.cpu_names(CPU_DIR, CPU_NAME)
     linked: dict[int, list[int]] = {}
     for cpu in every:
         for node in read.names(f"{CPU_DIR}/cpu{cpu}", NODE_NAME):

@@ -110,3 +110,20 @@ class SysfsReader:
         except OSError:
             return []
         return sorted(int(m.group(1)) for name in entries if (m := pattern.match(name)))
+
+    def cpu_names(self, relative: str, pattern: re.Pattern[str]) -> list[int]:
+        """`names` of cpuN entries, below MAX_CPU: a larger N is no CPU a kernel has (the
+        highest CPU list hwtune reads, models/cpulist.py), and one problem names them. Taken
+        as CPUs, "cpu" + 250 digits made detect --json write a number plan cannot read."""
+        found = self.names(relative, pattern)
+        beyond = [cpu for cpu in found if cpu >= MAX_CPU]
+        if beyond:
+            first = str(beyond[0]) if len(str(beyond[0])) <= 12 else f"{str(beyond[0])[:12]}…"
+            self.problems.append(
+                SysfsProblem(
+                    relative,
+                    f"{len(beyond)} cpuN entr{'y' if len(beyond) == 1 else 'ies'} beyond CPU "
+                    f"{MAX_CPU - 1} (cpu{first}…), which no kernel has: ignored",
+                )
+            )
+        return [cpu for cpu in found if cpu < MAX_CPU]
