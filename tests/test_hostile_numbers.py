@@ -89,6 +89,12 @@ def _hostile(root: Path, kind: str) -> Path:
         (root / POD / "cpu.max").write_text("٥٠٠٠٠ 100000\n")
     elif kind == "cgroup-v1":
         v1_tree(root, quota="5_0000", memory="+100000\n")
+    elif kind == "cgroup-v2-zero":  # 0: no quota or limit the kernel wrote for this process
+        v2_tree(root)
+        (root / POD / "memory.max").write_text("0\n")
+        (root / POD / "cpu.max").write_text("0 100000\n")
+    elif kind == "cgroup-v1-zero":
+        v1_tree(root, quota="0", memory="0\n")
     elif kind == "sysfs":
         machine(root, [(0, core, [core]) for core in range(4)], nodes={0: [0, 1, 2, 3]})
         write(root, f"{CPU}/cpu2/topology/physical_package_id", "9" * 30)
@@ -128,13 +134,24 @@ def _hostile(root: Path, kind: str) -> Path:
 
 @pytest.mark.parametrize(
     "kind",
-    ["cgroup-v2", "cgroup-v1", "sysfs", "cpuinfo", "cpu-dirs", "cpu-strings", "nvidia-smi"],
+    [
+        "cgroup-v2",
+        "cgroup-v1",
+        "cgroup-v2-zero",
+        "cgroup-v1-zero",
+        "sysfs",
+        "cpuinfo",
+        "cpu-dirs",
+        "cpu-strings",
+        "nvidia-smi",
+    ],
 )
 def test_what_detect_writes_from_a_hostile_tree_plan_reads_back(kind: str, tmp_path: Path) -> None:
     """Before: numbers of 23 to 31 digits (memory.max of 30 nines, 10^30 bytes of GPU memory,
     a node meminfo of 20 digits of kB), so `plan --hardware` refused detect's own output; and
     a cpuinfo or lscpu model name of 12 MB of emoji, 37 MB once escaped in the JSON; and a
-    sysfs directory cpu999...9 (250 digits) taken as an online CPU."""
+    sysfs directory cpu999...9 (250 digits) taken as an online CPU; a cgroup quota or memory
+    limit of 0, read as 0 CPUs or 0 bytes, which `plan --hardware` refuses."""
     root = _hostile(tmp_path / "root", kind)
     environ = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
     detected = run_cli(["detect", "--root", str(root), "--json", "--no-tensorflow"], environ)

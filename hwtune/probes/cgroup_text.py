@@ -155,6 +155,12 @@ def parse_mountinfo(text: str, issues: IssueLog, path: str = PROC_MOUNTINFO) -> 
     return mounts
 
 
+# The kernel refuses a quota under 1 ms (kernel/sched/core.c, tg_set_cfs_bandwidth: quota <
+# min_cfs_quota_period is -EINVAL), so 0 is none it wrote; read as 0 CPUs, detect --json wrote
+# a quota that `plan --hardware` refuses as no quota the kernel takes.
+_ZERO_QUOTA = "quota 0, below the kernel's minimum of 1 ms"
+
+
 class PeriodError(ValueError):
     """cpu.cfs_period_us, not the quota next to it, is what is wrong."""
 
@@ -171,6 +177,8 @@ def parse_cfs_quota(quota: str, period: str) -> float | None:
         raise PeriodError(str(err)) from None
     if p <= 0:
         raise PeriodError(f"period {p} is not positive")
+    if q == 0:
+        raise ValueError(_ZERO_QUOTA)
     return _ratio(q, p)
 
 
@@ -200,6 +208,8 @@ def parse_cpu_max(text: str) -> float | None:
     quota = _field("quota", fields[0])
     if quota < 0:  # the kernel writes only "max" or a positive quota (kernel/sched/core.c)
         raise ValueError(f"quota {quota} is negative")
+    if quota == 0:
+        raise ValueError(_ZERO_QUOTA)
     return _ratio(quota, period)
 
 
@@ -218,4 +228,6 @@ def parse_memory_limit(text: str, version: Literal[1, 2]) -> int | None:
     limit = parse_u64(value, signed=True)
     if limit < 0:
         raise ValueError(f"negative limit {limit}")
+    if limit == 0:  # the kernel takes 0 for an empty cgroup; hwtune's own holds hwtune
+        raise ValueError("a limit of 0 bytes, which no running process has")
     return None if version == 1 and limit >= V1_UNLIMITED_MEMORY else limit
