@@ -95,6 +95,9 @@ def _hostile(root: Path, kind: str) -> Path:
         (root / POD / "cpu.max").write_text("0 100000\n")
     elif kind == "cgroup-v1-zero":
         v1_tree(root, quota="0", memory="0\n")
+    elif kind == "meminfo-zero":
+        machine(root, [(0, core, [core]) for core in range(2)])
+        write(root, "proc/meminfo", "MemTotal:       0 kB\nMemAvailable:   0 kB")
     elif kind == "sysfs":
         machine(root, [(0, core, [core]) for core in range(4)], nodes={0: [0, 1, 2, 3]})
         write(root, f"{CPU}/cpu2/topology/physical_package_id", "9" * 30)
@@ -139,6 +142,7 @@ def _hostile(root: Path, kind: str) -> Path:
         "cgroup-v1",
         "cgroup-v2-zero",
         "cgroup-v1-zero",
+        "meminfo-zero",
         "sysfs",
         "cpuinfo",
         "cpu-dirs",
@@ -151,7 +155,8 @@ def test_what_detect_writes_from_a_hostile_tree_plan_reads_back(kind: str, tmp_p
     a node meminfo of 20 digits of kB), so `plan --hardware` refused detect's own output; and
     a cpuinfo or lscpu model name of 12 MB of emoji, 37 MB once escaped in the JSON; and a
     sysfs directory cpu999...9 (250 digits) taken as an online CPU; a cgroup quota or memory
-    limit of 0, read as 0 CPUs or 0 bytes, which `plan --hardware` refuses."""
+    limit of 0, or a MemTotal of 0 kB, read as 0 CPUs or 0 bytes, which `plan --hardware`
+    refuses."""
     root = _hostile(tmp_path / "root", kind)
     environ = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
     detected = run_cli(["detect", "--root", str(root), "--json", "--no-tensorflow"], environ)

@@ -105,6 +105,12 @@ def probe_memory(root: Path, issues: IssueLog) -> Memory:
     for needed in ("MemTotal", "MemAvailable"):
         if needed not in values:
             issues.add("memory", f"{needed} missing", path=MEMINFO)
+    if values.get("MemTotal") == 0:
+        # No running kernel has no memory; read as 0 bytes, detect --json wrote a size that
+        # `plan --hardware` refuses (models/hardware_checks.py).
+        why = "MemTotal is 0 kB, which no running kernel has: unknown"
+        issues.add("memory", why, path=MEMINFO)
+        del values["MemTotal"]
     return Memory(
         total_bytes=values.get("MemTotal"),
         available_bytes=values.get("MemAvailable"),
