@@ -121,6 +121,27 @@ def test_cpu_max_rejects_malformed(text: str) -> None:
         parse_cpu_max(text)
 
 
+@pytest.mark.parametrize("text", ["max 999", "0 100000", "999 100000", "1000 999"])
+def test_cpu_max_below_the_kernels_1_ms_minimum_is_none_it_wrote(text: str) -> None:
+    """The kernel refuses a quota or period under 1 ms (sched-bwc.rst): "999 100000" was read
+    as 0.00999 CPUs and "max 0" as no quota, values no kernel shows."""
+    with pytest.raises(ValueError, match="below the kernel's minimum of 1 ms"):
+        parse_cpu_max(text)
+    assert parse_cpu_max("1000 100000") == 0.01  # the smallest quota the kernel takes
+    with pytest.raises(ValueError, match="period 0 is not positive"):
+        parse_cpu_max("max 0")  # was "no quota"
+
+
+@pytest.mark.parametrize(
+    ("quota", "period"), [("1", "100000"), ("999", "100000"), ("5000", "999")]
+)
+def test_cfs_quota_below_the_kernels_1_ms_minimum_is_none_it_wrote(
+    quota: str, period: str
+) -> None:
+    with pytest.raises(ValueError, match="below the kernel's minimum of 1 ms"):
+        parse_cfs_quota(quota, period)
+
+
 def test_cfs_quota() -> None:
     assert parse_cfs_quota("-1\n", "100000\n") is None
     assert parse_cfs_quota("50000\n", "100000\n") == 0.5

@@ -338,7 +338,7 @@ def _v1_quota(
     source = _where(root, quota_path)
     try:
         if period is None:
-            if parse_cfs_quota(quota, "1") is None:
+            if parse_cfs_quota(quota, "100000") is None:  # any period the kernel takes
                 return None, None, False  # -1: no quota, whatever the period
             if not failed:
                 # The kernel creates both files together (kernel/sched/core.c, cpu_legacy_files).

@@ -155,10 +155,16 @@ def parse_mountinfo(text: str, issues: IssueLog, path: str = PROC_MOUNTINFO) -> 
     return mounts
 
 
-# The kernel refuses a quota under 1 ms (kernel/sched/core.c, tg_set_cfs_bandwidth: quota <
-# min_cfs_quota_period is -EINVAL), so 0 is none it wrote; read as 0 CPUs, detect --json wrote
-# a quota that `plan --hardware` refuses as no quota the kernel takes.
-_ZERO_QUOTA = "quota 0, below the kernel's minimum of 1 ms"
+# The kernel refuses a quota or a period under 1 ms (kernel/sched/core.c, tg_set_cfs_bandwidth:
+# quota or period < min_cfs_quota_period is -EINVAL; Documentation/scheduler/sched-bwc.rst: "The
+# minimum quota allowed for the quota or period is 1ms"), so such a value is none it wrote: a
+# quota of 0 was read as 0 CPUs (which `plan --hardware` refuses), one of 1 us as 0.00001 CPUs.
+MIN_QUOTA_US = 1000
+
+
+def _check_minimum(what: str, value: int) -> None:
+    if value < MIN_QUOTA_US:
+        raise ValueError(f"{what} {value} us, below the kernel's minimum of 1 ms")
 
 
 class PeriodError(ValueError):
@@ -177,8 +183,11 @@ def parse_cfs_quota(quota: str, period: str) -> float | None:
         raise PeriodError(str(err)) from None
     if p <= 0:
         raise PeriodError(f"period {p} is not positive")
-    if q == 0:
-        raise ValueError(_ZERO_QUOTA)
+    try:
+        _check_minimum("period", p)
+    except ValueError as err:
+        raise PeriodError(str(err)) from None
+    _check_minimum("quota", q)
     return _ratio(q, p)
 
 
@@ -198,18 +207,18 @@ def parse_cpu_max(text: str) -> float | None:
     fields = text.split()
     if not 1 <= len(fields) <= 2:
         raise ValueError(f"expected '$MAX $PERIOD', got {excerpt(text.strip())}")
-    if fields[0] == "max":
-        return None
     # Both numbers share one file, so the message says which one is bad: automaxprocs'
     # invalid-period ("500000 njn") read as an unreadable quota.
     period = _field("period", fields[1]) if len(fields) == 2 else 100_000
     if period <= 0:
         raise ValueError(f"period {period} is not positive")
+    _check_minimum("period", period)  # "max 0" too: the kernel wrote neither
+    if fields[0] == "max":
+        return None
     quota = _field("quota", fields[0])
     if quota < 0:  # the kernel writes only "max" or a positive quota (kernel/sched/core.c)
         raise ValueError(f"quota {quota} is negative")
-    if quota == 0:
-        raise ValueError(_ZERO_QUOTA)
+    _check_minimum("quota", quota)
     return _ratio(quota, period)
 
 
