@@ -78,7 +78,7 @@ def read_regular(path: Path) -> tuple[bytes, int] | None:
         os.close(fd)
 
 
-def check_directory(directory: Path, *, euid: int | None = None) -> None:
+def check_directory(directory: Path, *, euid: int | None = None, option: str = "--output") -> None:
     """Refuse a directory others could swap files in, when running as root.
 
     As root, every component of `directory` is walked from "/" without following links

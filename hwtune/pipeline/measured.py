@@ -40,6 +40,7 @@ from typing import Any
 
 from hwtune.errors import ApplyError, ConfigError, TuneError
 from hwtune.fs.atomic import TMP_MARK, write_atomic
+from hwtune.fs.guard import check_directory
 from hwtune.fs.trust import make_dirs
 from hwtune.fs.trusted_read import RefusedFile, read_bounded
 from hwtune.models.cpulist import MAX_CPU
@@ -114,6 +115,7 @@ def check_storable(
     path; TuneError naming the problem."""
     path = result_path(fingerprint, workload, environ)
     _refuse_another_workloads(path, workload)
+    _refuse_untrusted(path.parent, "cannot store the tuned result")
     directory = path.parent
     while not os.path.lexists(directory) and directory.parent != directory:
         directory = directory.parent
@@ -193,6 +195,9 @@ def save_result(record: Mapping[str, Any], environ: Mapping[str, str] | None = N
     data.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
     hint = _WRITABLE
+    # Before the missing levels are made (none under another user's directory) and after
+    # (one someone else made meanwhile is theirs).
+    _refuse_untrusted(path.parent, "cannot store the tuned result")
     try:
         # 0700 whatever the umask (XDG Base Directory spec: "create it with permission 0700")
         make_dirs(path.parent, 0o700)
@@ -200,11 +205,23 @@ def save_result(record: Mapping[str, Any], environ: Mapping[str, str] | None = N
         raise TuneError(
             f"cannot store the tuned result in {path}: {err.strerror or err}", hint=hint
         ) from err
+    _refuse_untrusted(path.parent, "cannot store the tuned result")
     try:
         write_atomic(path, text.encode("utf-8"))
     except ApplyError as err:
         raise TuneError(f"cannot store the tuned result: {err.message}", hint=hint) from err
     return path
+
+
+def _refuse_untrusted(directory: Path, doing: str) -> None:
+    """As root, TuneError unless no other user can change `directory` or the way to it, as
+    `hwtune apply` requires of its output (`hwtune.fs.guard.check_directory`): with
+    $XDG_STATE_HOME in a shared /tmp, another user's `hwtune` link there made root's tune
+    write (and --forget remove) results in any directory they chose."""
+    try:
+        check_directory(directory, option="HWTUNE_TUNED_DIR")
+    except ApplyError as err:
+        raise TuneError(f"{doing}: {err.message}", hint=err.hint) from err
 
 
 def _refuse_another_workloads(path: Path, workload: str) -> None:
@@ -369,6 +386,7 @@ def forget(
     the files removed. The file named for `workload` is kept when it holds another workload's
     result (names fold odd characters to `_`: `a:b` and `a_b` share `a_b.json`)."""
     directory = tuned_dir(environ) / _SAFE.sub("_", fingerprint)
+    _refuse_untrusted(directory, "cannot remove the tuned result")
     if workload is not None:
         path = result_path(fingerprint, workload, environ)
         paths = [path] if _held_workload(path) in (None, workload) else []

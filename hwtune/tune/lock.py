@@ -7,6 +7,12 @@ The lock is an flock on `.tune.lock` in the user's cache directory ($XDG_CACHE_H
 the tuned directory, where only results belong), released however the holder exits. Where
 that directory cannot be written (a read-only HOME), tuning goes on unlocked, with a warning
 saying so (a --no-store run in a read-only container need not fail for it).
+
+As root, the directory must be one no other user can change, as `hwtune apply` requires of
+its output (`hwtune.fs.guard.check_directory`): O_NOFOLLOW guards only the lock file itself,
+and with $XDG_CACHE_HOME in a shared /tmp another user's `hwtune` link there made root create
+`.tune.lock` in any directory they chose. That is a TuneError, not a warning: tuning is an
+explicit command, and its user can choose another XDG_CACHE_HOME.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from hwtune import paths
-from hwtune.errors import NoHomeError, TuneError
+from hwtune.errors import ApplyError, NoHomeError, TuneError
+from hwtune.fs.guard import check_directory
 from hwtune.fs.streams import warn
 from hwtune.fs.trust import make_dirs
 
@@ -46,9 +53,15 @@ def one_tune_at_a_time(
         return
     lock = directory / LOCK_NAME
     try:
+        # Checked before the missing levels are made (none is made under another user's
+        # directory) and again after (one someone else made meanwhile is theirs).
+        check_directory(directory, option="XDG_CACHE_HOME")
         make_dirs(directory, 0o700)
+        check_directory(directory, option="XDG_CACHE_HOME")
         # O_NOFOLLOW: a planted link is refused, not truncated through
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except ApplyError as err:  # an OSError too: refused, not a directory that cannot be written
+        raise TuneError(f"cannot take the tune lock: {err.message}", hint=err.hint) from err
     except OSError as err:
         warn(
             f"cannot take the lock {lock} ({err.strerror or err}): tuning unlocked, so "
