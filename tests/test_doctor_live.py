@@ -231,3 +231,36 @@ def test_step_times_where_the_job_calls_configure() -> None:
     carrying = [f for f in result["findings"] if said in f["evidence"]]  # type: ignore[attr-defined,index]
     expected = 0 if result["bottleneck"] == "unknown" else 1
     assert len(carrying) == expected, (said, result["bottleneck"], result["findings"])
+
+
+@pytest.mark.parametrize(
+    ("variables", "said"),
+    [
+        ({"LOCAL_RANK": "x", "LOCAL_WORLD_SIZE": "2"}, "LOCAL_RANK='x' is not a non-negative"),
+        ({"HWTUNE_MDOE": "batch"}, "unknown variable HWTUNE_MDOE"),
+    ],
+)
+def test_a_malformed_variable_of_the_job_is_named_as_the_jobs(
+    variables: dict[str, str], said: str
+) -> None:
+    """`settings not checked: LOCAL_RANK='x' is not a non-negative integer` did not say whose:
+    the doctor's own environment has no LOCAL_RANK; the observed job's has (as verify says)."""
+    started = "import tensorflow, time; print('up', flush=True); time.sleep(120)"
+    environ = {**os.environ, **variables}
+    job = subprocess.Popen([sys.executable, "-c", started], env=environ, stdout=subprocess.PIPE)
+    try:
+        assert job.stdout is not None and job.stdout.readline() == b"up\n"
+        done = subprocess.run(
+            [sys.executable, "-m", "hwtune", "doctor", "--seconds", "2", "--pid", str(job.pid)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        job.kill()
+        job.wait()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (
+        f"hwtune doctor: settings not checked: in the environment of pid {job.pid} (the job "
+        f"observed, not hwtune's own): {said}" in done.stderr
+    ), done.stderr[-3000:]

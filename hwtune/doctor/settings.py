@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hwtune.apply.verify import Check, compare, expected_for, observe
+from hwtune.apply.verify import Check, check_job_environment, compare, expected_for, observe
 
 
 def settings_checks(pid: int, root: str = "/") -> list[Check]:
@@ -10,7 +10,8 @@ def settings_checks(pid: int, root: str = "/") -> list[Check]:
     for the CPUs the job may use (its affinity and cgroup limits, as `hwtune verify` plans):
     a job under `taskset` or in a cgroup with a CPU quota was planned by its configure() or
     `hwtune exec` for what it may use, which the doctor's own /proc/self does not show (it
-    reported such a job's correct settings as "did not take effect")."""
+    reported such a job's correct settings as "did not take effect"). A malformed launcher or
+    HWTUNE_* variable of the job is a ConfigError naming the job's pid, as verify's."""
     from dataclasses import replace
     from pathlib import Path
 
@@ -21,6 +22,7 @@ def settings_checks(pid: int, root: str = "/") -> list[Check]:
     if seen is None:
         return []
     # The process's own rank/instance variables choose its slice, as for `hwtune verify`.
+    check_job_environment(seen)
     request = PlanRequest(seen.environ, root=root)
     if is_live(Path(root).absolute()):
         request = replace(request, hardware=detect(root, pid=str(pid)))
