@@ -91,13 +91,30 @@ def test_plan_explain_and_json_say_when_exec_pins() -> None:
     assert two.pinning is not None and two.pinning.value is True and two.pinning.source == "rule"
     assert two.pinning.reason == pinning(hw, [(0,), (1,)]).reason
     text = explain(two, "instance")
-    assert "slices never share a physical core" in text and "pinning = true" in text
+    assert "slices never share a physical core" in text and "pinning = pinned" in text
     assert "pinned to its own physical core" in explain(two, "pinning")
     assert dump(two)["pinning"]["value"] is True  # `plan --json`
     four = plan(machine(4), instances=2).pinning
     assert four is not None and four.value is True
     alone = plan(hw)
     assert alone.pinning is None and "pinning" not in explain(alone, "instance")
+
+
+def test_plan_and_explain_print_each_value_the_same_way() -> None:
+    # `hwtune plan` read `pinning  pinned` and `hwtune explain pinning` `pinning = true`.
+    from hwtune.commands.plan import table_rows
+    from hwtune.planner.explain import explain, setting_names
+
+    profile = plan(machine(2), instances=2)
+    names = set(setting_names(profile))
+    compared = 0
+    for name, value, _ in table_rows(profile):
+        first = explain(profile, name).splitlines()[0] if name in names else ""
+        if first.startswith(f"{name} = "):
+            assert first == f"{name} = {value}", name
+            compared += 1
+    assert compared > 5
+    assert explain(profile, "pinning").splitlines()[0] == "pinning = pinned"
 
 
 def test_cpu_numbers_no_list_gave_are_not_pinned_to() -> None:

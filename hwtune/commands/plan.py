@@ -54,17 +54,12 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
     """(setting, value, reason) for every decision, then what was left out."""
     rows: list[tuple[str, str, str]] = []
 
-    def row(name: str, value: object, reason: str, source: str = "rule") -> None:
-        shown = (
-            "(unset)"
-            if value is None
-            else str(value).lower()
-            if isinstance(value, bool)
-            else str(value)
-        )
-        rows.append((name, shown, reason if source == "rule" else f"[{source}] {reason}"))
-
     from hwtune.apply.render import env_entries
+    from hwtune.planner.explain import shown_value
+
+    def row(name: str, value: object, reason: str, source: str = "rule") -> None:
+        shown = shown_value(name, value)
+        rows.append((name, shown, reason if source == "rule" else f"[{source}] {reason}"))
 
     for entry in env_entries(profile):  # what `hwtune env` prints, thread variables included
         row(entry.name, entry.value, entry.reason, entry.source)
@@ -113,12 +108,7 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
         row("allow_soft_placement", s.value, s.reason, s.source)
     if profile.gpu_memory is not None:
         g = profile.gpu_memory
-        row(
-            "gpu_memory",
-            "whole device" if g.value is None else f"{g.value} MiB",
-            g.reason,
-            g.source,
-        )
+        row("gpu_memory", g.value, g.reason, g.source)
     from hwtune.planner.instances import cpus_named
 
     mine = profile.instance
@@ -135,7 +125,7 @@ def table_rows(profile: Profile) -> list[tuple[str, str, str]]:
         row("copies", str(c.value), c.reason, c.source)
     if profile.pinning is not None:  # several instances: what `hwtune exec` does with them
         p = profile.pinning
-        row("pinning", "pinned" if p.value else "unpinned", p.reason, p.source)
+        row("pinning", p.value, p.reason, p.source)
     if profile.bazel is not None:
         why = dict(line.partition(": ")[::2] for line in profile.bazel.reasons)
         row(

@@ -18,10 +18,17 @@ from hwtune.planner.instances import cpus_named
 
 
 def _setting(name: str, setting: Setting) -> str:
-    return f"{name} = {_show(setting.value)}\n  source: {setting.source}\n  why: {setting.reason}"
+    shown = shown_value(name, setting.value)
+    return f"{name} = {shown}\n  source: {setting.source}\n  why: {setting.reason}"
 
 
-def _show(value: object) -> str:
+def shown_value(name: str, value: object) -> str:
+    """A setting's value as `hwtune plan`'s table and `hwtune explain` both print it: the two
+    views of one profile must not disagree on how a value reads."""
+    if name == "pinning":  # what `hwtune exec` does with several instances
+        return "pinned" if value else "unpinned"
+    if name == "gpu_memory":  # a cap per GPU, or none
+        return "whole device" if value is None else f"{value} MiB"
     if value is None:
         return "(unset)"
     if isinstance(value, bool):
@@ -76,7 +83,7 @@ def _entries(profile: Profile) -> dict[str, str]:
             "allow_soft_placement", profile.allow_soft_placement
         )
     if profile.gpu_memory is not None:
-        entries["gpu_memory"] = _setting("gpu_memory (MiB per GPU)", profile.gpu_memory)
+        entries["gpu_memory"] = _setting("gpu_memory", profile.gpu_memory)
     if profile.warnings:
         entries["warnings"] = "warnings:\n" + "\n".join(f"  {w}" for w in profile.warnings)
     mine = profile.instance
