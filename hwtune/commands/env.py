@@ -83,7 +83,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     text = render_env_entries(
         entries,
         args.format,
-        header=[*env_header(args.format), *notes],
+        header=[*env_header(args.format, written=False), *notes],
         unset=unset,
         marked=marked,
     )
