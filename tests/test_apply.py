@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import stat
 import subprocess
 import textwrap
@@ -416,6 +417,84 @@ def test_lock_timeout_exits_locked(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+FLOCK = shutil.which("flock")
+
+
+def _gone_pid() -> int:
+    """The pid of a process that has exited (the stale holder an old lock file records)."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    return gone.pid
+
+
+def _flocked_by(path: Path) -> subprocess.Popen[str]:
+    """`flock PATH sleep 60`, started and holding: a holder that is not hwtune."""
+    assert FLOCK is not None
+    holder = subprocess.Popen(
+        [FLOCK, str(path), "sh", "-c", "echo held; exec sleep 60"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+@pytest.mark.skipif(FLOCK is None, reason="needs flock(1)")
+def test_lock_timeout_names_no_stale_pid_for_a_foreign_holder(tmp_path: Path) -> None:
+    """A lock held by a process that is not hwtune: the message said "another hwtune apply
+    (pid N)" with N the last hwtune that wrote the lock file, long gone."""
+    stale = _gone_pid()
+    (tmp_path / ".lock").write_text(f"{stale}\n")
+    (tmp_path / ".lock").chmod(0o600)
+    holder = _flocked_by(tmp_path / ".lock")
+    try:
+        result = run_cli(["apply", "--output", str(tmp_path), "--lock-timeout", "0.2"])
+        assert result.exit_status == 6
+        assert "another hwtune apply" not in result.stderr, result.stderr
+        assert f"pid {stale})" not in result.stderr, result.stderr
+        # flock(1) itself takes the lock and waits for its command (/proc/locks names it).
+        assert f"another process (pid {holder.pid}) holds" in result.stderr, result.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.skipif(FLOCK is None, reason="needs flock(1)")
+def test_daemon_lock_names_no_stale_pid_for_a_foreign_holder(tmp_path: Path) -> None:
+    from hwtune.daemon.instance import AlreadyRunning, hold_output
+
+    stale = _gone_pid()
+    lock = tmp_path / ".daemon.lock"
+    lock.write_text(f"{stale}\n")
+    lock.chmod(0o600)
+    holder = _flocked_by(lock)
+    try:
+        with pytest.raises(AlreadyRunning) as refused:
+            hold_output(tmp_path)
+        message = refused.value.message
+        assert "hwtune daemon" not in message and f"pid {stale})" not in message, message
+        assert message.startswith(f"another process (pid {holder.pid}) holds {lock}"), message
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_flock_holders_are_read_from_proc_locks_lines() -> None:
+    from hwtune.fs.holder import parse_flock_holders, parse_is_hwtune
+
+    text = (
+        "1: FLOCK  ADVISORY  WRITE 30183 fe:00:2154517 0 EOF\n"
+        "1: -> FLOCK  ADVISORY  WRITE 40000 fe:00:2154517 0 EOF\n"
+        "2: POSIX  ADVISORY  WRITE 512 fe:00:2154517 0 EOF\n"
+        "3: FLOCK  ADVISORY  WRITE 777 fe:01:2154517 0 EOF\n"
+    )
+    assert parse_flock_holders(text, os.makedev(0xFE, 0), 2154517) == {30183}
+    assert parse_is_hwtune(b"/usr/bin/python3\0-m\0hwtune\0apply\0")
+    assert parse_is_hwtune(b"/usr/bin/python3\0/usr/local/bin/hwtune\0daemon\0")
+    assert not parse_is_hwtune(b"flock\0/srv/hwtune\0sleep\0")
+    assert not parse_is_hwtune(b"flock\0/tmp/hwtune-out/.lock\0sleep\0")
 
 
 def test_cli_dry_run_diff_apply_revert(tmp_path: Path) -> None:

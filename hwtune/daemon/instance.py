@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from hwtune.errors import HwtuneError
-from hwtune.fs.atomic import ensure_dir, open_lock_file, read_holder, write_holder
+from hwtune.fs.atomic import ensure_dir, holder_named, open_lock_file, write_holder
 
 LOCK_NAME = ".daemon.lock"
 
@@ -58,10 +58,15 @@ def hold_output(
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = read_holder(fd)
+        holder = holder_named(fd, "hwtune daemon")
         os.close(fd)
+        doing = (
+            f"keeps {output} current (it holds {path})"
+            if holder.startswith("another hwtune")
+            else f"holds {path}, the lock a daemon keeps {output} current under"
+        )
         raise AlreadyRunning(
-            f"another hwtune daemon{holder} keeps {output} current (it holds {path}); {then}",
+            f"{holder} {doing}; {then}",
             hint="stop the other one first (systemctl stop hwtune.service), or give this "
             "one another --output",
         ) from None

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from hwtune.errors import ApplyError, LockTimeout
 from hwtune.fs.guard import check_directory, refuse_unless_regular
+from hwtune.fs.holder import lock_holder
 from hwtune.fs.trust import make_dirs, owner_name
 from hwtune.models.digits import is_ascii_digits
 
@@ -196,9 +197,8 @@ def locked(
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    holder = read_holder(fd)
                     raise LockTimeout(
-                        f"another hwtune apply{holder} holds {lock_path} "
+                        f"{holder_named(fd, 'hwtune apply')} holds {lock_path} "
                         f"(waited {timeout:g} s); nothing was changed",
                         hint="wait for it to finish, or raise --lock-timeout",
                     ) from None
@@ -271,10 +271,20 @@ def write_holder(fd: int) -> None:
         pass
 
 
-def read_holder(fd: int) -> str:
-    """ " (pid N)" of the lock file's holder, as `write_holder` left it; "" when unknown."""
+def read_holder(fd: int) -> int | None:
+    """The pid `write_holder` left in the lock file (the last hwtune that held it, which may
+    have exited since); None when there is none."""
     try:
         text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
     except OSError:
-        return ""
-    return f" (pid {text})" if is_ascii_digits(text) else ""
+        return None
+    return int(text) if is_ascii_digits(text) else None
+
+
+def holder_named(fd: int, what: str) -> str:
+    """Who holds the flock on `fd`, for a message: "another WHAT (pid N)" when it is hwtune,
+    "another process (pid N)" when /proc/locks names another, "another process" when nothing
+    says (hwtune.fs.holder: the recorded pid alone may be long gone)."""
+    pid, hwtune = lock_holder(fd, read_holder(fd))
+    who = f"another {what}" if hwtune else "another process"
+    return who if pid is None else f"{who} (pid {pid})"
