@@ -347,3 +347,47 @@ def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback() -> None:
     )
     assert done.returncode == ExitStatus.INTERRUPTED, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize("kind", ["file", "garbage planning table"])
+def test_detect_says_when_the_knowledge_dir_is_one_plan_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """`hwtune plan` errors on these; detect exited 0 without a word where no probe read a
+    table (a root with no CPU source) or the bad table is one only planning reads."""
+    named = tmp_path / "knowledge"
+    if kind == "file":
+        named.write_text("")
+        said = f"HWTUNE_KNOWLEDGE_DIR={named}: is not a directory"
+    else:
+        named.mkdir()
+        (named / "tensorflow_versions.json").write_text("garbage\n")
+        said = f"{named}/tensorflow_versions.json: line 1: invalid JSON"
+    monkeypatch.setenv("HWTUNE_KNOWLEDGE_DIR", str(named))
+    from hwtune.planner.knowledge import reload_knowledge
+
+    reload_knowledge()  # tables an earlier test loaded in this process are not re-read
+    empty = tmp_path / "root"
+    empty.mkdir()
+    planned = run_cli(["plan", "--root", str(empty)])
+    assert planned.exit_status == 1 and said in planned.stderr, planned.stderr
+    shown = run_cli(["detect", "--root", str(empty), *FAST])
+    assert shown.exit_status == 0 and f"knowledge: {said}" in shown.stdout, shown.stdout
+    assert shown.stdout.count(said) == 1
+    as_json = run_cli(["detect", "--root", str(empty), "--json", *FAST])
+    issues = json.loads(as_json.stdout)["issues"]
+    assert [i["probe"] for i in issues if said in i["reason"]] == ["knowledge"]
+    strict = run_cli(["detect", "--root", str(empty), "--strict", *FAST])
+    assert strict.exit_status == ExitStatus.ISSUES
+
+
+def test_detect_names_an_unusable_knowledge_dir_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a probe already reports the directory (the CPU's microarchitecture lookup), the
+    knowledge issue is not repeated."""
+    named = tmp_path / "knowledge"
+    named.write_text("")
+    monkeypatch.setenv("HWTUNE_KNOWLEDGE_DIR", str(named))
+    shown = run_cli(["detect", "--root", str(HASWELL), *FAST])
+    assert shown.stdout.count(f"HWTUNE_KNOWLEDGE_DIR={named}") == 1, shown.stdout

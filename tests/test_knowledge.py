@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,3 +182,19 @@ def test_both_tables_give_a_target_the_same_oldest_compilers() -> None:
         != (compilers[key].get("gcc_min"), compilers[key].get("clang_min"))
     ]
     assert not differ
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a directory whatever its mode")
+def test_a_knowledge_dir_that_cannot_be_read_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its tables looked absent (lexists fails with EACCES) and were skipped in silence."""
+    named = tmp_path / "knowledge"
+    write_table(named, [])
+    named.chmod(0)
+    monkeypatch.setenv("HWTUNE_KNOWLEDGE_DIR", str(named))
+    try:
+        with pytest.raises(KnowledgeError, match=r"HWTUNE_KNOWLEDGE_DIR=.*: cannot be read"):
+            load_table("microarchitectures", Fruit)
+    finally:
+        named.chmod(0o755)

@@ -9,11 +9,14 @@ Kept to stdlib + hwtune imports: `hwtune detect --json` must start, probe and pr
 from __future__ import annotations
 
 import argparse
+import os
+from dataclasses import replace
 from pathlib import Path
 
 from hwtune.cli import Environment
 from hwtune.commands.pathargs import nonempty_path
-from hwtune.errors import HwtuneError
+from hwtune.errors import HwtuneError, KnowledgeError
+from hwtune.models.hardware import ProbeIssue
 from hwtune.status import ExitStatus
 
 
@@ -53,6 +56,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         tensorflow=not args.no_tensorflow,
         environ=live_environ(root.absolute(), env.environ),
     )
+    unusable = knowledge_issue(hw.issues)
+    if unusable is not None:
+        hw = replace(hw, issues=(*hw.issues, unusable))
     if args.json:
         from hwtune.models.convert import dumps_json
 
@@ -64,3 +70,30 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if args.strict and hw.issues:
         return ExitStatus.ISSUES
     return ExitStatus.SUCCESS
+
+
+# The tables only planning reads (hwtune/planner/knowledge.py load_knowledge): detection never
+# loads them, so a user's copy that `hwtune plan` refuses would otherwise pass detect unseen.
+PLANNING_TABLES = ("tensorflow_versions", "compilers", "cuda_versions", "int8", "int8_routes")
+
+
+def knowledge_issue(issues: tuple[ProbeIssue, ...]) -> ProbeIssue | None:
+    """An issue when the user's knowledge is what `hwtune plan` refuses (README: a
+    $HWTUNE_KNOWLEDGE_DIR that is no directory, or a planning table there that does not
+    validate), unless a probe already reported it; None otherwise. Planning tables are read
+    only where the user has one, so a plain detect keeps its start-up budget."""
+    from hwtune.knowledge import user_dirs
+
+    try:
+        dirs = user_dirs()
+        if any(os.path.lexists(d / f"{t}.json") for d in dirs for t in PLANNING_TABLES):
+            from hwtune.planner.knowledge import load_knowledge
+
+            load_knowledge(dirs)
+    except KnowledgeError as err:
+        if any(err.message in issue.reason for issue in issues):
+            return None
+        return ProbeIssue(
+            probe="knowledge", reason=f"{err.message}; `hwtune plan` refuses it until fixed"
+        )
+    return None

@@ -50,6 +50,12 @@ def user_dirs(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
             f"HWTUNE_KNOWLEDGE_DIR={named}: {what}",
             hint="name the directory that holds your <table>.json files, or unset it",
         )
+    if named and not os.access(named, os.R_OK | os.X_OK):
+        # Its files would look absent (lexists fails with EACCES) and be skipped in silence.
+        raise KnowledgeError(
+            f"HWTUNE_KNOWLEDGE_DIR={named}: cannot be read (permission denied)",
+            hint="make the directory readable and searchable by this user, or unset it",
+        )
     return tuple(Path(d) for d in knowledge_dirs(environ))
 
 
