@@ -6,6 +6,15 @@ Errors are for what the user must fix (a bad config file, an impossible request,
 
 from __future__ import annotations
 
+from typing import Literal
+
+
+def stderr_line(command: str | None, kind: Literal["note", "warning", "error"], text: str) -> str:
+    """One line hwtune says on stderr, in the one form every subcommand uses:
+    "hwtune COMMAND: KIND: TEXT" (`command` None: a library caller's, "hwtune: KIND: TEXT")."""
+    who = "hwtune" if command is None else f"hwtune {command}"
+    return f"{who}: {kind}: {text}"
+
 
 class HwtuneError(Exception):
     """Base class: `message` for the user, `hint` on how to fix it, `code` for scripts."""

@@ -209,6 +209,9 @@ def test_commands_work_without_any_home(command: list[str], tmp_path: Path) -> N
     said = done.stdout + done.stderr
     assert said.count("no home directory") == 1, said
     assert "error" not in done.stderr
+    if "no home directory" in done.stderr:  # env says it in its header, on stdout
+        # exec said "hwtune exec: no home directory…" where plan says "hwtune plan: note: …"
+        assert f"hwtune {command[0]}: note: no home directory" in done.stderr, done.stderr
     assert not (tmp_path / ".cache").exists()
 
 

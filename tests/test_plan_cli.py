@@ -602,3 +602,23 @@ def test_limits_as_detect_derives_them_stay_accepted(
     hw = _hardware_with(tmp_path, change)
     result = run_cli(["plan", "--hardware", hw], clean_environ(tmp_path))
     assert result.exit_status == 0, result.stderr
+
+
+def test_every_stderr_line_names_the_subcommand_and_its_kind(tmp_path: Path) -> None:
+    """A driver warning on a GPU root read "hwtune: warning: …" where the other lines of the
+    same run read "hwtune plan: note|warning: …": one form for every subcommand."""
+    import re
+
+    from tests.gpu_roots import T4_HOST
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HWTUNE_")}
+    environ["XDG_CACHE_HOME"] = str(tmp_path)
+    for command in ("plan", "explain"):
+        argv = [command, "--root", str(T4_HOST), *(["jit.level"] if command == "explain" else [])]
+        done = run_cli(argv, environ)
+        assert done.exit_status == 0, done.stderr
+        lines = [line for line in done.stderr.splitlines() if not line.startswith("hint: ")]
+        if command == "plan":
+            assert any("NVIDIA driver" in line for line in lines), done.stderr
+        for line in lines:
+            assert re.match(rf"hwtune {command}: (note|warning): ", line), line

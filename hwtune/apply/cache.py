@@ -35,6 +35,7 @@ from typing import Any
 
 from hwtune import paths
 from hwtune.apply.fingerprint import fingerprint
+from hwtune.errors import stderr_line
 from hwtune.fs.trusted_read import RefusedFile, read_bounded
 
 # 2: the payload carries tf_data, data_format and distribution; 3: the file holds the request
@@ -193,12 +194,12 @@ def _unwritable(directory: object, err: OSError) -> str:
 _NOTED: set[str] = set()
 
 
-def _note(payload: dict[str, Any], note: str) -> dict[str, Any]:
-    """`note` on stderr and among the payload's notes (where configure() and `hwtune env`
-    show them)."""
+def _note(payload: dict[str, Any], note: str, command: str | None) -> dict[str, Any]:
+    """`note` on stderr (as `command`'s warning) and among the payload's notes (where
+    configure() and `hwtune env` show them)."""
     from hwtune.fs.streams import warn
 
-    warn(f"hwtune: warning: {note}")
+    warn(stderr_line(command, "warning", note))
     return {**payload, "notes": [*payload.get("notes", []), note]}
 
 
@@ -240,10 +241,12 @@ def lookup(
     *,
     use_cache: bool = True,
     keywords: bool = False,
+    command: str | None = None,
 ) -> tuple[dict[str, Any], bool, str]:
     """(payload, came from the cache, cache file) on the live machine for a request:
     `explicit` holds the `PlanRequest` fields asked for (mode, instances… workload, measured);
-    `keywords`: they are configure()'s keyword arguments, so named in errors."""
+    `keywords`: they are configure()'s keyword arguments, so named in errors; `command`: the
+    subcommand asking (`env`), for the prefix of its warning (None: a library caller)."""
     from hwtune.pipeline.ranks import local_rank
 
     found = local_rank(environ)
@@ -265,8 +268,10 @@ def lookup(
     payload = payload_from_planned(profile_for(request))
     unwritten = store(path, current, payload, identity) if path else None
     if refused:
-        payload = _note(payload, f"the configure cache was ignored and rebuilt: {refused}")
+        payload = _note(
+            payload, f"the configure cache was ignored and rebuilt: {refused}", command
+        )
     if unwritten and os.path.dirname(path) not in _NOTED:
         _NOTED.add(os.path.dirname(path))
-        payload = _note(payload, f"the configure cache was not written: {unwritten}")
+        payload = _note(payload, f"the configure cache was not written: {unwritten}", command)
     return payload, False, path

@@ -34,7 +34,7 @@ from hwtune.apply.mempolicy import MPOL_DEFAULT as MPOL_DEFAULT
 from hwtune.apply.mempolicy import MPOL_PREFERRED as MPOL_PREFERRED
 from hwtune.apply.mempolicy import get_mempolicy as get_mempolicy
 from hwtune.apply.mempolicy import set_mempolicy as set_mempolicy
-from hwtune.errors import CommandNotStarted, HwtuneError
+from hwtune.errors import CommandNotStarted, HwtuneError, stderr_line
 from hwtune.models.cpulist import name_cpus
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import InstanceSlice, Profile
@@ -190,7 +190,8 @@ def pin_instance(
         try:
             set_mempolicy(mode, nodes if policy == "bind" else nodes[:1])
         except OSError as err:  # e.g. EPERM under docker's default seccomp profile
-            report(f"hwtune exec: NUMA memory policy not set ({err.strerror}); CPUs are pinned\n")
+            why = f"NUMA memory policy not set ({err.strerror}); CPUs are pinned"
+            report(stderr_line("exec", "warning", why) + "\n")
 
 
 # Python ignores these at start-up and an ignored signal stays ignored across execve (POSIX

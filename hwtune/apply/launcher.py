@@ -54,7 +54,7 @@ from hwtune.apply.launch import (
     pin_instance,
     shell_fallback,
 )
-from hwtune.errors import HwtuneError
+from hwtune.errors import HwtuneError, stderr_line
 
 FORWARDED_SIGNALS = (
     signal.SIGINT,
@@ -347,25 +347,30 @@ class Launcher:
             if fd_number in self._failing:
                 self._failing.discard(fd_number)
                 name = "stdout" if fd_number == 1 else "stderr"
-                self._note_other(fd_number, f"hwtune exec: its {name} takes output again\n")
+                self._note_other(
+                    fd_number, stderr_line("exec", "note", f"its {name} takes output again")
+                )
 
     def _note_failing(self, fd_number: int, err: OSError) -> None:
         name = "stdout" if fd_number == 1 else "stderr"
         code = errno.errorcode.get(err.errno or 0, str(err.errno))
         self._note_other(
             fd_number,
-            f"hwtune exec: cannot write to its {name} ({err.strerror or err} [{code}]); the "
-            f"instances run on, and what they write to {name} is dropped until it takes "
-            "output again\n",
+            stderr_line(
+                "exec",
+                "warning",
+                f"cannot write to its {name} ({err.strerror or err} [{code}]); the instances "
+                f"run on, and what they write to {name} is dropped until it takes output again",
+            ),
         )
 
-    def _note_other(self, fd_number: int, text: str) -> None:
-        """Say `text` on the other stream than `fd_number`, if it can take it."""
+    def _note_other(self, fd_number: int, line: str) -> None:
+        """Say `line` on the other stream than `fd_number`, if it can take it."""
         other = 2 if fd_number == 1 else 1
         if other in self._gone or other in self._failing or other not in self.out:
             return
         try:
-            write_fully(self.out[other], text.encode())
+            write_fully(self.out[other], (line + "\n").encode())
         except BrokenPipeError:
             self._gone.add(other)
         except OSError:

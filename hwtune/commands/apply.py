@@ -25,7 +25,7 @@ from hwtune.commands.numbers import seconds
 from hwtune.commands.pathargs import nonempty_path
 from hwtune.commands.plan import add_strict_argument
 from hwtune.commands.planning import add_plan_arguments, request_from_args, warn_issues
-from hwtune.errors import LockTimeout
+from hwtune.errors import LockTimeout, stderr_line
 from hwtune.status import ExitStatus
 
 
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         return ExitStatus.USAGE
     planned = profile_for(request_from_args(args, env.environ))
     if warn_issues("apply", planned.hardware, args, env.stderr) and args.strict:
-        print("hwtune apply: --strict: nothing written", file=env.stderr)
+        print(stderr_line("apply", "note", "--strict: nothing written"), file=env.stderr)
         return ExitStatus.ISSUES
     preview = args.dry_run or args.diff
     try:

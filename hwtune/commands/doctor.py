@@ -26,7 +26,7 @@ from hwtune.cli import Environment
 from hwtune.commands.numbers import number_text, process_id, seconds
 from hwtune.commands.pathargs import nonempty_path
 from hwtune.commands.verify import STOP_GRACE_S, command_or_pid, exit_on_sigterm
-from hwtune.errors import HwtuneError
+from hwtune.errors import HwtuneError, stderr_line
 from hwtune.status import ExitStatus
 
 if TYPE_CHECKING:
@@ -195,7 +195,9 @@ def _observe(
     try:
         checks = settings_checks(pid, args.root)
     except HwtuneError as err:
-        print(f"hwtune doctor: settings not checked: {err.message}", file=env.stderr)
+        print(
+            stderr_line("doctor", "note", f"settings not checked: {err.message}"), file=env.stderr
+        )
         checks = []
     return data, checks
 
@@ -283,9 +285,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         raise HwtuneError(f"pid {data.pid} ended before two samples could be taken")
     window = data.samples[-1].time - data.samples[0].time
     if window < 0.9 * args.seconds:  # the process ended (or went away) mid-window
+        cut = f"pid {data.pid} ended {window:.1f} s into the {args.seconds:g} s window"
         print(
-            f"hwtune doctor: pid {data.pid} ended {window:.1f} s into the {args.seconds:g} s "
-            "window: the figures cover that part only",
+            stderr_line("doctor", "note", f"{cut}: the figures cover that part only"),
             file=env.stderr,
         )
     diagnosis = analyse(data, checks)

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
 
         asked = {**request.flags(), "workload": request.workload}
         asked["measured"] = None if request.measured else False
-        payload, _, _ = lookup(asked, env.environ, use_cache=not args.no_cache)
+        payload, _, _ = lookup(asked, env.environ, use_cache=not args.no_cache, command="env")
         entries = [EnvEntry(*map(str, item)) for item in payload["env"]]
         notes = [str(n) for n in payload.get("notes", [])]
         found = payload.get("detection_issues")

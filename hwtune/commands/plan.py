@@ -15,6 +15,7 @@ import shutil
 
 from hwtune.cli import Environment
 from hwtune.commands.planning import add_plan_arguments, request_from_args, warn_issues
+from hwtune.errors import stderr_line
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Profile
 from hwtune.models.words import plural
@@ -45,7 +46,7 @@ def planned_for_people(
 
     planned = profile_for(request_from_args(args, env.environ))
     for note in planned.notes:
-        print(f"hwtune {command}: note: {note}", file=env.stderr)
+        print(stderr_line(command, "note", note), file=env.stderr)
     warn_issues(command, planned.hardware, args, env.stderr)
     return planned.hardware, planned.profile
 
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         width = shutil.get_terminal_size().columns if env.stdout_isatty else None
         env.stdout.write(render_table(profile, width))
     for warning in profile.warnings:
-        print(f"hwtune: warning: {warning}", file=env.stderr)
+        print(stderr_line("plan", "warning", warning), file=env.stderr)
     if args.strict and hardware.issues:
         return ExitStatus.ISSUES
     return ExitStatus.SUCCESS

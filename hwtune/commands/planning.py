@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from hwtune.commands.pathargs import nonempty_path
+from hwtune.errors import stderr_line
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import MODEL_HELP, MODEL_KINDS, MODES
 from hwtune.pipeline.request import PlanRequest
@@ -168,10 +169,8 @@ def issues_warning(
         listed = f"`hwtune detect --root {root}` lists them"
     else:
         listed = "`hwtune detect` lists them"
-    return printable(
-        f"hwtune {command}: warning: detection saw {count} issue(s), planned with fallbacks; "
-        f"first: {first} ({listed})"
-    )
+    saw = f"detection saw {count} issue(s), planned with fallbacks; first: {first} ({listed})"
+    return printable(stderr_line(command, "warning", saw))
 
 
 def warn_issues(command: str, hardware: Hardware, args: argparse.Namespace, stderr: Any) -> bool:

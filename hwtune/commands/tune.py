@@ -29,6 +29,7 @@ from typing import Any
 from hwtune.cli import Environment
 from hwtune.commands.numbers import integer, seconds
 from hwtune.commands.planning import add_plan_arguments, request_from_args
+from hwtune.errors import stderr_line
 from hwtune.status import ExitStatus
 
 _BUILTIN_HELP = (
@@ -176,11 +177,11 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         request.instances == 1 or (request.instances is None and request.mode != "batch")
     ):
         # Its odd instances train the MLP (tune/builtin/mixed.py): one instance is the CNN alone.
-        print(
-            f"hwtune tune: note: {MIXED} trains the MLP in a second instance only; with one "
-            "instance it measures the CNN alone (give --instances 2)",
-            file=env.stderr,
+        alone = (
+            f"{MIXED} trains the MLP in a second instance only; with one instance it "
+            "measures the CNN alone (give --instances 2)"
         )
+        print(stderr_line("tune", "note", alone), file=env.stderr)
     if args.dry_run:
         return _dry_run(hw, request, env, as_json=args.json)
     _check_runs_here(hw, planning)
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             request,
             environ=env.environ,
             on_trial=progress,
-            warn=lambda note: print(f"hwtune tune: warning: {note}", file=env.stderr),
+            warn=lambda note: print(stderr_line("tune", "warning", note), file=env.stderr),
         )
     except KeyboardInterrupt:  # Ctrl-C: say what was found so far, exit 130 as shells do
         progress.finish()

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from hwtune.cli import Environment
 from hwtune.commands.numbers import process_id, seconds
 from hwtune.commands.planning import add_plan_arguments, request_from_args
-from hwtune.errors import HwtuneError
+from hwtune.errors import HwtuneError, stderr_line
 from hwtune.status import ExitStatus
 
 if TYPE_CHECKING:
@@ -278,11 +278,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         request = dataclasses.replace(request, hardware=observed)
         for issue in observed.issues:  # its limits unread (another cgroup namespace…)
             if (issue.path or "").startswith(f"proc/{seen.pid}/"):
-                print(
-                    f"hwtune verify: note: {issue.reason} [{issue.path}]; the expected values "
-                    "assume it",
-                    file=env.stderr,
-                )
+                why = f"{issue.reason} [{issue.path}]; the expected values assume it"
+                print(stderr_line("verify", "note", why), file=env.stderr)
     planned = profile_for(request)
     expected = expected_for(planned, args.numa_policy)
     checks = compare(expected, seen)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from hwtune import paths
-from hwtune.errors import ApplyError, NoHomeError, TuneError
+from hwtune.errors import ApplyError, NoHomeError, TuneError, stderr_line
 from hwtune.fs.guard import check_directory
 from hwtune.fs.streams import warn
 from hwtune.fs.trust import make_dirs
@@ -33,7 +33,7 @@ LOCK_NAME = ".tune.lock"
 
 
 def warn_on_stderr(message: str) -> None:
-    warn(f"hwtune tune: warning: {message}")
+    warn(stderr_line("tune", "warning", message))
 
 
 @contextlib.contextmanager
