@@ -7,6 +7,8 @@ import json
 import math
 import os
 import random
+import shutil
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -779,6 +781,36 @@ def test_a_second_tune_on_the_machine_is_refused_while_one_runs(tmp_path: Path) 
             pass
     with one_tune_at_a_time(environ):  # released with its holder
         pass
+
+
+@pytest.mark.skipif(shutil.which("flock") is None, reason="needs flock(1)")
+def test_a_tune_lock_held_by_another_process_names_no_stale_pid(tmp_path: Path) -> None:
+    """The refusal named the pid the lock file records, the last tune's, long gone, while
+    `flock` (not hwtune) held it; /proc/locks names the holder, as for apply's lock."""
+    from hwtune.tune.lock import LOCK_NAME, one_tune_at_a_time
+
+    environ = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    with one_tune_at_a_time(environ):  # makes the directory and the lock file
+        pass
+    lock = tmp_path / "cache" / "hwtune" / LOCK_NAME
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    lock.write_text(f"{gone.pid}\n")
+    holder = subprocess.Popen(
+        ["flock", str(lock), "sh", "-c", "echo held; exec sleep 60"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(TuneError) as refused, one_tune_at_a_time(environ):
+            pass
+        message = refused.value.message
+        assert f"pid {gone.pid})" not in message and "another hwtune tune" not in message
+        assert message.startswith(f"another process (pid {holder.pid}) holds {lock}"), message
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_a_lock_that_cannot_be_made_is_a_warning_not_silence(tmp_path: Path) -> None:

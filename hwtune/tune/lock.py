@@ -25,6 +25,7 @@ from pathlib import Path
 
 from hwtune import paths
 from hwtune.errors import ApplyError, NoHomeError, TuneError, stderr_line
+from hwtune.fs.atomic import holder_named
 from hwtune.fs.guard import check_directory
 from hwtune.fs.streams import warn
 from hwtune.fs.trust import make_dirs
@@ -74,11 +75,12 @@ def one_tune_at_a_time(
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            shown = f" (pid {holder})" if holder.isdigit() else ""
+            # The pid in the file is the last tune's, maybe long gone: /proc/locks says who
+            # holds the lock now (hwtune.fs.holder), as apply's and the daemon's messages do.
+            holder = holder_named(fd, "hwtune tune")
             raise TuneError(
-                f"another hwtune tune{shown} is measuring on this machine: its trials would "
-                "load the CPUs these are measured on",
+                f"{holder} holds {lock}: a tune measuring on this machine meanwhile would "
+                "load the CPUs these trials are measured on",
                 hint="wait for it to finish, or stop it",
             ) from None
         os.ftruncate(fd, 0)
