@@ -163,10 +163,18 @@ class _Split(NamedTuple):
     problems: list[ParseProblem]
 
 
+# Keys kept per processor record (and outside records): the kernel's show_cpuinfo prints
+# about 30 per CPU on x86 (arch/x86/kernel/cpu/proc.c), fewer on other architectures, and
+# s390's header a few dozen; one record of 2.7 million different "kN: v" lines (a 31 MB file,
+# under the size cap) took 4.6 s and 612 MB.
+MAX_RECORD_KEYS = 256
+
+
 def _split(text: str) -> _Split:
     """Split cpuinfo text into processor records and the keys outside them."""
     split = _Split([], [], {}, ProblemList())
     current: dict[str, str] | None = None
+    keys_dropped = False  # past MAX_RECORD_KEYS, said once
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
         if not line.strip():
@@ -206,10 +214,17 @@ def _split(text: str) -> _Split:
             current = {}
             split.records.append(current)
             split.lines.append({})
-        if current is None:
-            split.globals[key] = value.strip()
-        else:
-            current[key] = value.strip()
+        target = split.globals if current is None else current
+        if key not in target and len(target) >= MAX_RECORD_KEYS:
+            if not keys_dropped:
+                why = (
+                    f"more than {MAX_RECORD_KEYS} different keys in a record: the rest are ignored"
+                )
+                split.problems.append(ParseProblem(number, why))
+                keys_dropped = True
+            continue
+        target[key] = value.strip()
+        if current is not None:
             split.lines[-1][key] = number
     return split
 
