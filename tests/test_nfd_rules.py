@@ -8,6 +8,8 @@ counts NFD's `TestGetExpirationDate` expects and the cases of its `TestParseDire
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 from hwtune.apply import nfd
 from hwtune.errors import HwtuneError
 from hwtune.models.hardware import CpuInfo, Hardware, TensorFlowInfo
+from hwtune.probes import detect, nvidia_smi
 from tests import gpu_roots
 from tests.conftest import DATA
 from tests.nfd_rules import (
@@ -212,3 +215,61 @@ def test_the_temporary_file_is_a_dotfile_beside_the_target(
     assert Path(dst) == tmp_path / nfd.FILE_NAME
     assert Path(src).parent == tmp_path and Path(src).name.startswith(".")
     assert read_features_dir(tmp_path, NOW).labels == {f"{nfd.PREFIX}/a": "1"}
+
+
+# ---------------------------------------------------------------- fields nvidia-smi leaves out
+
+H200 = DATA / "hosts" / "kvm-emeraldrapids-h200"
+
+
+def _h200_root(tmp_path: Path, tag: str, text: str) -> Path:
+    """The live H200 capture with the first `<tag>` of its `nvidia-smi -q -x` set to `text`,
+    a form nvidia-smi prints where it has no value."""
+    root = tmp_path / "h200"
+    shutil.copytree(H200, root, symlinks=True)
+    xml = root / "nvidia-smi-q.xml"
+    changed, count = re.subn(
+        rf"<{tag}>[^<]*</{tag}>", f"<{tag}>{text}</{tag}>", xml.read_text(), count=1
+    )
+    assert count == 1, tag
+    xml.write_text(changed)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("tag", "text", "label"),
+    [
+        ("product_name", "N/A", "gpu-product"),  # the probe names it "GPU 0"
+        ("product_architecture", "[Not Supported]", "gpu-family"),
+        ("product_architecture", "Not Supported", "gpu-family"),
+        ("cuda_version", "Not Supported", "cuda-driver"),
+        ("cuda_version", "[Unknown Error]", "cuda-driver"),
+    ],
+)
+def test_a_gpu_field_nvidia_smi_does_not_report_is_left_out(
+    tag: str,
+    text: str,
+    label: str,
+    tmp_path: Path,
+    cli,  # type: ignore[no-untyped-def]
+) -> None:
+    whole = cli(["nfd", "--root", str(H200), "--print"])
+    assert whole.exit_status == 0, whole.stderr
+    assert f"{nfd.PREFIX}/{label}=" in whole.stdout  # the capture as taken has the label
+    printed = cli(["nfd", "--root", str(_h200_root(tmp_path, tag, text)), "--print"])
+    assert printed.exit_status == 0, printed.stderr
+    parsed = parse_feature_file(printed.stdout, NOW)
+    assert f"{nfd.PREFIX}/{label}" not in parsed.labels, parsed.labels
+    assert parsed.labels[f"{nfd.PREFIX}/gpu-count"] == "1"
+    for key, value in parsed.labels.items():
+        assert worker_rejects(key, value) == [] and master_rejects(key, value) == [], (key, value)
+
+
+def test_gpu_memory_is_left_out_when_one_gpu_does_not_report_it(tmp_path: Path) -> None:
+    """The least memory of the GPUs that report it is not the node's least: a second H200 of
+    the capture whose size is "N/A" (parse_size: None) could be the smaller."""
+    hw = detect(H200)
+    (gpu,) = hw.gpus
+    assert nfd.labels(hw)["gpu-memory-mib"] == "143771"
+    unsized = replace(gpu, index=1, memory_bytes=nvidia_smi.parse_size("N/A"))
+    assert "gpu-memory-mib" not in nfd.labels(replace(hw, gpus=(gpu, unsized)))

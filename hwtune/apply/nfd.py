@@ -113,6 +113,32 @@ def _uniform(values: Sequence[str | None]) -> str | None:
     return distinct.pop() if len(distinct) == 1 and all(values) else None
 
 
+# What nvidia-smi prints where a field has no value: "N/A" in `-q` and `-q -x`, "[N/A]" and
+# "[Not Supported]" in `--query-gpu --format=csv`, and NVML's own error strings (nvml.h,
+# `nvmlErrorString`: "Not Supported", "Insufficient Permissions", "GPU is lost", "Unknown
+# Error"), bare or bracketed. Folded into a label they would read "N-A" or "Not-Supported", a
+# value a selector could match as if it were a fact; compared in lower case.
+NOT_REPORTED = frozenset(
+    form
+    for text in (
+        "n/a",
+        "none",
+        "unknown",
+        "not supported",
+        "insufficient permissions",
+        "gpu is lost",
+        "unknown error",
+    )
+    for form in (text, f"[{text}]")
+)
+
+
+def reported(text: str | None) -> str | None:
+    """`text` stripped, or None when it is empty or one of nvidia-smi's NOT_REPORTED forms."""
+    value = (text or "").strip()
+    return None if not value or value.lower() in NOT_REPORTED else value
+
+
 def _cc_key(cc: str) -> tuple[int, ...]:
     try:
         return tuple(int(p) for p in cc.split("."))
@@ -123,27 +149,32 @@ def _cc_key(cc: str) -> tuple[int, ...]:
 def _gpu_labels(hw: Hardware) -> dict[str, object]:
     gpus = hw.gpus
     out: dict[str, object] = {"gpu-count": len(gpus)}
-    ccs = sorted({g.compute_capability for g in gpus if g.compute_capability}, key=_cc_key)
+    ccs = sorted({cc for g in gpus if (cc := reported(g.compute_capability))}, key=_cc_key)
     if ccs:
         # The lowest capability is the one a CUDA build must include to run on every GPU here.
         out["gpu-cc"] = ccs[0]
         if len(ccs) > 1:
             out["gpu-cc-max"] = ccs[-1]
-    product = _uniform([g.name for g in gpus])
+    # A probe names a GPU whose product name was not reported "GPU <index>" (probes.gpu
+    # `_placeholder`): a stand-in, not a product to select on.
+    product = _uniform([None if g.name == f"GPU {g.index}" else reported(g.name) for g in gpus])
     if product:
         out["gpu-product"] = product
-    family = _uniform([g.architecture.lower() if g.architecture else None for g in gpus])
+    family = _uniform([(reported(g.architecture) or "").lower() or None for g in gpus])
     if family:
         out["gpu-family"] = family
-    memory = [g.memory_bytes for g in gpus if g.memory_bytes]
-    if memory:
-        out["gpu-memory-mib"] = min(memory) // (1 << 20)
+    memory = [g.memory_bytes for g in gpus]
+    # The smallest GPU's memory: with one GPU's size not reported (nvidia-smi "N/A") the
+    # smallest is not known, and the least of the others could promise more than it has.
+    if all(memory):
+        out["gpu-memory-mib"] = min(m for m in memory if m) // (1 << 20)
     if any(g.mig_enabled for g in gpus):
         out["gpu-mig"] = True
     if len(gpus) > 1:
         out["nvlink-clique-size"] = nvlink_clique_size(gpus)
-    if hw.cuda_driver_version:
-        out["cuda-driver"] = hw.cuda_driver_version
+    cuda = reported(hw.cuda_driver_version)
+    if cuda:
+        out["cuda-driver"] = cuda
     return out
 
 
