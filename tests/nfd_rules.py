@@ -203,3 +203,30 @@ def master_rejects(name: str, value: str) -> list[str]:
     if value.startswith("@"):
         return ["a value starting with '@' is read as a dynamic '@domain.feature.element'"]
     return is_valid_label_value(value)
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _parse_int64(text: str) -> int | None:
+    """Go's `strconv.ParseInt(text, 10, 64)`: an optional sign and decimal digits in range."""
+    if not _GO_INT.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -(1 << 63) <= number < (1 << 63) else None
+
+
+def selector_matches(labels: dict[str, str], key: str, operator: str, bound: str) -> bool:
+    """A node selector requirement `key operator [bound]` for `Gt`/`Lt`: apimachinery
+    `labels.Requirement.Matches` (pkg/labels/selector.go) parses the label's value and the one
+    bound with ParseInt and matches nothing when either is no integer or the label is absent.
+    NFD's matchExpressions `Gt`/`Lt` compare integers the same way (an error for non-integers)."""
+    value = labels.get(key)
+    have, want = (None if value is None else _parse_int64(value)), _parse_int64(bound)
+    if have is None or want is None:
+        return False
+    if operator == "Gt":
+        return have > want
+    if operator == "Lt":
+        return have < want
+    raise ValueError(f"{operator}: only Gt and Lt are modelled")

@@ -27,6 +27,7 @@ from tests.nfd_rules import (
     parse_feature_file,
     parse_rfc3339,
     read_features_dir,
+    selector_matches,
     worker_rejects,
 )
 from tests.plan_builders import make_gpus, make_hardware, p4d_hardware, tf_info
@@ -273,3 +274,59 @@ def test_gpu_memory_is_left_out_when_one_gpu_does_not_report_it(tmp_path: Path) 
     assert nfd.labels(hw)["gpu-memory-mib"] == "143771"
     unsized = replace(gpu, index=1, memory_bytes=nvidia_smi.parse_size("N/A"))
     assert "gpu-memory-mib" not in nfd.labels(replace(hw, gpus=(gpu, unsized)))
+
+
+# ---------------------------------------------------------------- compute capability, comparable
+
+CAPABILITY_ROOTS = {  # capability from the name table, as the sm_ number nvcc builds for
+    "t4": ({"cpu": gpu_roots.T4_HOST, "xml": gpu_roots.T4_XML}, "7.5", "75"),
+    "a100-mig": ({"cpu": gpu_roots.EPYC, "xml": gpu_roots.A100_MIG_XML}, "8.0", "80"),
+    "rtx-pro-blackwell": (
+        {"cpu": gpu_roots.HASWELL, "xml": gpu_roots.BLACKWELL_XML},
+        "12.0",
+        "120",
+    ),
+    "k80": ({"cpu": gpu_roots.HASWELL, "listing": gpu_roots.K80_LIST}, "3.7", "37"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CAPABILITY_ROOTS))
+def test_compute_capability_has_a_form_gt_and_lt_can_compare(
+    name: str,
+    tmp_path: Path,
+    cli,  # type: ignore[no-untyped-def]
+) -> None:
+    """`gpu-cc` ("8.0") is no integer, so a node selector `Gt`/`Lt` on it matches no node;
+    `gpu-sm` ("80") is, and orders as the capabilities do (12.0 after 8.9 after 8.0)."""
+    parts, cc, sm = CAPABILITY_ROOTS[name]
+    root = gpu_roots.root(tmp_path, **parts)  # type: ignore[arg-type]
+    printed = cli(["nfd", "--root", str(root), "--print"])
+    assert printed.exit_status == 0, printed.stderr
+    found = parse_feature_file(printed.stdout, NOW).labels
+    key = f"{nfd.PREFIX}/gpu-sm"
+    assert (found[f"{nfd.PREFIX}/gpu-cc"], found[key]) == (cc, sm)
+    assert worker_rejects(key, sm) == [] and master_rejects(key, sm) == []
+    assert not selector_matches(found, f"{nfd.PREFIX}/gpu-cc", "Gt", "0")
+    # "at least 8.0" is `Gt 79`: true exactly when the capability is 8.0 or above
+    assert selector_matches(found, key, "Gt", "79") == (float(cc) >= 8.0)
+    assert selector_matches(found, key, "Lt", "80") == (float(cc) < 8.0)
+
+
+def test_mixed_gpus_give_the_lowest_and_highest_as_integers(tmp_path: Path) -> None:
+    """A node with the A100 of one capture and the RTX PRO Blackwell of another."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a100 = detect(gpu_roots.root(tmp_path / "a", gpu_roots.EPYC, xml=gpu_roots.A100_MIG_XML))
+    pro = detect(gpu_roots.root(tmp_path / "b", gpu_roots.EPYC, xml=gpu_roots.BLACKWELL_XML))
+    both = replace(a100, gpus=(a100.gpus[0], replace(pro.gpus[0], index=1)))
+    found = nfd.labels(both)
+    assert (found["gpu-cc"], found["gpu-cc-max"]) == ("8.0", "12.0")
+    assert (found["gpu-sm"], found["gpu-sm-max"]) == ("80", "120")
+    assert [nfd.sm_number(c) for c in ("8.0", "8.9", "9.0", "10.0", "12.1")] == [
+        80,
+        89,
+        90,
+        100,
+        121,
+    ]
+    assert nfd.sm_number("8.10") is None and nfd.sm_number("N/A") is None

@@ -59,6 +59,7 @@ ISA_LABELS: tuple[tuple[str, str], ...] = (
 
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9._-]+")
 _EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+_CC = re.compile(r"([0-9]{1,3})\.([0-9])")
 VALID_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
@@ -146,6 +147,19 @@ def _cc_key(cc: str) -> tuple[int, ...]:
         return (0,)
 
 
+def sm_number(cc: str) -> int | None:
+    """Compute capability MAJOR.MINOR as the integer nvcc names its targets by (`sm_80` for
+    8.0, `sm_120` for 12.0; CMake's CUDA_ARCHITECTURES takes the same "80", "120"): a label
+    value Kubernetes' `Gt`/`Lt` can compare, where "8.0" never matches (a node selector's
+    `Gt`/`Lt` parse the label value with strconv.ParseInt and match nothing when it fails:
+    apimachinery labels.Requirement.Matches; NFD's matchExpressions `Gt`/`Lt` take integers
+    only, "customization guide", "MatchExpression"). None when a part is not a number or the
+    minor is past one digit (no CUDA GPU has one; 10 * major + minor would then be ambiguous).
+    """
+    found = _CC.fullmatch(cc)
+    return int(found.group(1)) * 10 + int(found.group(2)) if found else None
+
+
 def _gpu_labels(hw: Hardware) -> dict[str, object]:
     gpus = hw.gpus
     out: dict[str, object] = {"gpu-count": len(gpus)}
@@ -153,8 +167,13 @@ def _gpu_labels(hw: Hardware) -> dict[str, object]:
     if ccs:
         # The lowest capability is the one a CUDA build must include to run on every GPU here.
         out["gpu-cc"] = ccs[0]
+        low, high = sm_number(ccs[0]), sm_number(ccs[-1])
+        if low is not None:
+            out["gpu-sm"] = low  # the same, as an integer that Gt/Lt can compare
         if len(ccs) > 1:
             out["gpu-cc-max"] = ccs[-1]
+            if high is not None:
+                out["gpu-sm-max"] = high
     # A probe names a GPU whose product name was not reported "GPU <index>" (probes.gpu
     # `_placeholder`): a stand-in, not a product to select on.
     product = _uniform([None if g.name == f"GPU {g.index}" else reported(g.name) for g in gpus])
