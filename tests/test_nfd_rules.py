@@ -151,6 +151,16 @@ GPU_ROOTS = {
     "p5-8xh100": {"cpu": gpu_roots.EPYC, "topo": gpu_roots.H100_TOPO},
     "8xl40s": {"cpu": gpu_roots.EPYC, "topo": gpu_roots.L40S_TOPO},
     "k80": {"cpu": gpu_roots.HASWELL, "listing": gpu_roots.K80_LIST},
+    # schema v11, no <product_architecture>, processes whose command lines hold "="
+    "gt-1030": {
+        "cpu": gpu_roots.HASWELL,
+        "xml": gpu_roots.GPU / "telegraf-geforce-gt-1030-v11.smi",
+    },
+    # a GB200 tray's topo -m alone: no product names, GPU2 and GPU3 without CPU affinity
+    "gb200-topo": {
+        "cpu": gpu_roots.EPYC,
+        "topo": gpu_roots.GPU / "aiconfigurator-gb200-4gpu.topo",
+    },
 }
 
 
