@@ -107,6 +107,44 @@ def test_gt_1030_v11_capture_gives_expected_facts(tmp_path: Path) -> None:
     assert list(issues) == []
 
 
+# NVML's placeholders as nvidia-smi prints them where a query fails or does not apply
+# (nvidia_smi.NOT_REPORTED): bare in `-q -x`, bracketed in `--query-gpu` CSV.
+PLACEHOLDERS = (
+    "N/A",
+    "[N/A]",
+    "Not Supported",
+    "[Not Supported]",
+    "Unknown Error",
+    "[Unknown Error]",
+    "Insufficient Permissions",
+    "[Insufficient Permissions]",
+    "GPU is lost",
+    "[GPU is lost]",
+    "Unknown",
+    "Requested functionality has been deprecated",
+)
+
+
+@pytest.mark.parametrize("placeholder", PLACEHOLDERS)
+def test_a_placeholder_architecture_is_filled_from_the_name_table(
+    tmp_path: Path, placeholder: str
+) -> None:
+    """The real T4 capture with one field changed: <product_architecture> as nvidia-smi
+    prints it when NVML cannot tell. It was kept as the architecture ("Not Supported"), and
+    the gpus table (T4: Turing) only fills an architecture that is missing."""
+    data = T4_XML.read_bytes()
+    real = b"<product_architecture>Turing</product_architecture>"
+    assert data.count(real) == 1
+    xml = data.replace(
+        real, f"<product_architecture>{placeholder}</product_architecture>".encode()
+    )
+    issues = IssueLog()
+    report = probe_gpus(layout(tmp_path, xml=xml), issues, live=False)
+    (gpu,) = report.gpus
+    assert (gpu.architecture, gpu.compute_capability) == ("Turing", "7.5")
+    assert list(issues) == []
+
+
 def test_p4d_topo_capture_gives_eight_gpus_all_nv12(tmp_path: Path) -> None:
     issues = IssueLog()
     report = probe_gpus(layout(tmp_path, topo=P4D_TOPO), issues, live=False)

@@ -248,29 +248,34 @@ def _h200_root(tmp_path: Path, tag: str, text: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("tag", "text", "label"),
+    ("tag", "text", "label", "filled"),
     [
-        ("product_name", "N/A", "gpu-product"),  # the probe names it "GPU 0"
-        ("product_architecture", "[Not Supported]", "gpu-family"),
-        ("product_architecture", "Not Supported", "gpu-family"),
-        ("cuda_version", "Not Supported", "cuda-driver"),
-        ("cuda_version", "[Unknown Error]", "cuda-driver"),
+        ("product_name", "N/A", "gpu-product", False),  # the probe names it "GPU 0"
+        # The probe takes no placeholder for an architecture, so the gpus name table gives
+        # the real one (H200: Hopper), as for a capture without <product_architecture>.
+        ("product_architecture", "[Not Supported]", "gpu-family", True),
+        ("product_architecture", "Not Supported", "gpu-family", True),
+        ("cuda_version", "Not Supported", "cuda-driver", False),
+        ("cuda_version", "[Unknown Error]", "cuda-driver", False),
     ],
 )
-def test_a_gpu_field_nvidia_smi_does_not_report_is_left_out(
+def test_a_gpu_field_nvidia_smi_does_not_report_is_never_a_label_value(
     tag: str,
     text: str,
     label: str,
+    filled: bool,
     tmp_path: Path,
     cli,  # type: ignore[no-untyped-def]
 ) -> None:
     whole = cli(["nfd", "--root", str(H200), "--print"])
     assert whole.exit_status == 0, whole.stderr
-    assert f"{nfd.PREFIX}/{label}=" in whole.stdout  # the capture as taken has the label
+    as_taken = parse_feature_file(whole.stdout, NOW).labels
+    assert f"{nfd.PREFIX}/{label}" in as_taken  # the capture as taken has the label
     printed = cli(["nfd", "--root", str(_h200_root(tmp_path, tag, text)), "--print"])
     assert printed.exit_status == 0, printed.stderr
     parsed = parse_feature_file(printed.stdout, NOW)
-    assert f"{nfd.PREFIX}/{label}" not in parsed.labels, parsed.labels
+    key = f"{nfd.PREFIX}/{label}"
+    assert parsed.labels.get(key) == (as_taken[key] if filled else None), parsed.labels
     assert parsed.labels[f"{nfd.PREFIX}/gpu-count"] == "1"
     for key, value in parsed.labels.items():
         assert worker_rejects(key, value) == [] and master_rejects(key, value) == [], (key, value)

@@ -30,6 +30,7 @@ from pathlib import Path
 from hwtune.errors import ApplyError
 from hwtune.models.hardware import Gpu, Hardware
 from hwtune.models.profile import Profile
+from hwtune.probes.nvidia_smi import known
 
 PREFIX = "hwtune.io"
 FILE_NAME = "hwtune"
@@ -114,32 +115,6 @@ def _uniform(values: Sequence[str | None]) -> str | None:
     return distinct.pop() if len(distinct) == 1 and all(values) else None
 
 
-# What nvidia-smi prints where a field has no value: "N/A" in `-q` and `-q -x`, "[N/A]" and
-# "[Not Supported]" in `--query-gpu --format=csv`, and NVML's own error strings (nvml.h,
-# `nvmlErrorString`: "Not Supported", "Insufficient Permissions", "GPU is lost", "Unknown
-# Error"), bare or bracketed. Folded into a label they would read "N-A" or "Not-Supported", a
-# value a selector could match as if it were a fact; compared in lower case.
-NOT_REPORTED = frozenset(
-    form
-    for text in (
-        "n/a",
-        "none",
-        "unknown",
-        "not supported",
-        "insufficient permissions",
-        "gpu is lost",
-        "unknown error",
-    )
-    for form in (text, f"[{text}]")
-)
-
-
-def reported(text: str | None) -> str | None:
-    """`text` stripped, or None when it is empty or one of nvidia-smi's NOT_REPORTED forms."""
-    value = (text or "").strip()
-    return None if not value or value.lower() in NOT_REPORTED else value
-
-
 def _cc_key(cc: str) -> tuple[int, ...]:
     try:
         return tuple(int(p) for p in cc.split("."))
@@ -161,9 +136,13 @@ def sm_number(cc: str) -> int | None:
 
 
 def _gpu_labels(hw: Hardware) -> dict[str, object]:
+    # Each text field is filtered again with the probe's `known` (nvidia_smi.NOT_REPORTED):
+    # the hardware may come from `plan --hardware` JSON or an older detect that kept "N/A" or
+    # "Not Supported" as a value, which folded into a label would read "N-A", a value a
+    # selector could match as if it were a fact.
     gpus = hw.gpus
     out: dict[str, object] = {"gpu-count": len(gpus)}
-    ccs = sorted({cc for g in gpus if (cc := reported(g.compute_capability))}, key=_cc_key)
+    ccs = sorted({cc for g in gpus if (cc := known(g.compute_capability))}, key=_cc_key)
     if ccs:
         # The lowest capability is the one a CUDA build must include to run on every GPU here.
         out["gpu-cc"] = ccs[0]
@@ -176,10 +155,10 @@ def _gpu_labels(hw: Hardware) -> dict[str, object]:
                 out["gpu-sm-max"] = high
     # A probe names a GPU whose product name was not reported "GPU <index>" (probes.gpu
     # `_placeholder`): a stand-in, not a product to select on.
-    product = _uniform([None if g.name == f"GPU {g.index}" else reported(g.name) for g in gpus])
+    product = _uniform([None if g.name == f"GPU {g.index}" else known(g.name) for g in gpus])
     if product:
         out["gpu-product"] = product
-    family = _uniform([(reported(g.architecture) or "").lower() or None for g in gpus])
+    family = _uniform([(known(g.architecture) or "").lower() or None for g in gpus])
     if family:
         out["gpu-family"] = family
     memory = [g.memory_bytes for g in gpus]
@@ -191,7 +170,7 @@ def _gpu_labels(hw: Hardware) -> dict[str, object]:
         out["gpu-mig"] = True
     if len(gpus) > 1:
         out["nvlink-clique-size"] = nvlink_clique_size(gpus)
-    cuda = reported(hw.cuda_driver_version)
+    cuda = known(hw.cuda_driver_version)
     if cuda:
         out["cuda-driver"] = cuda
     return out

@@ -231,10 +231,38 @@ def node_or_none(text: str | None) -> int | None:
     return node if node is not None and node < MAX_NUMA_NODES else None
 
 
-def _known(text: str | None) -> str | None:
-    """None for the placeholders nvidia-smi prints where a value does not apply."""
+# What nvidia-smi prints in place of a value, compared in lower case: "N/A" where a field does
+# not apply (`-q`, `-q -x`), "None" for an empty list (<mig_devices>None</mig_devices>), and,
+# where NVML's query fails, NVML's error string (nvml.h `nvmlErrorString`: "Not Supported",
+# "Insufficient Permissions", "GPU is lost", "Unknown Error", "Requested functionality has been
+# deprecated"), bracketed in `--query-gpu --format=csv` ("[Not Supported]", "[N/A]"). Seen in
+# real output: "Product Name : Unknown Error" (`nvidia-smi -q`, driver 375.26,
+# NVIDIA/nvidia-docker#464); "[Not Supported]" and later "[N/A]" in CSV (enkore/i3pystatus
+# PR #776); "<display_mode>Requested functionality has been deprecated</display_mode>"
+# (`-q -x`, driver 591.74, 1Panel-dev/1Panel#11910). "Unknown" (nvml.h's
+# NVML_DEVICE_ARCH_UNKNOWN) names no architecture and no product. Kept as text, a placeholder
+# stood in for the value: an architecture "Not Supported" stopped the gpus name table from
+# giving the real one (`probes.gpu.identify` fills only what is missing).
+NOT_REPORTED = frozenset(
+    form
+    for text in (
+        "n/a",
+        "none",
+        "unknown",
+        "not supported",
+        "insufficient permissions",
+        "gpu is lost",
+        "unknown error",
+        "requested functionality has been deprecated",
+    )
+    for form in (text, f"[{text}]")
+)
+
+
+def known(text: str | None) -> str | None:
+    """`text` stripped, or None when it is empty or one of nvidia-smi's NOT_REPORTED forms."""
     t = (text or "").strip()
-    return None if t in ("", "N/A", "None", "[N/A]", "Unknown Error") else t
+    return None if not t or t.lower() in NOT_REPORTED else t
 
 
 # The longest string NVML hands nvidia-smi for these fields: 96 bytes with the NUL (nvml.h:
@@ -246,7 +274,7 @@ MAX_VALUE_BYTES = 95
 
 
 class _Values:
-    """`_known` text of one file, each value bounded by MAX_VALUE_BYTES: a longer one is an
+    """`known` text of one file, each value bounded by MAX_VALUE_BYTES: a longer one is an
     issue naming the file, and unknown."""
 
     def __init__(self, path: str, issues: IssueLog) -> None:
@@ -254,7 +282,7 @@ class _Values:
         self.issues = issues
 
     def __call__(self, text: str | None, what: str) -> str | None:
-        value = _known(text)
+        value = known(text)
         if value is not None and len(value.encode()) > MAX_VALUE_BYTES:
             self.issues.add(
                 "nvidia-smi",
@@ -357,7 +385,7 @@ def parse_smi_xml(data: bytes, path: str, issues: IssueLog) -> SmiLog:
     value = _Values(path, issues)
     for index, gpu in enumerate(elements[:MAX_GPUS]):
         name = value(gpu.findtext("product_name"), f"GPU {index} <product_name>")
-        if _known(gpu.findtext("product_name")) is None:
+        if known(gpu.findtext("product_name")) is None:
             issues.add("nvidia-smi", f"GPU {index} has no <product_name>", path=path)
         bus_id = value(gpu.findtext("pci/pci_bus_id"), f"GPU {index} <pci_bus_id>")
         gpus.append(
