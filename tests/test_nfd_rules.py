@@ -291,6 +291,38 @@ def test_gpu_memory_is_left_out_when_one_gpu_does_not_report_it(tmp_path: Path) 
     assert "gpu-memory-mib" not in nfd.labels(replace(hw, gpus=(gpu, unsized)))
 
 
+# ---------------------------------------------------------------- NVLink, known or not
+
+
+def test_nvlink_clique_size_needs_every_gpus_links(tmp_path: Path) -> None:
+    """The 8 x A100 node's `nvidia-smi -L` alone names its GPUs but no link between them; its
+    own `topo -m` shows NV12 between every pair. Without the matrix, "1" (no NVLink) was
+    labelled; the size is unknown then, and so it is when two GPUs' links are missing."""
+    (tmp_path / "listed").mkdir()
+    (tmp_path / "linked").mkdir()
+    listed = detect(
+        gpu_roots.root(tmp_path / "listed", gpu_roots.EPYC, listing=gpu_roots.MIXED_MIG_LIST)
+    )
+    assert len(listed.gpus) == 8
+    assert "nvlink-clique-size" not in nfd.labels(listed)
+    linked = detect(
+        gpu_roots.root(
+            tmp_path / "linked",
+            gpu_roots.EPYC,
+            topo=gpu_roots.A100_TOPO,
+            listing=gpu_roots.MIXED_MIG_LIST,
+        )
+    )
+    assert nfd.labels(linked)["nvlink-clique-size"] == "8"
+    # GPU 7 with its row of the matrix lost: the other rows still name their NV12 to it.
+    lost = [replace(g, links=(), nvlink_peers=()) for g in linked.gpus]
+    gpus = (*linked.gpus[:7], lost[7])
+    assert nfd.labels(replace(linked, gpus=gpus))["nvlink-clique-size"] == "8"
+    # GPUs 6 and 7 without rows: whether they are linked to each other is not known.
+    gpus = (*linked.gpus[:6], lost[6], lost[7])
+    assert "nvlink-clique-size" not in nfd.labels(replace(linked, gpus=gpus))
+
+
 # ---------------------------------------------------------------- compute capability, comparable
 
 CAPABILITY_ROOTS = {  # capability from the name table, as the sm_ number nvcc builds for
