@@ -377,3 +377,19 @@ def test_mixed_gpus_give_the_lowest_and_highest_as_integers(tmp_path: Path) -> N
         121,
     ]
     assert nfd.sm_number("8.10") is None and nfd.sm_number("N/A") is None
+
+
+def test_capability_labels_need_every_gpus_capability(tmp_path: Path) -> None:
+    """The A100 of one capture beside a GPU of the 4 x GB200 node's `topo -m`, which names
+    no product, so its capability is unknown: 8.0, the least of the capabilities known, was
+    labelled as the node's lowest, though the other GPU may be older."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a100 = detect(gpu_roots.root(tmp_path / "a", gpu_roots.EPYC, xml=gpu_roots.A100_MIG_XML))
+    topo = gpu_roots.GPU / "aiconfigurator-gb200-4gpu.topo"
+    unnamed = detect(gpu_roots.root(tmp_path / "b", gpu_roots.EPYC, topo=topo)).gpus[1]
+    assert (a100.gpus[0].compute_capability, unnamed.compute_capability) == ("8.0", None)
+    found = nfd.labels(replace(a100, gpus=(a100.gpus[0], unnamed)))
+    assert found["gpu-count"] == "2"
+    assert {"gpu-cc", "gpu-sm", "gpu-cc-max", "gpu-sm-max"}.isdisjoint(found), found
+    assert (nfd.labels(a100)["gpu-cc"], nfd.labels(a100)["gpu-sm"]) == ("8.0", "80")

@@ -152,7 +152,11 @@ def _gpu_labels(hw: Hardware) -> dict[str, object]:
     # selector could match as if it were a fact.
     gpus = hw.gpus
     out: dict[str, object] = {"gpu-count": len(gpus)}
-    ccs = sorted({cc for g in gpus if (cc := known(g.compute_capability))}, key=_cc_key)
+    capabilities = [known(g.compute_capability) for g in gpus]
+    # As for memory below: with one GPU's capability unknown (a name the gpus table lacks, no
+    # NVML), the lowest and highest of the others are not the node's, and a selector on them
+    # could place a build on a GPU it has no kernels for.
+    ccs = sorted({cc for cc in capabilities if cc}, key=_cc_key) if all(capabilities) else []
     if ccs:
         # The lowest capability is the one a CUDA build must include to run on every GPU here.
         out["gpu-cc"] = ccs[0]
