@@ -307,3 +307,23 @@ def test_unknown_compute_capability_names_every_gpu() -> None:
     assert "compute capability unknown for GPUs 0-7:" in whole.precision.reason
     half = plan(hw, knowledge=KNOWLEDGE, instances=2, instance=1)
     assert "compute capability unknown for GPUs 4-7:" in half.precision.reason
+
+
+def test_an_instance_whose_gpus_are_not_all_sized_has_no_device_memory(tmp_path: Path) -> None:
+    """The RTX PRO Blackwell of one capture (97,887 MiB) beside a GPU of the L40S node's
+    `topo -m`, which gives no memory: one instance on both was said to have 97,887 MiB per
+    device, the least of the one size known, though the other GPU may be smaller."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    pro = hardware(tmp_path / "a", HASWELL, xml=BLACKWELL_XML)
+    (unsized, *_) = hardware(tmp_path / "b", HASWELL, topo=L40S_TOPO).gpus
+    assert pro.gpus[0].memory_bytes and unsized.memory_bytes is None
+    both = dataclasses.replace(pro, gpus=(pro.gpus[0], dataclasses.replace(unsized, index=1)))
+    profile = plan(both, knowledge=KNOWLEDGE)
+    assert profile.instance is not None and profile.instance.gpus == (0, 1)
+    assert profile.instance.gpu_memory_bytes is None
+    assert profile.gpu_memory is not None and profile.gpu_memory.value is None
+    assert "GPU memory unknown" in profile.gpu_memory.reason, profile.gpu_memory.reason
+    alone = plan(pro, knowledge=KNOWLEDGE)
+    assert alone.instance is not None
+    assert alone.instance.gpu_memory_bytes == pro.gpus[0].memory_bytes

@@ -50,8 +50,11 @@ def plan_memory(
         if len(mine.units) == 1
         else f"GPUs {','.join(str(u.gpu.index) for u in mine.units)}"
     )
-    memory = min((u.memory_bytes for u in mine.units if u.memory_bytes), default=None)
-    basis = mine.units[0].memory_basis
+    memory = mine.gpu_memory_bytes
+    # A device whose memory is unknown, where there is one, says so ("GPU memory unknown").
+    basis = next(
+        (u.memory_basis for u in mine.units if not u.memory_bytes), mine.units[0].memory_basis
+    )
     shown = f"{memory // MIB} MiB, {basis}" if memory else basis
     if mine.sharers <= 1:
         alone = [

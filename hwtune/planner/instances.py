@@ -73,6 +73,13 @@ class Slice:
     def sockets(self) -> tuple[int, ...]:
         return tuple(sorted({core.socket for core in self.cores if core.socket is not None}))
 
+    @property
+    def gpu_memory_bytes(self) -> int | None:
+        """The least memory of this slice's devices; None when any device's is unknown (the
+        least of the others could be more than that device has)."""
+        sizes = [unit.memory_bytes for unit in self.units]
+        return min(size for size in sizes if size) if sizes and all(sizes) else None
+
     def to_model(self) -> InstanceSlice:
         return InstanceSlice(
             index=self.index,
@@ -80,9 +87,7 @@ class Slice:
             numa_nodes=self.numa_nodes,
             gpus=tuple(gpu.index for gpu in self.gpus),
             devices=tuple(unit.name or unit.describe() for unit in self.units),
-            gpu_memory_bytes=min(
-                (unit.memory_bytes for unit in self.units if unit.memory_bytes), default=None
-            ),
+            gpu_memory_bytes=self.gpu_memory_bytes,
             cpus_assumed=self.cpus_assumed,
         )
 
