@@ -33,6 +33,9 @@ from tests.gpu_roots import (
     hardware,
     t4_under_cuda_11,
 )
+from tests.gpu_roots import (
+    root as gpu_root,
+)
 from tests.test_plan_invariants import KNOWLEDGE
 from tests.test_runtime import clean_env, needs_tf  # noqa: F401 - the fixture is used below
 
@@ -323,3 +326,17 @@ def test_media_and_graphics_profiles_keep_their_nominal_memory(profile: str) -> 
     from hwtune.planner.gpu_units import _mig_memory
 
     assert _mig_memory(MigDevice(0, profile=profile))[0] == 10 * 10**9
+
+
+@pytest.mark.parametrize("topo", [None, A100_TOPO])
+def test_detect_says_nvlink_is_unknown_when_no_link_was_read(tmp_path: Path, topo: Path) -> None:
+    """The 8 x A100 node's `nvidia-smi -L` alone tells no links: detect said "none between
+    these GPUs (peer traffic goes over PCIe)", where its real `topo -m` shows NV12 everywhere."""
+    root = gpu_root(tmp_path, EPYC, topo=topo, listing=MIXED_MIG_LIST)
+    result = run_cli(["detect", "--root", str(root)])
+    nvlink = [line for line in result.stdout.splitlines() if line.startswith("NVLink")]
+    assert len(nvlink) == 1, result.stdout
+    if topo is None:
+        assert "unknown" in nvlink[0] and "PCIe" not in nvlink[0], nvlink
+    else:
+        assert "cliques {0,1,2,3,4,5,6,7}" in nvlink[0], nvlink

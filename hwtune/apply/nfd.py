@@ -28,7 +28,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from hwtune.errors import ApplyError
-from hwtune.models.hardware import Gpu, Hardware
+from hwtune.models.hardware import Gpu, Hardware, gpu_links_known
 from hwtune.models.profile import Profile
 from hwtune.probes.nvidia_smi import known
 
@@ -115,16 +115,6 @@ def _uniform(values: Sequence[str | None]) -> str | None:
     return distinct.pop() if len(distinct) == 1 and all(values) else None
 
 
-def _links_known(gpus: Sequence[Gpu]) -> bool:
-    """Whether the link of every pair of GPUs is known. Links come from `nvidia-smi topo -m`
-    (a GPU's row names its link to every other GPU) or NVML (the same, per GPU); a root with
-    only `-q -x` or `-L` has none, and then the clique size is unknown, not 1 ("no NVLink").
-    A pair is known when either GPU told its links, so one GPU without them is covered by the
-    others' rows; two without them leave their own pair unknown."""
-    silent = [g for g in gpus if not (g.links or g.nvlink_peers)]
-    return len(silent) <= 1
-
-
 def _cc_key(cc: str) -> tuple[int, ...]:
     try:
         return tuple(int(p) for p in cc.split("."))
@@ -182,7 +172,7 @@ def _gpu_labels(hw: Hardware) -> dict[str, object]:
         out["gpu-memory-mib"] = min(m for m in memory if m) // (1 << 20)
     if any(g.mig_enabled for g in gpus):
         out["gpu-mig"] = True
-    if len(gpus) > 1 and _links_known(gpus):
+    if len(gpus) > 1 and gpu_links_known(gpus):
         out["nvlink-clique-size"] = nvlink_clique_size(gpus)
     cuda = known(hw.cuda_driver_version)
     if cuda:

@@ -9,6 +9,7 @@ without importing pydantic. Sequences are tuples so that a model is immutable al
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -183,6 +184,16 @@ class Gpu:
     mig_devices: tuple[MigDevice, ...] = ()
     nvlink_peers: tuple[int, ...] = ()
     links: tuple[GpuLink, ...] = ()
+
+
+def gpu_links_known(gpus: Sequence[Gpu]) -> bool:
+    """Whether the link of every pair of GPUs is known. Links come from `nvidia-smi topo -m`
+    (a GPU's row names its link to every other GPU) or NVML (the same, per GPU); a root with
+    only `-q -x` or `-L` has none, and then NVLink is unknown, not absent. A pair is known
+    when either GPU told its links, so one GPU without them is covered by the others' rows;
+    two without them leave their own pair unknown."""
+    silent = [g for g in gpus if not (g.links or g.nvlink_peers)]
+    return len(silent) <= 1
 
 
 @dataclass(frozen=True, slots=True)

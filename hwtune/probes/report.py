@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hwtune.models.cpulist import format_cpulist
-from hwtune.models.hardware import CpuInfo, Gpu, Hardware, Limits, Memory, TensorFlowInfo
+from hwtune.models.hardware import (
+    CpuInfo,
+    Gpu,
+    Hardware,
+    Limits,
+    Memory,
+    TensorFlowInfo,
+    gpu_links_known,
+)
 from hwtune.models.words import plural
 from hwtune.probes.issues import printable
 
@@ -240,8 +248,12 @@ def _gpu_lines(hw: Hardware) -> list[str]:
     if cliques:
         groups = " ".join("{" + ",".join(map(str, c)) + "}" for c in cliques)
         lines.append(_line("NVLink", f"cliques {groups}"))
-    elif len(hw.gpus) > 1:
+    elif len(hw.gpus) > 1 and gpu_links_known(hw.gpus):
         lines.append(_line("NVLink", "none between these GPUs (peer traffic goes over PCIe)"))
+    elif len(hw.gpus) > 1:
+        lines.append(
+            _line("NVLink", "unknown: the GPUs' links were not read (nvidia-smi topo -m)")
+        )
     seen = hw.gpu_visibility
     if seen is not None:
         # A limit on the GPUs, as "Effective" is on the CPUs: nvidia-smi lists them all.
