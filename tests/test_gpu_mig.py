@@ -340,3 +340,13 @@ def test_detect_says_nvlink_is_unknown_when_no_link_was_read(tmp_path: Path, top
         assert "unknown" in nvlink[0] and "PCIe" not in nvlink[0], nvlink
     else:
         assert "cliques {0,1,2,3,4,5,6,7}" in nvlink[0], nvlink
+
+
+def test_a_listed_name_nvidia_smi_could_not_read_is_no_name(tmp_path: Path) -> None:
+    """`nvidia-smi -L` prints a failed name query as NVML's error string (nvidia-docker#464:
+    "Unknown Error" as the product name); the list alone made it the GPU's name."""
+    text = MIXED_MIG_LIST.read_text().replace("NVIDIA A100-SXM4-80GB", "Unknown Error", 1)
+    listing = tmp_path / "mixed.L"
+    listing.write_text(text)
+    gpus = hardware(tmp_path, EPYC, listing=listing).gpus
+    assert gpus[0].name == "GPU 0" and gpus[1].name == "NVIDIA A100-SXM4-80GB"

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from hwtune.models.hardware import Gpu, MigDevice
 from hwtune.probes.issues import IssueLog
+from hwtune.probes.nvidia_smi import known
 
 LIST_NAME = "nvidia-smi-L.txt"
 # One line per GPU and per MIG device, ~90 bytes each: 1 MiB is thousands of GPUs.
@@ -85,7 +86,8 @@ def merge_list(
                     path=LIST_NAME,
                 )
                 continue
-            base = Gpu(index=entry.index, name=entry.name)
+            # A failed name query prints as NVML's error string ("Unknown Error"), not a name.
+            base = Gpu(index=entry.index, name=known(entry.name) or f"GPU {entry.index}")
         if base.uuid and base.uuid != entry.uuid:
             issues.add(
                 "nvidia-smi",
