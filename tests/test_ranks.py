@@ -443,3 +443,34 @@ def test_each_rank_of_a_node_gets_its_own_cpus_and_gpus(
 )
 def test_a_global_rank_is_not_read_as_a_local_one(environ: dict[str, str]) -> None:
     assert local_rank(environ) is None
+
+
+@needs_two_cores
+def test_a_rank_without_its_count_never_takes_another_launchers(tmp_path: Path) -> None:
+    """LOCAL_RANK without LOCAL_WORLD_SIZE (a custom script, DeepSpeed-less launch) fell
+    through to the enclosing Slurm step's SLURM_LOCALID/count without a word, as if that were
+    this process's rank. The inner count is unknown: the enclosing slice is planned whole and
+    the plan says so; with no enclosing launcher the process is planned alone, and says so."""
+    from tests.conftest import run_cli
+
+    environ = _no_launcher(tmp_path)
+    step = {"SLURM_LOCALID": "1", "SLURM_STEP_ID": "0", "SLURM_STEP_TASKS_PER_NODE": "2"}
+    inner = run_cli(["env"], {**environ, **step, "LOCAL_RANK": "3"})
+    assert inner.exit_status == 0, inner.stderr
+    said = " ".join(line.lstrip("# ") for line in inner.stdout.splitlines())
+    assert "LOCAL_RANK=3 is set without LOCAL_WORLD_SIZE or LOCAL_SIZE" in said
+    assert "planned the whole share of the launcher around it, local rank 1 of 2 (Slurm" in said
+    assert (local_rank({**step, "LOCAL_RANK": "3"}) or step).uncounted == "LOCAL_RANK"
+    mine = profile_for(PlanRequest(environ, instances=2, instance=1)).profile
+    threads = env_map(mine)["TF_NUM_INTRAOP_THREADS"]
+    assert f"export TF_NUM_INTRAOP_THREADS='{threads}'" in inner.stdout  # Slurm's slice 1 of 2
+    alone = run_cli(["env"], {**environ, "LOCAL_RANK": "3"})
+    assert alone.exit_status == 0, alone.stderr
+    said = " ".join(line.lstrip("# ") for line in alone.stdout.splitlines())
+    assert "LOCAL_RANK=3 is set without LOCAL_WORLD_SIZE" in said
+    assert "planned as if it ran alone" in said
+    # A complete pair of the same launcher (DeepSpeed's LOCAL_SIZE) is this process's rank.
+    deepspeed = local_rank({**step, "LOCAL_RANK": "3", "LOCAL_SIZE": "4"})
+    assert deepspeed is not None and deepspeed.uncounted is None and deepspeed.size == 4
+    # "-1", how some scripts say "not distributed", is no rank.
+    assert run_cli(["env"], {**environ, "LOCAL_RANK": "-1"}).stdout.count("LOCAL_RANK") == 0

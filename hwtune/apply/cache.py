@@ -247,14 +247,20 @@ def lookup(
     `explicit` holds the `PlanRequest` fields asked for (mode, instances… workload, measured);
     `keywords`: they are configure()'s keyword arguments, so named in errors; `command`: the
     subcommand asking (`env`), for the prefix of its warning (None: a library caller)."""
-    from hwtune.pipeline.ranks import local_rank
+    from hwtune.pipeline.ranks import local_rank, uncounted_rank
 
     found = local_rank(environ)
     rank = (found.rank, found.size) if found else None
+    keyed = dict(explicit)
+    # A rank variable without its count changes the plan's notes (request.resolve_share):
+    # its own cache entry, or LOCAL_RANK=3's note stayed with the process that has none.
+    uncounted = found.uncounted if found else uncounted_rank(environ)
+    if uncounted is not None:
+        keyed["uncounted"] = f"{uncounted}={environ[uncounted].strip()}"
     # No home to keep the cache under (paths.home): planned every time, nothing stored.
     directory = paths.or_none(paths.cache_dir, environ)
-    path = "" if directory is None else cache_path(environ, cache_key(explicit, rank))
-    identity = request_identity(explicit, rank)
+    path = "" if directory is None else cache_path(environ, cache_key(keyed, rank))
+    identity = request_identity(keyed, rank)
     current = fingerprint(environ)
     refused = None
     if use_cache and path:

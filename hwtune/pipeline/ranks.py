@@ -22,6 +22,15 @@ specific variables, e.g. torchrun under srun, or mpirun inside a Slurm allocatio
   `SLURM_TASKS_PER_NODE`; the last two are per-node lists such as "2(x3),1" (sbatch(1),
   OUTPUT ENVIRONMENT VARIABLES) indexed by `SLURM_NODEID`.
 
+A rank variable counts only with a count of the same launcher. One set alone (LOCAL_RANK from
+a custom script or an older `torch.distributed.launch --use_env`, which sets no
+LOCAL_WORLD_SIZE; torchrun documents both, pytorch.org/docs/stable/elastic/run.html,
+"Environment Variables") says this process is one of an unknown number started inside
+whatever launcher encloses it. An enclosing launcher's count is never paired with it: the
+process plans that launcher's whole slice for its own rank (e.g. SLURM_LOCALID of the step's
+tasks: the share it splits with its siblings), or, with none, the process's whole allowance;
+`LocalRank.uncounted` and `uncounted_rank` name the variable so that the plan says so.
+
 Standard library only: `hwtune.configure()` resolves ranks on its fast path.
 """
 
@@ -65,6 +74,8 @@ class LocalRank(NamedTuple):
     size: int  # how many there are on this node
     launcher: str
     variables: tuple[str, str]  # the two variables it came from, for messages
+    # An inner launcher's rank variable set without its count (LOCAL_RANK, no LOCAL_WORLD_SIZE)
+    uncounted: str | None = None
 
     def describe(self) -> str:
         return (
@@ -123,14 +134,17 @@ def _size(environ: Mapping[str, str], name: str) -> int:
 def local_rank(environ: Mapping[str, str]) -> LocalRank | None:
     """The local rank and ranks-per-node, or None outside any known launcher.
 
-    A source counts only when both its rank and a size variable are set. Raises ConfigError
-    when the variables are malformed or contradict each other (rank >= size).
+    A source counts only when both its rank and a size variable are set; an inner rank
+    variable without its count is named in `uncounted` (see the module's docstring). Raises
+    ConfigError when the variables are malformed or contradict each other (rank >= size).
     """
+    skipped: list[str] = []
     for rank_var, size_vars, launcher in _SOURCES:
         if rank_var not in environ:
             continue
         size_var = next((v for v in size_vars if environ.get(v, "").strip()), None)
         if size_var is None:
+            skipped.append(rank_var)
             continue
         rank, size = _int(environ, rank_var), _size(environ, size_var)
         if size < 1 or size > MAX_RANKS:
@@ -140,8 +154,34 @@ def local_rank(environ: Mapping[str, str]) -> LocalRank | None:
                 f"{rank_var}={rank} is not below {size_var}={size}",
                 hint="the launcher's rank variables contradict each other",
             )
-        return LocalRank(rank, size, launcher, (rank_var, size_var))
+        inner = next((v for v in skipped if v != rank_var and _is_rank(environ, v)), None)
+        return LocalRank(rank, size, launcher, (rank_var, size_var), inner)
     return None
+
+
+def uncounted_rank(environ: Mapping[str, str]) -> str | None:
+    """The innermost rank variable set without its launcher's count, when no launcher gave a
+    complete pair (`local_rank` is None): this process is one of an unknown number."""
+    for rank_var, _, _ in _SOURCES:
+        if rank_var in environ and _is_rank(environ, rank_var):
+            return rank_var
+    return None
+
+
+def uncounted_note(environ: Mapping[str, str], name: str, planned: str) -> str:
+    """Says that `name` came without its count and what was planned instead."""
+    counts = " or ".join(v for r, sizes, _ in _SOURCES if r == name for v in sizes)
+    return (
+        f"{name}={environ[name].strip()} is set without {counts}, so how many processes share "
+        f"this node at its level is unknown; {planned} (set {counts} where the launcher "
+        "starts them, or pass --instances N)"
+    )
+
+
+def _is_rank(environ: Mapping[str, str], name: str) -> bool:
+    # Not a rank: LOCAL_RANK=-1 is how some training scripts say "not distributed".
+    text = environ[name].strip()
+    return is_ascii_digits(text) and len(text) <= _MAX_DIGITS
 
 
 def already_pinned(affinity: tuple[int, ...], allowed: tuple[int, ...]) -> bool:

@@ -31,7 +31,7 @@ from hwtune.models.hardware import Hardware
 from hwtune.models.overrides import FROM_LAUNCHER, Overrides
 from hwtune.models.profile import Measurement, Profile, Setting
 from hwtune.models.words import plural
-from hwtune.pipeline.ranks import already_pinned, local_rank
+from hwtune.pipeline.ranks import already_pinned, local_rank, uncounted_note, uncounted_rank
 
 _THREAD_KEYS = (
     "threads.intra_op",
@@ -260,7 +260,10 @@ def resolve_share(
         return flags, [], {}
     rank = local_rank(environ)
     if rank is None:
-        return flags, [], {}
+        alone = uncounted_rank(environ)
+        if alone is None:
+            return flags, [], {}
+        return flags, [uncounted_note(environ, alone, "planned as if it ran alone")], {}
     rank_var, size_var = rank.variables
     limits = hardware.limits
     allowed = limits.cpuset_cpus if limits.cpuset_cpus is not None else hardware.cpu.online_cpus
@@ -282,6 +285,11 @@ def resolve_share(
             "instances": f"{size_var}={environ[size_var].strip()} {FROM_LAUNCHER}",
             "instance": f"{rank_var}={environ[rank_var].strip()} {FROM_LAUNCHER}",
         }
+    if rank.uncounted is not None:
+        # Never LOCAL_RANK's index with SLURM's count: the enclosing launcher's slice, whole.
+        note = uncounted_note(
+            environ, rank.uncounted, f"planned the whole share of the launcher around it, {note}"
+        )
     return flags, [note], origins
 
 
