@@ -44,7 +44,7 @@ def ranks(draw: st.DrawFn) -> dict[str, str]:
             [
                 {},
                 {"LOCAL_RANK": rank, "LOCAL_WORLD_SIZE": str(size)},
-                {"SLURM_LOCALID": rank, "SLURM_NTASKS_PER_NODE": str(size)},
+                {"SLURM_LOCALID": rank, "SLURM_NTASKS_PER_NODE": str(size), "SLURM_STEP_ID": "0"},
                 {"OMPI_COMM_WORLD_LOCAL_RANK": rank, "OMPI_COMM_WORLD_LOCAL_SIZE": str(size)},
             ]
         )
@@ -194,7 +194,9 @@ def test_configure_agrees_with_plan_on_this_machine(
 def test_the_real_command_agrees_with_the_in_process_one(tmp_path: Path) -> None:
     root = DATA / "hosts" / "epyc7451-p4d-8xa100-gpu"
     environ = environment(
-        tmp_path, "[threads]\ninter_op = 2\n", {"SLURM_LOCALID": "2", "SLURM_NTASKS_PER_NODE": "4"}
+        tmp_path,
+        "[threads]\ninter_op = 2\n",
+        {"SLURM_LOCALID": "2", "SLURM_NTASKS_PER_NODE": "4", "SLURM_STEP_ID": "0"},
     )
     argv = ["--root", str(root), "--set", "TF_NUM_INTEROP_THREADS=3"]
     planned = agree(tmp_path, environ, argv)

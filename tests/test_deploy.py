@@ -127,9 +127,15 @@ def test_task_prolog_exports_each_ranks_slice(tmp_path: Path) -> None:
     config.parent.mkdir(parents=True)
     config.write_text('[env]\nJOB_NOTE = "two words"\n')
 
-    alone = _run_prolog(tool, tmp_path, SLURM_LOCALID="0", SLURM_NTASKS_PER_NODE="1")
-    rank0 = _run_prolog(tool, tmp_path, SLURM_LOCALID="0", SLURM_NTASKS_PER_NODE="2")
-    rank1 = _run_prolog(tool, tmp_path, SLURM_LOCALID="1", SLURM_NTASKS_PER_NODE="2")
+    alone = _run_prolog(
+        tool, tmp_path, SLURM_LOCALID="0", SLURM_NTASKS_PER_NODE="1", SLURM_STEP_ID="0"
+    )
+    rank0 = _run_prolog(
+        tool, tmp_path, SLURM_LOCALID="0", SLURM_NTASKS_PER_NODE="2", SLURM_STEP_ID="0"
+    )
+    rank1 = _run_prolog(
+        tool, tmp_path, SLURM_LOCALID="1", SLURM_NTASKS_PER_NODE="2", SLURM_STEP_ID="0"
+    )
     for lines in (alone, rank0, rank1):
         assert lines, "no export lines"
         # What slurmstepd's _proc_stdout accepts: "export NAME=value", the value literal.

@@ -105,7 +105,13 @@ def test_one_instance_replaces_hwtune(tmp_path: Path) -> None:
 
 @needs_two_cores
 def test_slurm_rank_runs_its_own_slice(tmp_path: Path) -> None:
-    env = _env(tmp_path, SLURM_LOCALID="1", SLURM_TASKS_PER_NODE="2(x2)", SLURM_NODEID="1")
+    env = _env(
+        tmp_path,
+        SLURM_LOCALID="1",
+        SLURM_TASKS_PER_NODE="2(x2)",
+        SLURM_NODEID="1",
+        SLURM_STEP_ID="0",
+    )
     result = subprocess.run(
         [*HWTUNE, "exec", "--", PYTHON, "-c", REPORT],
         capture_output=True,

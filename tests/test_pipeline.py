@@ -49,7 +49,7 @@ def answers(tmp_path: Path, environ: dict[str, str], *flags: str) -> dict[str, o
     ("ranks", "intra"),
     [
         ({"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, 24),
-        ({"SLURM_LOCALID": "2", "SLURM_NTASKS_PER_NODE": "4"}, 12),
+        ({"SLURM_LOCALID": "2", "SLURM_NTASKS_PER_NODE": "4", "SLURM_STEP_ID": "0"}, 12),
     ],
 )
 def test_plan_env_and_apply_agree_under_a_launcher(

@@ -20,15 +20,30 @@ from tests.conftest import needs_two_cores
 @pytest.mark.parametrize(
     ("environ", "rank", "size", "launcher"),
     [
-        ({"SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "4"}, 1, 4, "Slurm"),
         (
-            {"SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "2(x3),1", "SLURM_NODEID": "3"},
+            {"SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "4", "SLURM_STEP_ID": "0"},
+            1,
+            4,
+            "Slurm",
+        ),
+        (
+            {
+                "SLURM_LOCALID": "0",
+                "SLURM_TASKS_PER_NODE": "2(x3),1",
+                "SLURM_NODEID": "3",
+                "SLURM_STEP_ID": "0",
+            },
             0,
             1,
             "Slurm",
         ),
         (
-            {"SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "2(x3),1", "SLURM_NODEID": "2"},
+            {
+                "SLURM_LOCALID": "1",
+                "SLURM_TASKS_PER_NODE": "2(x3),1",
+                "SLURM_NODEID": "2",
+                "SLURM_STEPID": "7",
+            },
             1,
             2,
             "Slurm",
@@ -54,6 +69,7 @@ from tests.conftest import needs_two_cores
                 "LOCAL_WORLD_SIZE": "4",
                 "SLURM_LOCALID": "0",
                 "SLURM_NTASKS_PER_NODE": "1",
+                "SLURM_STEP_ID": "0",
             },
             3,
             4,
@@ -75,10 +91,10 @@ def test_no_launcher_and_incomplete_pairs() -> None:
 @pytest.mark.parametrize(
     "environ",
     [
-        {"SLURM_LOCALID": "x", "SLURM_NTASKS_PER_NODE": "2"},
-        {"SLURM_LOCALID": "2", "SLURM_NTASKS_PER_NODE": "2"},
-        {"SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "2(x", "SLURM_NODEID": "0"},
-        {"SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "2", "SLURM_NODEID": "1"},
+        {"SLURM_LOCALID": "x", "SLURM_STEP_TASKS_PER_NODE": "2"},
+        {"SLURM_LOCALID": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_STEP_ID": "0"},
+        {"SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "2(x", "SLURM_STEP_ID": "0"},
+        {"SLURM_LOCALID": "0", "SLURM_STEP_TASKS_PER_NODE": "2", "SLURM_NODEID": "1"},
         {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "0"},
         {"LOCAL_RANK": "-1", "LOCAL_WORLD_SIZE": "2"},
     ],
@@ -105,7 +121,7 @@ def _hw(
 
 
 def test_a_rank_the_launcher_pinned_is_planned_as_one_instance() -> None:
-    ranks = {"SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2"}
+    ranks = {"SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2", "SLURM_STEP_ID": "0"}
     flags, notes, origins = resolve_share({}, ranks, _hw((2, 3), (0, 1, 2, 3), (0, 1, 2, 3)))
     assert flags == {"instances": 1, "instance": 0} and "already bound" in notes[0]
     bound = "SLURM_LOCALID=1 bound to CPUs 2-3 (from the launcher's environment)"
@@ -154,7 +170,8 @@ def test_env_command_prints_each_ranks_slice(tmp_path: Path) -> None:
     }
     base["XDG_CACHE_HOME"] = str(tmp_path)
     whole = json.loads(run_cli(["env", "--format", "json"], base).stdout)
-    ranked = run_cli(["env"], {**base, "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2"})
+    step = {"SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2", "SLURM_STEP_ID": "0"}
+    ranked = run_cli(["env"], {**base, **step})
     assert ranked.exit_status == 0
     assert "# local rank 1 of 2 (Slurm: SLURM_LOCALID, SLURM_NTASKS_PER_NODE)" in ranked.stdout
     mine = profile_for(PlanRequest(base, instances=2, instance=1)).profile
@@ -246,8 +263,8 @@ def test_a_count_from_the_launcher_names_its_variable_not_a_flag(tmp_path: Path)
     said = str(raised.value)
     assert said.startswith("LOCAL_WORLD_SIZE=8 (from the launcher's environment): 8 instances")
     assert "start at most 2 ranks on this node" in said and "--instances" not in said
-    slurm = {**_no_launcher(tmp_path), "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "4(x2)"}
-    with pytest.raises(PlanError, match=r"^SLURM_TASKS_PER_NODE=4\(x2\) \(from the launcher"):
+    slurm = {**_no_launcher(tmp_path), "SLURM_LOCALID": "1", "SLURM_STEP_TASKS_PER_NODE": "4(x2)"}
+    with pytest.raises(PlanError, match=r"^SLURM_STEP_TASKS_PER_NODE=4\(x2\) \(from the"):
         profile_for(PlanRequest(slurm, hardware=hw))
     # A count the user typed is still named as the flag, with the flag's hint.
     with pytest.raises(PlanError) as typed:
@@ -334,6 +351,7 @@ def _srun(local: int, size: int, node: int, per_node: list[int]) -> dict[str, st
         "SLURM_LOCALID": str(local),
         "SLURM_NODEID": str(node),
         "SLURM_NTASKS": str(sum(per_node)),
+        "SLURM_STEP_ID": "0",
         "SLURM_STEP_TASKS_PER_NODE": layout,
         "SLURM_TASKS_PER_NODE": layout,
     }
@@ -474,3 +492,44 @@ def test_a_rank_without_its_count_never_takes_another_launchers(tmp_path: Path) 
     assert deepspeed is not None and deepspeed.uncounted is None and deepspeed.size == 4
     # "-1", how some scripts say "not distributed", is no rank.
     assert run_cli(["env"], {**environ, "LOCAL_RANK": "-1"}).stdout.count("LOCAL_RANK") == 0
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        {},  # the batch script: sbatch exports no SLURM_STEP_ID, srun sets it for every step
+        {"SLURM_STEP_ID": "4294967294"},  # SLURM_BATCH_SCRIPT before Slurm 20.11
+        {"SLURM_STEP_ID": "4294967291"},  # SLURM_BATCH_SCRIPT since 20.11
+        {"SLURM_STEPID": "batch"},
+        {"SLURM_STEP_ID": "4294967292", "SLURM_STEP_TASKS_PER_NODE": "4"},  # the extern step
+    ],
+    ids=["no-step", "batch-old", "batch", "batch-name", "extern"],
+)
+@needs_two_cores
+def test_a_slurm_batch_script_is_planned_alone(step: dict[str, str], tmp_path: Path) -> None:
+    """sbatch's script (one process on the first node) has SLURM_LOCALID=0 and the job's
+    SLURM_NTASKS_PER_NODE/SLURM_TASKS_PER_NODE (its later srun steps' tasks): it was planned
+    slice 0 of 2, half the node for a process that is alone on it."""
+    from tests.conftest import run_cli
+
+    environ = _no_launcher(tmp_path)
+    job = {
+        "SLURM_JOB_ID": "200505",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "0",
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS_PER_NODE": "2",
+        "SLURM_TASKS_PER_NODE": "2",
+        **step,
+    }
+    assert local_rank(job) is None
+    batch = run_cli(["env", "--format", "json"], {**environ, **job})
+    alone = run_cli(["env", "--format", "json"], environ)
+    assert batch.exit_status == alone.exit_status == 0, batch.stderr
+    mine, whole = json.loads(batch.stdout), json.loads(alone.stdout)
+    assert mine["TF_NUM_INTRAOP_THREADS"] == whole["TF_NUM_INTRAOP_THREADS"]
+    said = run_cli(["env"], {**environ, **job}).stdout
+    assert "a Slurm process outside any srun step" in said
+    # The srun step's own tasks still split the node.
+    task = local_rank({**job, "SLURM_STEP_ID": "0", "SLURM_STEP_TASKS_PER_NODE": "2"})
+    assert task is not None and (task.rank, task.size) == (0, 2)

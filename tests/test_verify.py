@@ -380,7 +380,13 @@ def test_verify_an_exec_rank_expects_the_pinning_rule(tmp_path: Path) -> None:
     verify wanted the slice's CPUs there and reported DIFFERENT."""
     from hwtune.apply.launch import instance_pinning
 
-    env = _env(tmp_path, SLURM_LOCALID="1", SLURM_TASKS_PER_NODE="2(x2)", SLURM_NODEID="1")
+    env = _env(
+        tmp_path,
+        SLURM_LOCALID="1",
+        SLURM_TASKS_PER_NODE="2(x2)",
+        SLURM_NODEID="1",
+        SLURM_STEP_ID="0",
+    )
     job = [PYTHON, "-c", "import time; time.sleep(3)"]
     result = subprocess.run(
         [*HWTUNE, "verify", "--", *HWTUNE, "exec", "--", *job],

@@ -247,7 +247,7 @@ def lookup(
     `explicit` holds the `PlanRequest` fields asked for (mode, instances… workload, measured);
     `keywords`: they are configure()'s keyword arguments, so named in errors; `command`: the
     subcommand asking (`env`), for the prefix of its warning (None: a library caller)."""
-    from hwtune.pipeline.ranks import local_rank, uncounted_rank
+    from hwtune.pipeline.ranks import local_rank, slurm_batch, uncounted_rank
 
     found = local_rank(environ)
     rank = (found.rank, found.size) if found else None
@@ -257,6 +257,8 @@ def lookup(
     uncounted = found.uncounted if found else uncounted_rank(environ)
     if uncounted is not None:
         keyed["uncounted"] = f"{uncounted}={environ[uncounted].strip()}"
+    elif found is None and slurm_batch(environ):
+        keyed["slurm_batch"] = True  # its note too
     # No home to keep the cache under (paths.home): planned every time, nothing stored.
     directory = paths.or_none(paths.cache_dir, environ)
     path = "" if directory is None else cache_path(environ, cache_key(keyed, rank))

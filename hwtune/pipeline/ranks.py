@@ -20,7 +20,13 @@ specific variables, e.g. torchrun under srun, or mpirun inside a Slurm allocatio
   (mpiexec on PBS) and Cray PMI.
 - `SLURM_LOCALID` with, for the count, `SLURM_STEP_TASKS_PER_NODE`, `SLURM_NTASKS_PER_NODE` or
   `SLURM_TASKS_PER_NODE`; the last two are per-node lists such as "2(x3),1" (sbatch(1),
-  OUTPUT ENVIRONMENT VARIABLES) indexed by `SLURM_NODEID`.
+  OUTPUT ENVIRONMENT VARIABLES) indexed by `SLURM_NODEID`. Only in a task of an srun step:
+  the batch script (sbatch's one process on the first node) also has SLURM_LOCALID=0 and the
+  job's SLURM_NTASKS_PER_NODE/SLURM_TASKS_PER_NODE, which describe the tasks its srun steps
+  will start, not it (sbatch(1): SLURM_NTASKS_PER_NODE is "Number of tasks requested per
+  node", the --ntasks-per-node request). srun sets SLURM_STEP_ID and SLURM_STEP_TASKS_PER_NODE
+  for every step's tasks (srun(1), OUTPUT ENVIRONMENT VARIABLES; src/common/env.c,
+  env_array_for_step), and the batch step has neither, or a special step id (`_SPECIAL_STEP`).
 
 A rank variable counts only with a count of the same launcher. One set alone (LOCAL_RANK from
 a custom script or an older `torch.distributed.launch --use_env`, which sets no
@@ -61,6 +67,15 @@ _SOURCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ),
 )
 _SLURM_LISTS = {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}
+# Step ids above SLURM_MAX_NORMAL_STEP_ID (0xfffffff0, slurm/slurm.h) name the special steps:
+# batch 0xfffffffb, extern 0xfffffffc, interactive 0xfffffffa (Slurm 20.11+); before 20.11
+# batch was 0xfffffffe (4294967294) and extern 0xffffffff. Names as scontrol and sacct print.
+_MAX_NORMAL_STEP = 0xFFFFFFF0
+_SPECIAL_STEP_NAMES = {"batch", "extern", "interactive"}
+SLURM_BATCH_NOTE = (
+    "a Slurm process outside any srun step (the batch script, the extern step): "
+    "SLURM_LOCALID and the job's tasks per node describe the tasks srun will start, not it"
+)
 # The sanity bound on a rank count; no node runs more ranks than it has CPUs, and the largest
 # NR_CPUS the kernel supports is 8192 (arch/x86/Kconfig MAXSMP).
 MAX_RANKS = 8192
@@ -140,7 +155,7 @@ def local_rank(environ: Mapping[str, str]) -> LocalRank | None:
     """
     skipped: list[str] = []
     for rank_var, size_vars, launcher in _SOURCES:
-        if rank_var not in environ:
+        if rank_var not in environ or (launcher == "Slurm" and slurm_batch(environ)):
             continue
         size_var = next((v for v in size_vars if environ.get(v, "").strip()), None)
         if size_var is None:
@@ -162,10 +177,32 @@ def local_rank(environ: Mapping[str, str]) -> LocalRank | None:
 def uncounted_rank(environ: Mapping[str, str]) -> str | None:
     """The innermost rank variable set without its launcher's count, when no launcher gave a
     complete pair (`local_rank` is None): this process is one of an unknown number."""
-    for rank_var, _, _ in _SOURCES:
+    for rank_var, _, launcher in _SOURCES:
+        if launcher == "Slurm" and slurm_batch(environ):
+            continue
         if rank_var in environ and _is_rank(environ, rank_var):
             return rank_var
     return None
+
+
+def slurm_batch(environ: Mapping[str, str]) -> str | None:
+    """How the environment shows a Slurm process that is no srun step's task (the batch
+    script, the extern step), whose SLURM_LOCALID and the job's task counts are not its own;
+    None for a step's task or outside Slurm."""
+    if "SLURM_LOCALID" not in environ:
+        return None
+    for name in ("SLURM_STEP_ID", "SLURM_STEPID"):  # SLURM_STEPID: the older spelling
+        step = environ.get(name, "").strip()
+        if not step:
+            continue
+        if step.lower() in _SPECIAL_STEP_NAMES or (
+            is_ascii_digits(step) and len(step) <= _MAX_DIGITS + 1 and int(step) > _MAX_NORMAL_STEP
+        ):
+            return f"{name}={step}"
+        return None
+    if environ.get("SLURM_STEP_TASKS_PER_NODE", "").strip():
+        return None
+    return "no SLURM_STEP_ID"
 
 
 def uncounted_note(environ: Mapping[str, str], name: str, planned: str) -> str:

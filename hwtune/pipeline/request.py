@@ -31,7 +31,14 @@ from hwtune.models.hardware import Hardware
 from hwtune.models.overrides import FROM_LAUNCHER, Overrides
 from hwtune.models.profile import Measurement, Profile, Setting
 from hwtune.models.words import plural
-from hwtune.pipeline.ranks import already_pinned, local_rank, uncounted_note, uncounted_rank
+from hwtune.pipeline.ranks import (
+    SLURM_BATCH_NOTE,
+    already_pinned,
+    local_rank,
+    slurm_batch,
+    uncounted_note,
+    uncounted_rank,
+)
 
 _THREAD_KEYS = (
     "threads.intra_op",
@@ -261,9 +268,12 @@ def resolve_share(
     rank = local_rank(environ)
     if rank is None:
         alone = uncounted_rank(environ)
-        if alone is None:
+        if alone is not None:
+            return flags, [uncounted_note(environ, alone, "planned as if it ran alone")], {}
+        batch = slurm_batch(environ)
+        if batch is None:
             return flags, [], {}
-        return flags, [uncounted_note(environ, alone, "planned as if it ran alone")], {}
+        return flags, [f"{SLURM_BATCH_NOTE} ({batch}); planned as one process"], {}
     rank_var, size_var = rank.variables
     limits = hardware.limits
     allowed = limits.cpuset_cpus if limits.cpuset_cpus is not None else hardware.cpu.online_cpus

@@ -745,6 +745,7 @@ def test_journal_manifest_and_cache(data: st.DataObject, figures: Figures, tmp_p
                 "SLURM_NTASKS_PER_NODE",
                 "SLURM_TASKS_PER_NODE",
                 "SLURM_NODEID",
+                "SLURM_STEP_ID",
                 "LOCAL_RANK",
                 "LOCAL_WORLD_SIZE",
                 "OMPI_COMM_WORLD_LOCAL_RANK",
