@@ -269,9 +269,17 @@ def _unlink(path: str) -> None:
 def _remove(path: str, pid: int) -> None:
     """At exit: this process's record, then those others left (remove_stale). The sweep is
     here, not in `write`, to keep its listdir and reads off configure()'s start-up."""
-    if os.getpid() == pid:  # not in a forked child, whose parent still runs
+    if os.getpid() != pid:  # a forked child, whose parent still runs
+        return
+    try:
         _unlink(path)
         remove_stale(os.path.dirname(path), pid)
+    except KeyboardInterrupt:
+        # A second Ctrl-C while the program exits (the first ended it; a launcher's SIGINT to
+        # the whole process group): Python printed "Exception ignored in atexit callback" and
+        # a traceback into hwtune for a sweep no one asked for. The sweep waits for the next
+        # exit; this process's own record goes now (one unlink).
+        _unlink(path)
 
 
 def read(
