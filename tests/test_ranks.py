@@ -533,3 +533,49 @@ def test_a_slurm_batch_script_is_planned_alone(step: dict[str, str], tmp_path: P
     # The srun step's own tasks still split the node.
     task = local_rank({**job, "SLURM_STEP_ID": "0", "SLURM_STEP_TASKS_PER_NODE": "2"})
     assert task is not None and (task.rank, task.size) == (0, 2)
+
+
+# A job start under a launcher: configure() and whether it detected and planned (the planner
+# is imported only then; a cached profile or failure costs no probes).
+_START = """
+import json, sys, warnings
+import hwtune
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    hwtune.configure(tensorflow=False)
+print(json.dumps({"planned": "hwtune.planner" in sys.modules,
+                  "warned": [str(w.message) for w in caught]}))
+"""
+
+
+def test_a_rank_whose_plan_failed_is_not_planned_again_at_every_start(tmp_path: Path) -> None:
+    """More ranks than any node has cores: the plan fails, configure() warns and changes
+    nothing; nothing was cached, so every start of every rank detected and planned again."""
+    import subprocess
+
+    from tests.apply_profiles import PYTHON
+    from tests.conftest import REPO, isolated_environ
+
+    environ = isolated_environ(
+        tmp_path, PYTHONPATH=str(REPO), LOCAL_RANK="5", LOCAL_WORLD_SIZE="8192"
+    )
+
+    def start(**extra: str) -> dict[str, object]:
+        done = subprocess.run(
+            [PYTHON, "-c", _START],
+            capture_output=True,
+            text=True,
+            env={**environ, **extra},
+            timeout=120,
+            check=True,
+        )
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    first, again = start(), start()
+    assert first["planned"] is True and again["planned"] is False
+    assert first["warned"] == again["warned"]
+    assert "LOCAL_WORLD_SIZE=8192 (from the launcher's environment)" in str(again["warned"])
+    # What the fingerprint covers still plans afresh: a HWTUNE_ variable, another count.
+    assert start(HWTUNE_MODE="latency")["planned"] is True
+    fixed = start(LOCAL_WORLD_SIZE="8")
+    assert fixed["planned"] is True

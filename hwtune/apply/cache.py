@@ -5,7 +5,9 @@ One JSON file per request under `$XDG_CACHE_HOME/hwtune/` holds what a process n
 CPUs) together with the fingerprint it was planned under (`hwtune.apply.fingerprint`) and the
 request itself. A lookup recomputes the fingerprint and uses the file only when it and the
 request are equal; otherwise it detects and plans again and rewrites the file atomically (ranks
-starting together may race; each writes a complete file and the last rename wins).
+starting together may race; each writes a complete file and the last rename wins). A plan
+that failed for what the fingerprint and request cover is kept the same way (`failed` in
+place of `payload`) and raised again (`store_failure`).
 
 The file name is a readable slug of the request plus the CRC-32 of its exact form: the slug
 alone folded `workload="a:b"`, `"a/b"`, `"a b"` and `"a-b"` into one file, so one workload's
@@ -31,7 +33,7 @@ import json
 import os
 import zlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from hwtune import paths
 from hwtune.apply.fingerprint import fingerprint
@@ -99,6 +101,16 @@ def check(
     damaged file, or one planned for another request, is only a miss; one refused by
     `read_bounded` (a link, a FIFO, a device, too large, another user's or writable by others)
     is a miss with a reason to warn about."""
+    data, refused = _entry(path, current, request)
+    payload = None if data is None else data.get("payload")
+    return (payload if _well_formed(payload) else None), refused
+
+
+def _entry(
+    path: str, current: dict[str, object], request: str | None
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The cache file's data when it is for `request` under `current`, and why it was
+    refused (`check`)."""
     try:
         raw = read_bounded(path, MAX_CACHE_BYTES, check_owner=True)
     except RefusedFile as err:
@@ -114,8 +126,31 @@ def check(
     # Compare in JSON form: the file holds lists where fresh data may hold other sequences.
     if data.get("fingerprint") != json.loads(json.dumps(current)):
         return None, None
-    payload = data.get("payload")
-    return (payload if _well_formed(payload) else None), None
+    return data, None
+
+
+# The errors a plan fails with that follow from what the fingerprint and the request cover
+# (the hardware, config files, HWTUNE_*, the rank): the same inputs fail the same way, so
+# the failure is cached like a profile. A rank whose plan fails (LOCAL_WORLD_SIZE=8 on two
+# cores) otherwise ran detection again at every start, probes and nvidia-smi included.
+_CACHED_FAILURES = ("PlanError", "ConfigError", "ModelError", "KnowledgeError")
+
+
+def _failure(data: Mapping[str, Any], keywords: bool) -> Exception | None:
+    """The error a cache entry recorded (`store_failure`), to raise again; else None. Only
+    for the same caller: configure()'s errors name its keywords, `hwtune env`'s its flags."""
+    from hwtune import errors
+
+    failed = data.get("failed")
+    if not isinstance(failed, dict) or failed.get("kind") not in _CACHED_FAILURES:
+        return None
+    if failed.get("keywords") is not keywords:
+        return None
+    message, hint = failed.get("message"), failed.get("hint")
+    if not isinstance(message, str) or not (hint is None or isinstance(hint, str)):
+        return None
+    kind: type[errors.HwtuneError] = getattr(errors, failed["kind"])
+    return kind(message, hint=hint)
 
 
 # The containers every reader of a payload unpacks (configure(), `hwtune env`).
@@ -130,7 +165,7 @@ _SHAPES: dict[str, type] = {
 }
 
 
-def _well_formed(payload: object) -> bool:
+def _well_formed(payload: object) -> TypeGuard[dict[str, Any]]:
     """A payload as `payload_from_planned` writes it: a hand-edited file whose fingerprint
     still matches is a miss (planned afresh), never a traceback at every job start."""
     if not isinstance(payload, dict):
@@ -155,6 +190,35 @@ def store(
     another user's `hwtune` link there made root write its files in any directory they
     chose. Checked before the missing levels are made (none is made under another user's
     directory) and again after (one someone else made meanwhile is theirs)."""
+    data = {"schema": CACHE_SCHEMA, "request": request, "fingerprint": current, "payload": payload}
+    return _write(path, data)
+
+
+def store_failure(
+    path: str,
+    current: dict[str, object],
+    err: Exception,
+    request: str | None = None,
+    *,
+    keywords: bool = False,
+) -> str | None:
+    """Write, for `request`, that planning failed with `err` (one of _CACHED_FAILURES), as
+    `store` writes a profile; a later start raises it again without detecting."""
+    from hwtune.errors import HwtuneError
+
+    if not isinstance(err, HwtuneError) or type(err).__name__ not in _CACHED_FAILURES:
+        return None
+    failed = {
+        "kind": type(err).__name__,
+        "message": err.message,
+        "hint": err.hint,
+        "keywords": keywords,
+    }
+    data = {"schema": CACHE_SCHEMA, "request": request, "fingerprint": current, "failed": failed}
+    return _write(path, data)
+
+
+def _write(path: str, data: dict[str, Any]) -> str | None:
     from pathlib import Path
 
     from hwtune.errors import ApplyError
@@ -162,7 +226,6 @@ def store(
     from hwtune.fs.guard import check_directory
     from hwtune.fs.trust import make_dirs
 
-    data = {"schema": CACHE_SCHEMA, "request": request, "fingerprint": current, "payload": payload}
     directory = Path(path).parent
     try:
         check_directory(directory)
@@ -266,14 +329,24 @@ def lookup(
     current = fingerprint(environ)
     refused = None
     if use_cache and path:
-        cached, refused = check(path, current, identity)
-        if cached is not None:
+        data, refused = _entry(path, current, identity)
+        cached = None if data is None else data.get("payload")
+        if _well_formed(cached):
             return cached, True, path
+        failure = None if data is None else _failure(data, keywords)
+        if failure is not None:
+            raise failure
     from hwtune.pipeline.request import PlanRequest, profile_for
 
     given = {k: v for k, v in explicit.items() if v is not None}
     request = PlanRequest(environ, keywords=keywords, **given)
-    payload = payload_from_planned(profile_for(request))
+    try:
+        planned = profile_for(request)
+    except Exception as err:
+        if path:
+            store_failure(path, current, err, identity, keywords=keywords)
+        raise
+    payload = payload_from_planned(planned)
     unwritten = store(path, current, payload, identity) if path else None
     if refused:
         payload = _note(
