@@ -202,3 +202,55 @@ def test_a_record_of_another_pid_namespace_is_never_swept(tmp_path: Path) -> Non
         host.wait()
         assert host.stdout is not None
         host.stdout.close()
+
+
+# A long-lived pool whose workers each call configure() (as an initializer) and are replaced
+# after every task (maxtasksperchild=1); argv[1]: the record directory, argv[2]: the context.
+POOL_WORKERS_CONFIGURE = """
+import multiprocessing, os, sys
+import hwtune
+
+def start():
+    hwtune.configure(tensorflow=False)
+
+def task(_):
+    return os.getpid()
+
+if __name__ == "__main__":
+    hwtune.configure(tensorflow=False)
+    pool = multiprocessing.get_context(sys.argv[2]).Pool(2, initializer=start, maxtasksperchild=1)
+    workers = set(pool.map(task, range(6), chunksize=1))
+    pool.close()
+    pool.join()
+    print(len(workers), sorted(os.listdir(sys.argv[1])), flush=True)
+"""
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_pool_workers_that_configure_remove_their_records(tmp_path: Path, context: str) -> None:
+    """A "fork" worker that called configure() leaves through os._exit, past atexit: its
+    configure-<pid>.json stayed until the parent exited, one per worker the pool ever ran."""
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HWTUNE_", "TF_"))}
+    env.update(
+        XDG_RUNTIME_DIR=str(run),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        PYTHONPATH=str(REPO),
+    )
+    script = tmp_path / "pool.py"
+    script.write_text(POOL_WORKERS_CONFIGURE)
+    done = subprocess.run(
+        [PYTHON, str(script), str(run / "hwtune"), context],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    count, _, left = done.stdout.strip().partition(" ")
+    assert int(count) >= 3  # workers were replaced
+    # While the parent runs, only its own record: each worker's went with it.
+    assert left.count("configure-") == 1, left
+    assert list((run / "hwtune").iterdir()) == []

@@ -15,8 +15,9 @@ tempfile.gettempdir() finds it), and verify reads it back.
   that verify says why there is no record rather than nothing.
 - A record names its pid and the process's start time (field 22 of /proc/PID/stat), so a
   recycled pid never inherits another process's record; it is removed when the process exits
-  normally, and one left by a process killed by a signal (atexit does not run) is removed as
-  the user's next process that ran configure() exits (`remove_stale`, kept off start-up).
+  normally (a multiprocessing child too, which leaves through os._exit: `_at_worker_exit`),
+  and one left by a process killed by a signal (atexit does not run) is removed as the user's
+  next process that ran configure() exits (`remove_stale`, kept off start-up).
 - The reader trusts a record only when it is owned by the process's user or by the reader,
   and writable by nobody else.
 
@@ -32,6 +33,7 @@ import contextlib
 import json
 import os
 import stat
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -160,8 +162,24 @@ def write(
         raise
     if path not in _written:
         atexit.register(_remove, path, pid)
+        _at_worker_exit(path, pid)
     _written[path] = dict(data)
     return path
+
+
+def _at_worker_exit(path: str, pid: int) -> None:
+    """Remove the record as a multiprocessing child's run() ends, too. A child forked without
+    exec (a "fork" Pool worker whose initializer calls configure()) leaves through os._exit,
+    past atexit, so each worker left its record until the parent exited: a long-lived pool
+    with maxtasksperchild piled up one per worker it ever started. multiprocessing runs its
+    own finalizers there (BaseProcess._bootstrap calls util._exit_function before returning
+    the exit code to os._exit; multiprocessing docs, "Process.run" and util.Finalize)."""
+    multiprocessing = sys.modules.get("multiprocessing")  # never imported for this
+    if multiprocessing is None or multiprocessing.parent_process() is None:
+        return
+    from multiprocessing import util
+
+    util.Finalize(None, _remove, args=(path, pid), exitpriority=0)
 
 
 def remove_stale(directory: str, own: int) -> int:
