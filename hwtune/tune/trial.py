@@ -32,6 +32,14 @@ TAIL_CHARS = 3000
 # Between SIGTERM and SIGKILL for a trial past its timeout: TensorFlow exits in well under a
 # second on SIGTERM; a workload that traps it gets this long.
 KILL_GRACE_S = 3.0
+# The range a metric must lie in. Values are compared as ratios (exp of a log difference),
+# reported as medians ((a + b) / 2) and summed over the instances, and a float holds at most
+# ~1.8e308 (IEEE 754 binary64, Python's sys.float_info.max): a workload printing 1e308 got
+# an infinite median (stored as `Infinity`, which is no JSON), one printing 1e-200 and 1e200
+# crashed the comparison. Within these bounds every ratio, median and sum stays finite, and
+# no throughput (samples, bytes or FLOPs per second) comes near either end.
+METRIC_MIN = 1e-100
+METRIC_MAX = 1e100
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +279,15 @@ class TrialRunner:
                     None,
                     wall,
                     failure=f"{label}metric {metric_name}={value} is not a positive number",
+                    stderr_tail=_tail_of(err),
+                )
+            if not METRIC_MIN <= value <= METRIC_MAX:
+                return TrialResult(
+                    config,
+                    None,
+                    wall,
+                    failure=f"{label}metric {metric_name}={value:g} is out of range "
+                    f"({METRIC_MIN:g} to {METRIC_MAX:g})",
                     stderr_tail=_tail_of(err),
                 )
             values.append(value)

@@ -1,0 +1,48 @@
+"""`hwtune tune` against workloads that report their metric badly: each ends in bounded
+time with a clear message, and no junk value wins or is stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from hwtune.tune.config import TrialConfig
+from hwtune.tune.trial import TrialRunner
+from hwtune.tune.workloads import user_command
+from tests.conftest import isolated_environ, run_cli
+
+
+def hostile_tune(tmp_path: Path, body: str, *extra: str) -> tuple[int, str, str, Path]:
+    """`hwtune tune --json` of a Python workload `body`, on a small budget; the store."""
+    script = tmp_path / "hostile.py"
+    script.write_text(body)
+    environ = isolated_environ(tmp_path)
+    argv = ["tune", "--budget", "20", "--max-repeats", "2", "--json", *extra]
+    result = run_cli([*argv, "--", sys.executable, "-I", "-S", str(script)], environ)
+    return result.exit_status, result.stdout, result.stderr, Path(environ["HWTUNE_TUNED_DIR"])
+
+
+def _no_constants(name: str) -> None:
+    raise AssertionError(f"{name} is no JSON")
+
+
+def test_a_metric_too_large_or_small_for_its_statistics_is_a_failure(tmp_path: Path) -> None:
+    """1e308 is finite, but the median of two is not (stored as `Infinity`, no JSON), and a
+    ratio of 1e200 to 1e-200 overflowed the comparison with a traceback."""
+    for value in ("1e308", "1e200", "1e-200"):
+        argv = [sys.executable, "-I", "-S", "-c", f"print('hwtune-metric: rate={value}')"]
+        result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=30).run(
+            TrialConfig()
+        )
+        assert result.value is None and result.failure is not None, value
+        assert result.failure.startswith(f"metric rate={float(value):g} is out of range")
+    status, out, err, store = hostile_tune(tmp_path, "print('hwtune-metric: rate=1e308')\n")
+    assert status == 1 and "is out of range (1e-100 to 1e+100)" in err, err
+    assert out == "" and not store.exists()
+    # Within the range, what is stored is JSON.
+    status, out, err, store = hostile_tune(tmp_path, "print('hwtune-metric: rate=1e99')\n")
+    assert status == 0, err
+    (stored,) = store.glob("*/*.json")
+    assert json.loads(stored.read_text(), parse_constant=_no_constants)["best_median"] == 1e99
