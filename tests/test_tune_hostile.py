@@ -46,3 +46,25 @@ def test_a_metric_too_large_or_small_for_its_statistics_is_a_failure(tmp_path: P
     assert status == 0, err
     (stored,) = store.glob("*/*.json")
     assert json.loads(stored.read_text(), parse_constant=_no_constants)["best_median"] == 1e99
+
+
+def test_a_carriage_return_ends_a_metric_line(tmp_path: Path) -> None:
+    """A CRLF line ending, and a progress bar redrawn with \\r for longer than a line may be
+    (tqdm's, cleared with `leave=False` before the metric is printed on its line), left the
+    metric unread: `printed no hwtune-metric line`."""
+    bar = "".join(f"\\r{step:>6}/100000 [{'#' * (step % 80):<80}]" for step in range(3000))
+    body = (
+        "import sys\n"
+        f"sys.stderr.write({bar!r})\n"
+        "sys.stderr.write('\\r' + ' ' * 100 + '\\rhwtune-metric: rate=5\\r\\n')\n"
+        "sys.stdout.write('hwtune-metric: other=3\\r\\n')\n"
+    )
+    script = tmp_path / "bar.py"
+    script.write_text(body)
+    argv = [sys.executable, "-I", "-S", str(script)]
+    result = TrialRunner(user_command(argv, metric="rate"), environ=os.environ, timeout_s=30).run(
+        TrialConfig()
+    )
+    assert result.ok and result.value == 5.0, result.failure
+    result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=30).run(TrialConfig())
+    assert result.ok and result.metric == "other" and result.value == 3.0, result.failure

@@ -51,9 +51,10 @@ FINISH_S = 3.0
 
 def parse_metrics(text: str) -> dict[str, float]:
     """Every `hwtune-metric:` line's value by name, the last one winning; unparseable values
-    are skipped (reported as a missing metric)."""
+    are skipped (reported as a missing metric). A carriage return ends a line, as a terminal
+    shows it: a CRLF line ending, or a progress bar redrawn with \\r before the metric."""
     found: dict[str, float] = {}
-    for name, raw in METRIC_LINE.findall(text):
+    for name, raw in METRIC_LINE.findall(text.replace("\r", "\n")):
         try:
             found[name] = float(raw)
         except ValueError:
@@ -122,8 +123,14 @@ class Capture:
 
     def _feed(self, chunk: bytes, *, kept: bool = True) -> None:
         """Parse the metric lines `chunk` ends, keep its end. Searched in place: a piece
-        without `hwtune-metric:` is neither split nor copied."""
+        without `hwtune-metric:` is neither split nor copied (one holding a \\r is copied
+        once, to end its lines there)."""
         found: dict[str, float] = {}
+        kept_chunk = chunk
+        # A carriage return ends a line too (parse_metrics): a progress bar redrawn with \r
+        # for hours is many short lines, not one too long to hold the metric printed after it.
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r", b"\n")
         first = chunk.find(b"\n")
         if first < 0:  # no line ends here: the current one only grows
             if len(self._line) <= LINE_LIMIT:
@@ -139,7 +146,7 @@ class Capture:
         with self._lock:
             self._metrics.update(found)
             if kept:
-                piece = chunk[-TAIL_BYTES:]
+                piece = kept_chunk[-TAIL_BYTES:]
                 self._tail.append(piece)
                 self._tail_size += len(piece)
                 while self._tail_size - len(self._tail[0]) >= TAIL_BYTES:
