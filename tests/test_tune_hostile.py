@@ -68,3 +68,25 @@ def test_a_carriage_return_ends_a_metric_line(tmp_path: Path) -> None:
     assert result.ok and result.value == 5.0, result.failure
     result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=30).run(TrialConfig())
     assert result.ok and result.metric == "other" and result.value == 3.0, result.failure
+
+
+def test_a_value_that_is_no_number_is_named_and_no_earlier_value_counts(tmp_path: Path) -> None:
+    """`1,234.5` (a thousands separator) or `1234,5` (a decimal comma) was skipped: the trial
+    said it `printed no hwtune-metric line`, or counted a warm-up value printed before it,
+    though the last value printed is the one that counts (docs/tune.md)."""
+    for printed in ("1,234.5", "1234,5"):
+        argv = [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            f"print('hwtune-metric: rate=10')\nprint('hwtune-metric: rate={printed}')",
+        ]
+        result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=30).run(
+            TrialConfig()
+        )
+        assert result.value is None and result.failure is not None, printed
+        assert result.failure.startswith(f"metric rate='{printed}' is not a number"), result
+    status, out, err, store = hostile_tune(tmp_path, "print(f'hwtune-metric: rate={1234.5:,}')\n")
+    assert status == 1 and out == "" and not store.exists()
+    assert "failed: metric rate='1,234.5' is not a number" in err, err

@@ -49,16 +49,32 @@ CHUNK = 256 * 1024
 FINISH_S = 3.0
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """Every `hwtune-metric:` line's value by name, the last one winning; unparseable values
-    are skipped (reported as a missing metric). A carriage return ends a line, as a terminal
-    shows it: a CRLF line ending, or a progress bar redrawn with \\r before the metric."""
-    found: dict[str, float] = {}
+def metric_values(text: str) -> dict[str, str]:
+    """Every `hwtune-metric:` line's value as printed, by name: the last one wins, the names in
+    the order first printed. A carriage return ends a line, as a terminal shows it: a CRLF line
+    ending, or a progress bar redrawn with \\r before the metric."""
+    found: dict[str, str] = {}
     for name, raw in METRIC_LINE.findall(text.replace("\r", "\n")):
-        try:
-            found[name] = float(raw)
-        except ValueError:
-            continue
+        found[name] = raw
+    return found
+
+
+def number(raw: str) -> float | None:
+    """A printed value as a number, None when it is none (`1,234.5`, `1234,5`, `fast`)."""
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Every `hwtune-metric:` line's value by name, the last one winning; a name whose last
+    value is not a number is left out (a trial reports it: capture.values)."""
+    found: dict[str, float] = {}
+    for name, raw in metric_values(text).items():
+        value = number(raw)
+        if value is not None:
+            found[name] = value
     return found
 
 
@@ -72,7 +88,7 @@ class Capture:
         with contextlib.suppress(OSError):
             fcntl.fcntl(self._read_fd, fcntl.F_SETPIPE_SZ, CHUNK)
         self._lock = threading.Lock()
-        self._metrics: dict[str, float] = {}
+        self._values: dict[str, str] = {}  # the last value printed of each name, as printed
         self._tail: deque[bytes] = (
             deque()
         )  # the last pieces read, TAIL_BYTES and less than one more
@@ -98,9 +114,11 @@ class Capture:
             self._thread.join(timeout)
 
     @property
-    def metrics(self) -> dict[str, float]:
+    def values(self) -> dict[str, str]:
+        """The last value of each metric name, as printed (a number or not), in the order
+        the names were first printed."""
         with self._lock:
-            return dict(self._metrics)
+            return dict(self._values)
 
     def tail_bytes(self) -> bytes:
         with self._lock:
@@ -125,7 +143,7 @@ class Capture:
         """Parse the metric lines `chunk` ends, keep its end. Searched in place: a piece
         without `hwtune-metric:` is neither split nor copied (one holding a \\r is copied
         once, to end its lines there)."""
-        found: dict[str, float] = {}
+        found: dict[str, str] = {}
         kept_chunk = chunk
         # A carriage return ends a line too (parse_metrics): a progress bar redrawn with \r
         # for hours is many short lines, not one too long to hold the metric printed after it.
@@ -144,7 +162,7 @@ class Capture:
                     _take(line, found)
             self._line = chunk[last + 1 : last + 2 + LINE_LIMIT]
         with self._lock:
-            self._metrics.update(found)
+            self._values.update(found)
             if kept:
                 piece = kept_chunk[-TAIL_BYTES:]
                 self._tail.append(piece)
@@ -153,6 +171,6 @@ class Capture:
                     self._tail_size -= len(self._tail.popleft())
 
 
-def _take(line: bytes, found: dict[str, float]) -> None:
+def _take(line: bytes, found: dict[str, str]) -> None:
     if len(line) <= LINE_LIMIT and _MARKER in line:
-        found.update(parse_metrics(line.decode("utf-8", "replace")))
+        found.update(metric_values(line.decode("utf-8", "replace")))

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hwtune.tune.capture import Capture
+from hwtune.tune.capture import Capture, number
 from hwtune.tune.config import TrialConfig, trial_env
 from hwtune.tune.reaper import children, reap_group, stop_leftovers, subreaper
 from hwtune.tune.workloads import Workload
@@ -40,6 +40,8 @@ KILL_GRACE_S = 3.0
 # no throughput (samples, bytes or FLOPs per second) comes near either end.
 METRIC_MIN = 1e-100
 METRIC_MAX = 1e100
+# How much of a value that is no number a failure quotes (a metric line may be 64 KiB).
+RAW_SHOWN = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,17 +262,28 @@ class TrialRunner:
             if self.workload.time_whole:
                 values.append(1.0 / max(walls[index], 1e-9))
                 continue
-            metrics = _metrics_of(out, err)
-            if metric_name is None and metrics:
-                metric_name = next(iter(metrics))
-            value = metrics.get(metric_name) if metric_name else None
-            if value is None:
+            printed = _metrics_of(out, err)
+            if metric_name is None and printed:
+                metric_name = next(iter(printed))
+            raw = printed.get(metric_name) if metric_name else None
+            if raw is None:
                 wanted = f"`hwtune-metric: {metric_name or '<name>'}=<value>`"
                 return TrialResult(
                     config,
                     None,
                     wall,
                     failure=f"{label}printed no {wanted} line",
+                    stderr_tail=_tail_of(err),
+                )
+            value = number(raw)
+            if value is None:  # `1,234.5`, `1234,5`: the last value printed counts, not one before
+                shown = raw if len(raw) <= RAW_SHOWN else raw[:RAW_SHOWN] + "…"
+                return TrialResult(
+                    config,
+                    None,
+                    wall,
+                    failure=f"{label}metric {metric_name}={shown!r} is not a number (print "
+                    "digits with a '.' decimal point and no thousands separator: 1234.5)",
                     stderr_tail=_tail_of(err),
                 )
             if not (math.isfinite(value) and value > 0):
@@ -311,13 +324,13 @@ class TrialRunner:
         )
 
 
-def _metrics_of(out: Capture, err: Capture) -> dict[str, float]:
-    """The metrics printed on stdout and on stderr (docs/tune.md: "anywhere in stdout (or
-    stderr)"), stdout's first: its names come first (the default metric is the first one
-    printed), and a name printed on both takes stdout's value. The two streams are separate
-    files, so which of their lines came last cannot be told."""
-    metrics = out.metrics
-    for name, value in err.metrics.items():
+def _metrics_of(out: Capture, err: Capture) -> dict[str, str]:
+    """The metrics' values as printed on stdout and on stderr (docs/tune.md: "anywhere in
+    stdout (or stderr)"), stdout's first: its names come first (the default metric is the
+    first one printed), and a name printed on both takes stdout's value. The two streams are
+    separate files, so which of their lines came last cannot be told."""
+    metrics = out.values
+    for name, value in err.values.items():
         metrics.setdefault(name, value)
     return metrics
 
