@@ -154,3 +154,51 @@ def test_a_chatty_trial_takes_no_disk_and_leaves_no_temporary_files(
         if tune.poll() is None:
             tune.kill()
             tune.wait()
+
+
+def test_a_second_ctrl_c_in_the_grace_still_stops_a_daemon_the_trial_started(
+    tmp_path: Path,
+) -> None:
+    """A trial that ignores SIGTERM holds the first Ctrl-C in its grace; an impatient second
+    Ctrl-C there went on to exit without stopping the daemon the trial had started (fork,
+    setsid, fork), which kept running after `hwtune tune` had ended."""
+    daemon_pid, started = tmp_path / "daemon.pid", tmp_path / "started"
+    workload = tmp_path / "stubborn.py"
+    workload.write_text(
+        "import os, signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        open({str(daemon_pid)!r}, 'w').write(str(os.getpid()))\n"
+        "        time.sleep(600)\n"
+        "    os._exit(0)\n"
+        f"while not os.path.exists({str(daemon_pid)!r}): time.sleep(0.01)\n"
+        f"open({str(started)!r}, 'w').close()\n"
+        "time.sleep(600)\n"
+    )
+    tune = subprocess.Popen(
+        [*TUNE, "--", PYTHON, "-I", "-S", str(workload)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+        preexec_fn=_as_from_a_terminal,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline and tune.poll() is None:
+            time.sleep(0.05)
+        assert started.exists(), "the trial did not start its daemon"
+        tune.send_signal(signal.SIGINT)
+        time.sleep(0.5)  # in the trial's grace (it ignores SIGTERM)
+        tune.send_signal(signal.SIGINT)
+        _, err = tune.communicate(timeout=30)
+        assert tune.returncode == 130, err
+        assert gone(int(daemon_pid.read_text()))
+    finally:
+        if tune.poll() is None:
+            tune.kill()
+            tune.wait()
+        if daemon_pid.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(daemon_pid.read_text()), signal.SIGKILL)

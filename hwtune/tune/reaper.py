@@ -21,6 +21,9 @@ from collections.abc import Collection, Iterator
 # linux/prctl.h
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
+# How long, at least, stop_leftovers waits to reap what it killed: SIGKILL ends a process
+# at once unless it is in uninterruptible sleep (signal(7)), so a pass or two reaps it.
+REAP_S = 1.0
 
 
 def _prctl(option: int, arg: int | ctypes.c_void_p) -> bool:
@@ -103,11 +106,12 @@ def stop_leftovers(ours: Collection[int], grace_s: float) -> None:
     left = _reap(children() - set(ours))
     if not left:
         return
-    _signal(_below(left), signal.SIGTERM)
+    # No grace (a second Ctrl-C): SIGKILL at once.
+    _signal(_below(left), signal.SIGTERM if grace_s > 0 else signal.SIGKILL)
     deadline = time.monotonic() + grace_s
     # SIGKILL cannot be caught: after it, a pass or two reaps the rest; the bound only
     # guards against a process that cannot die (uninterruptible I/O) holding us forever.
-    give_up = deadline + grace_s
+    give_up = deadline + max(grace_s, REAP_S)
     try:
         while left and time.monotonic() < give_up:
             if time.monotonic() >= deadline:

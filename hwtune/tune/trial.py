@@ -229,12 +229,18 @@ class TrialRunner:
                 )
             walls = waited
         finally:
-            stop_groups(procs)  # whatever happened (Ctrl-C too): leave nothing of a trial,
-            # not even a daemon that left the group (`before`: children not the trial's)
-            stop_leftovers(before | {proc.pid for proc in procs}, KILL_GRACE_S)
-            for capture in (c for pair in outputs for c in pair):
-                capture.close()  # one never started (its process could not be)
-                capture.finish()  # the trial's processes are gone: the pipe has ended
+            grace = KILL_GRACE_S
+            try:
+                stop_groups(procs)  # whatever happened (Ctrl-C too): leave nothing of a trial,
+            except BaseException:  # a second Ctrl-C or signal in its grace: no more grace,
+                grace = 0.0  # but the daemons go too (they outlived a double Ctrl-C)
+                raise
+            finally:
+                # … not even a daemon that left the group (`before`: children not the trial's)
+                stop_leftovers(before | {proc.pid for proc in procs}, grace)
+                for capture in (c for pair in outputs for c in pair):
+                    capture.close()  # one never started (its process could not be)
+                    capture.finish()  # the trial's processes are gone: the pipe has ended
         wall = time.monotonic() - started
         return self._collect(config, procs, outputs, walls, wall)
 
