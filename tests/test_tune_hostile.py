@@ -90,3 +90,11 @@ def test_a_value_that_is_no_number_is_named_and_no_earlier_value_counts(tmp_path
     status, out, err, store = hostile_tune(tmp_path, "print(f'hwtune-metric: rate={1234.5:,}')\n")
     assert status == 1 and out == "" and not store.exists()
     assert "failed: metric rate='1,234.5' is not a number" in err, err
+
+
+def test_a_value_followed_by_its_unit_is_named_not_unseen(tmp_path: Path) -> None:
+    """`rate=100 samples/s` was no metric line at all (`printed no hwtune-metric line`)."""
+    argv = [sys.executable, "-I", "-S", "-c", "print('hwtune-metric: rate=100 samples/s ')"]
+    result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=30).run(TrialConfig())
+    assert result.failure is not None and result.value is None
+    assert result.failure.startswith("metric rate='100 samples/s' is not a number"), result

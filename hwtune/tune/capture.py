@@ -23,10 +23,12 @@ import re
 import threading
 from collections import deque
 
-# `hwtune-metric: name=value` on a line of its own (surrounding blanks allowed).
+# `hwtune-metric: name=value` on a line of its own (surrounding blanks allowed). The value is
+# the rest of the line: `x=100 samples/s` is a value that is no number, which the trial names,
+# not a line it never saw.
 METRIC_MARKER = "hwtune-metric:"
 METRIC_LINE = re.compile(
-    rf"^[ \t]*{re.escape(METRIC_MARKER)}[ \t]*([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(\S+)[ \t]*$",
+    rf"^[ \t]*{re.escape(METRIC_MARKER)}[ \t]*([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*(\S[^\n]*)$",
     re.MULTILINE,
 )
 _MARKER = METRIC_MARKER.encode()
@@ -55,7 +57,7 @@ def metric_values(text: str) -> dict[str, str]:
     ending, or a progress bar redrawn with \\r before the metric."""
     found: dict[str, str] = {}
     for name, raw in METRIC_LINE.findall(text.replace("\r", "\n")):
-        found[name] = raw
+        found[name] = raw.rstrip(" \t")  # here: a lazy `\S.*?[ \t]*$` is quadratic in blanks
     return found
 
 
