@@ -98,3 +98,15 @@ def test_a_value_followed_by_its_unit_is_named_not_unseen(tmp_path: Path) -> Non
     result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=30).run(TrialConfig())
     assert result.failure is not None and result.value is None
     assert result.failure.startswith("metric rate='100 samples/s' is not a number"), result
+
+
+def test_a_workload_that_reports_then_never_exits_is_told_so(tmp_path: Path) -> None:
+    """A program that prints its metric and then hangs (a thread or worker left running) used
+    the whole budget on its first trial, and the error asked for twice the budget, which only
+    waits twice as long."""
+    body = "import time\nprint('hwtune-metric: rate=100', flush=True)\ntime.sleep(600)\n"
+    status, out, err, store = hostile_tune(tmp_path, body, "--budget", "3")
+    assert status == 1 and out == "" and not store.exists()
+    assert "a trial printed `hwtune-metric: rate=100`, then did not exit" in err, err
+    assert "make the workload exit once it has printed its metric" in err
+    assert "give at least --budget" not in err

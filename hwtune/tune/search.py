@@ -97,6 +97,7 @@ class SearchOutcome:
     noise: float = 0.0  # pooled relative spread (σ of log-throughput)
     confirmation: Comparison | None = None  # best vs start measured afresh (the ratio's source)
     notes: list[str] = field(default_factory=list)  # what the report must say (a flaky arm)
+    cut: TrialResult | None = None  # the trial the budget's end stopped, never counted
 
     @property
     def failures(self) -> list[TrialResult]:
@@ -137,6 +138,7 @@ class Search:
         self.tabu: set[tuple[str, object]] = set()
         self.confirmation: Comparison | None = None  # best vs plan, measured afresh
         self.notes: list[str] = []
+        self.cut: TrialResult | None = None
         self._started = 0.0
 
     # -- budget ---------------------------------------------------------------------------
@@ -155,6 +157,7 @@ class Search:
             raise _OutOfBudget
         result = self.measure(config)
         if result.cut_by_budget:  # stopped when the budget ended: no verdict on its setting
+            self.cut = result
             raise _OutOfBudget
         self.trials.append(result)
         if not result.ok:
@@ -212,6 +215,7 @@ class Search:
             noise=self.noise(),
             confirmation=self.confirmation,
             notes=self.notes,
+            cut=self.cut,
         )
 
     def _confirm(self, start: TrialConfig, best: TrialConfig) -> TrialConfig:

@@ -56,6 +56,8 @@ class TrialResult:
     timed_out: bool = False  # stopped at the runner's timeout
     cut_by_budget: bool = False  # that timeout was what was left of the budget: no failure
     # of its configuration, the search's time is up
+    reported: str | None = None  # timed out after printing its metric ("rate=100"): it
+    # reported, then did not exit (a thread or child process left running)
 
     @property
     def ok(self) -> bool:
@@ -219,13 +221,17 @@ class TrialRunner:
             waited = _wait_all(procs, started, started + self.timeout_s)
             if waited is None:
                 late = next((i for i, proc in enumerate(procs) if proc.poll() is None), 0)
+                reported = self._reported(*outputs[late])
+                hung = f"; it printed `hwtune-metric: {reported}`, then did not exit"
                 return TrialResult(
                     config,
                     None,
                     time.monotonic() - started,
-                    failure=f"timed out after {self.timeout_s:.0f} s (per-trial timeout)",
+                    failure=f"timed out after {self.timeout_s:.0f} s (per-trial timeout)"
+                    + (hung if reported else ""),
                     stderr_tail=_tail_of(outputs[late][1]),
                     timed_out=True,
+                    reported=reported,
                 )
             walls = waited
         finally:
@@ -243,6 +249,17 @@ class TrialRunner:
                     capture.finish()  # the trial's processes are gone: the pipe has ended
         wall = time.monotonic() - started
         return self._collect(config, procs, outputs, walls, wall)
+
+    def _reported(self, out: Capture, err: Capture) -> str | None:
+        """The metric an instance still running has printed so far ("rate=100"), if any."""
+        if self.workload.time_whole:
+            return None
+        printed = _metrics_of(out, err)
+        name = self.metric or next(iter(printed), None)
+        if name is None or name not in printed:
+            return None
+        raw = printed[name]
+        return f"{name}={raw if len(raw) <= RAW_SHOWN else raw[:RAW_SHOWN] + '…'}"
 
     def _collect(
         self,

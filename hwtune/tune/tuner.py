@@ -239,6 +239,15 @@ def _budget_too_short(budget_s: float, outcome: SearchOutcome) -> TuneError:
     typical = outcome.measuring_s / max(1, trials)
     seen = f"{trials} trial(s) of ~{typical:.2g} s" if trials else "no trial finished"
     suggested = math.ceil(max(typical * 10, budget_s * 2))
+    cut = outcome.cut
+    if cut is not None and cut.reported:  # a larger budget would only wait longer
+        return TuneError(
+            f"--budget {budget_s:g} s was used up before any comparison finished ({seen}): "
+            f"a trial printed `hwtune-metric: {cut.reported}`, then did not exit, and was "
+            "stopped when the budget ended",
+            hint="make the workload exit once it has printed its metric (a thread or child "
+            "process it leaves running keeps it alive); nothing was stored",
+        )
     return TuneError(
         f"--budget {budget_s:g} s was used up before any comparison finished ({seen})",
         hint=f"give at least --budget {suggested}; nothing was stored",
