@@ -110,3 +110,10 @@ def test_a_workload_that_reports_then_never_exits_is_told_so(tmp_path: Path) -> 
     assert "a trial printed `hwtune-metric: rate=100`, then did not exit" in err, err
     assert "make the workload exit once it has printed its metric" in err
     assert "give at least --budget" not in err
+
+
+def test_a_timeout_under_a_second_is_shown_as_it_was_given(tmp_path: Path) -> None:
+    """`--trial-timeout 0.5` failed trials with `timed out after 0 s`."""
+    argv = [sys.executable, "-I", "-S", "-c", "import time; time.sleep(60)"]
+    result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=0.5).run(TrialConfig())
+    assert result.failure == "timed out after 0.5 s (per-trial timeout)"

@@ -151,6 +151,12 @@ def _wait_all(
     return [ends[index] for index in range(len(procs))]
 
 
+def _seconds(value: float) -> str:
+    """A timeout as a failure shows it: whole seconds, but a fraction below 10 (`0.5`, not
+    the `0` that `--trial-timeout 0.5` showed)."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
+
+
 def _describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -227,7 +233,7 @@ class TrialRunner:
                     config,
                     None,
                     time.monotonic() - started,
-                    failure=f"timed out after {self.timeout_s:.0f} s (per-trial timeout)"
+                    failure=f"timed out after {_seconds(self.timeout_s)} s (per-trial timeout)"
                     + (hung if reported else ""),
                     stderr_tail=_tail_of(outputs[late][1]),
                     timed_out=True,
