@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tracemalloc
 from pathlib import Path
 
 from hwtune.tune.config import TrialConfig
@@ -117,3 +118,26 @@ def test_a_timeout_under_a_second_is_shown_as_it_was_given(tmp_path: Path) -> No
     argv = [sys.executable, "-I", "-S", "-c", "import time; time.sleep(60)"]
     result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=0.5).run(TrialConfig())
     assert result.failure == "timed out after 0.5 s (per-trial timeout)"
+
+
+def test_a_metric_name_per_step_takes_bounded_memory(tmp_path: Path) -> None:
+    """A workload naming a metric per step (`loss_step_123=…`) grew the trial's table of
+    values by a name a line, ~100 bytes each, for as long as it ran (50 MB for these)."""
+    body = (
+        "import sys\n"
+        "lines = (f'hwtune-metric: loss_step_{i}=0.5\\n' for i in range(300_000))\n"
+        "sys.stdout.write(''.join(lines))\n"
+        "print('hwtune-metric: rate=7')\n"
+    )
+    script = tmp_path / "steps.py"
+    script.write_text(body)
+    argv = [sys.executable, "-I", "-S", str(script)]
+    runner = TrialRunner(user_command(argv, metric="rate"), environ=os.environ, timeout_s=60)
+    tracemalloc.start()
+    try:
+        result = runner.run(TrialConfig())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.ok and result.value == 7.0, result.failure
+    assert peak < 4 * 1024 * 1024, peak

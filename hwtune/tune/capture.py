@@ -7,7 +7,8 @@ last TAIL_BYTES are kept for the report's tail of a failure. Before, the output 
 in the trial's temporary directory and was read after the trial: a workload that logs for
 hours (a progress line per step, a warning per batch) filled /tmp during a long tune, often a
 tmpfs (memory). Now a stream costs at most a read (CHUNK), TAIL_BYTES and LINE_LIMIT of
-memory, and the pipe's buffer, whatever it prints, and nothing is written to disk.
+memory, the pipe's buffer and MAX_NAMES metric values, whatever it prints, and nothing is
+written to disk.
 
 A pipe only ends when every process holding its write end has exited; the trial's process
 groups and every process it left are stopped before the capture is read (trial.py), so
@@ -49,6 +50,10 @@ TAIL_BYTES = 64 * 1024
 CHUNK = 256 * 1024
 # How long `finish` waits for the pipe's end once the trial's processes are stopped.
 FINISH_S = 3.0
+# The metric names kept per stream: the first ones printed (the default metric is the first)
+# and the one the tuner wants. A workload naming a metric per step (`loss_step_123=…`) for
+# hours grew the table without bound, ~100 bytes a name; a real one prints a few names.
+MAX_NAMES = 256
 
 
 def metric_values(text: str) -> dict[str, str]:
@@ -85,7 +90,8 @@ class Capture:
     stderr=); `start` then closes this process's copy and starts draining; `finish` waits for
     the end. `close` releases what was not handed over (a child that could not start)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: str | None = None) -> None:
+        self._keep = keep  # the metric wanted (--metric, or the first trial's): always kept
         self._read_fd, self.write_fd = os.pipe2(os.O_CLOEXEC)
         with contextlib.suppress(OSError):
             fcntl.fcntl(self._read_fd, fcntl.F_SETPIPE_SZ, CHUNK)
@@ -164,7 +170,9 @@ class Capture:
                     _take(line, found)
             self._line = chunk[last + 1 : last + 2 + LINE_LIMIT]
         with self._lock:
-            self._values.update(found)
+            for name, raw in found.items():
+                if name in self._values or len(self._values) < MAX_NAMES or name == self._keep:
+                    self._values[name] = raw
             if kept:
                 piece = kept_chunk[-TAIL_BYTES:]
                 self._tail.append(piece)

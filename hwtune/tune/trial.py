@@ -196,7 +196,7 @@ class TrialRunner:
         walls: list[float] = []
         try:
             for index in range(config.instances):
-                out, err = Capture(), Capture()
+                out, err = Capture(self.metric), Capture(self.metric)
                 outputs.append((out, err))
                 cpus = config.cpus[index] if index < len(config.cpus) else ()
                 try:
