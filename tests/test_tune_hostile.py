@@ -141,3 +141,23 @@ def test_a_metric_name_per_step_takes_bounded_memory(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert result.ok and result.value == 7.0, result.failure
     assert peak < 4 * 1024 * 1024, peak
+
+
+def test_a_metric_line_behind_a_logging_prefix_is_quoted_in_the_failure(tmp_path: Path) -> None:
+    """Logged with logging's default format (`INFO:root:hwtune-metric: rate=5`), the metric
+    line is not one, and the failure said only `printed no hwtune-metric line`, though the
+    workload had printed it (on stdout, not even in the failure's stderr tail)."""
+    body = (
+        "import logging, sys\n"
+        "logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
+        "logging.info('hwtune-metric: rate=5')\n"
+    )
+    script = tmp_path / "logged.py"
+    script.write_text(body)
+    argv = [sys.executable, "-I", "-S", str(script)]
+    result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=30).run(TrialConfig())
+    assert result.failure == (
+        "printed no `hwtune-metric: <name>=<value>` line: 'INFO:root:hwtune-metric: rate=5' "
+        "does not read as one (`hwtune-metric: NAME=VALUE` must start its line, with nothing "
+        "such as a logging prefix before it)"
+    )

@@ -97,6 +97,9 @@ class Capture:
             fcntl.fcntl(self._read_fd, fcntl.F_SETPIPE_SZ, CHUNK)
         self._lock = threading.Lock()
         self._values: dict[str, str] = {}  # the last value printed of each name, as printed
+        # The last line holding `hwtune-metric:` that is no metric line, for the failure that
+        # says none was printed (`INFO:root:hwtune-metric: x=1`, as logging's default shows).
+        self.stray: str | None = None
         self._tail: deque[bytes] = (
             deque()
         )  # the last pieces read, TAIL_BYTES and less than one more
@@ -152,6 +155,7 @@ class Capture:
         without `hwtune-metric:` is neither split nor copied (one holding a \\r is copied
         once, to end its lines there)."""
         found: dict[str, str] = {}
+        stray: str | None = None
         kept_chunk = chunk
         # A carriage return ends a line too (parse_metrics): a progress bar redrawn with \r
         # for hours is many short lines, not one too long to hold the metric printed after it.
@@ -163,13 +167,14 @@ class Capture:
                 self._line = (self._line + chunk)[: LINE_LIMIT + 1]
         else:
             if len(self._line) + first <= LINE_LIMIT:  # longer: too long to be a metric line
-                _take(self._line + chunk[:first], found)
+                stray = _take(self._line + chunk[:first], found) or stray
             last = chunk.rfind(b"\n")
             if chunk.find(_MARKER, first + 1, last) >= 0:
                 for line in chunk[first + 1 : last].split(b"\n"):
-                    _take(line, found)
+                    stray = _take(line, found) or stray
             self._line = chunk[last + 1 : last + 2 + LINE_LIMIT]
         with self._lock:
+            self.stray = stray or self.stray
             for name, raw in found.items():
                 if name in self._values or len(self._values) < MAX_NAMES or name == self._keep:
                     self._values[name] = raw
@@ -181,6 +186,12 @@ class Capture:
                     self._tail_size -= len(self._tail.popleft())
 
 
-def _take(line: bytes, found: dict[str, str]) -> None:
-    if len(line) <= LINE_LIMIT and _MARKER in line:
-        found.update(metric_values(line.decode("utf-8", "replace")))
+def _take(line: bytes, found: dict[str, str]) -> str | None:
+    """Add the metric `line` holds to `found`; the line, when it holds `hwtune-metric:` but
+    does not read as a metric line (a logging prefix before it, a name with blanks)."""
+    if len(line) > LINE_LIMIT or _MARKER not in line:
+        return None
+    text = line.decode("utf-8", "replace")
+    values = metric_values(text)
+    found.update(values)
+    return None if values else text.strip()

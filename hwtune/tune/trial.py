@@ -40,8 +40,10 @@ KILL_GRACE_S = 3.0
 # no throughput (samples, bytes or FLOPs per second) comes near either end.
 METRIC_MIN = 1e-100
 METRIC_MAX = 1e100
-# How much of a value that is no number a failure quotes (a metric line may be 64 KiB).
+# How much of a value that is no number, and of a line that is no metric line, a failure
+# quotes (a metric line may be 64 KiB).
 RAW_SHOWN = 40
+STRAY_SHOWN = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,11 +299,19 @@ class TrialRunner:
             raw = printed.get(metric_name) if metric_name else None
             if raw is None:
                 wanted = f"`hwtune-metric: {metric_name or '<name>'}=<value>`"
+                why = ""
+                stray = out.stray or err.stray
+                if stray:  # it printed one, which does not read as one: say which, and why
+                    shown = stray if len(stray) <= STRAY_SHOWN else stray[:STRAY_SHOWN] + "…"
+                    why = (
+                        f": {shown!r} does not read as one (`hwtune-metric: NAME=VALUE` must "
+                        "start its line, with nothing such as a logging prefix before it)"
+                    )
                 return TrialResult(
                     config,
                     None,
                     wall,
-                    failure=f"{label}printed no {wanted} line",
+                    failure=f"{label}printed no {wanted} line{why}",
                     stderr_tail=_tail_of(err),
                 )
             value = number(raw)
