@@ -321,8 +321,9 @@ class TrialRunner:
                     config,
                     None,
                     wall,
-                    failure=f"{label}metric {metric_name}={shown!r} is not a number (print "
-                    "digits with a '.' decimal point and no thousands separator: 1234.5)",
+                    failure=f"{label}metric {metric_name}={shown!r} is not a number (the rest "
+                    "of the line is the value: print 1234.5, a '.' decimal point, no thousands "
+                    "separator, no unit)",
                     stderr_tail=_tail_of(err),
                 )
             if not (math.isfinite(value) and value > 0):
