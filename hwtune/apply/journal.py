@@ -7,7 +7,9 @@ so rolling back never fails for lack of space), else as a copy with the same mod
 
 The manifest (JSON, never pickle) is written before any output file is touched and marked
 complete after the last one; an entry left incomplete by a killed apply is rolled back by the
-next apply or revert. Only the newest `KEEP` entries are kept.
+next apply or revert. Only the newest `KEEP` entries are kept, apart from those that saved a
+hand edit (`JournalFile.edited`): the newest `KEEP_EDITS` of those are kept besides, so
+rotation never drops what the user wrote while the daemon or a run of applies goes on.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import shlex
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -34,6 +36,11 @@ JOURNAL_DIR = ".journal"
 MANIFEST = "manifest.json"
 # Enough undo depth for people, bounded for the daemon, which applies on every change.
 KEEP = 20
+# Entries that saved a hand edit are kept besides those: the daemon cannot add one without
+# someone writing an output file, but a config-management tool fighting it can, once per
+# run, so they are bounded too. Ten edits back is deeper than anyone digs by hand; the note
+# says when the oldest goes.
+KEEP_EDITS = 10
 _LINK_UNSUPPORTED = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
 
 
@@ -43,6 +50,9 @@ class JournalFile:
     existed: bool  # False: the apply created it, so revert removes it
     new_sha256: str  # what the apply wrote, to notice later edits; "" when it removed the file
     backup: str | None = None  # "link" or "copy"; None when the file did not exist
+    # The previous version was not what hwtune last wrote there (a hand edit, or a file the
+    # journal has no record of): it is the user's, so rotation keeps this entry longer.
+    edited: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,15 @@ class JournalEntry:
     complete: bool
     files: tuple[JournalFile, ...]
     hwtune_version: str = ""
+    # sha256 of each output this apply left as it was ("" absent): with `files`, what every
+    # output held after it, so a later apply tells hwtune's own file from a hand edit even
+    # when the entry that wrote the file has rotated out.
+    unchanged: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def edited(self) -> bool:
+        """Whether this entry saved a hand edit (see `JournalFile.edited`)."""
+        return any(f.edited for f in self.files)
 
     def directory(self, output_dir: Path) -> Path:
         return output_dir / JOURNAL_DIR / self.id
@@ -96,18 +115,32 @@ def _manifest_bytes(entry: JournalEntry) -> bytes:
         "hwtune": entry.hwtune_version,
         "complete": entry.complete,
         "files": [
-            {"name": f.name, "existed": f.existed, "new_sha256": f.new_sha256, "backup": f.backup}
+            {
+                "name": f.name,
+                "existed": f.existed,
+                "new_sha256": f.new_sha256,
+                "backup": f.backup,
+                "edited": f.edited,
+            }
             for f in entry.files
         ],
+        "unchanged": dict(entry.unchanged),
     }
     return (json.dumps(data, indent=2) + "\n").encode()
 
 
-def begin(output_dir: Path, new_files: dict[str, bytes | None]) -> JournalEntry:
-    """Record the current version of each file about to be replaced (None: removed).
+def begin(
+    output_dir: Path,
+    new_files: dict[str, bytes | None],
+    unchanged: Mapping[str, bytes | None] | None = None,
+) -> JournalEntry:
+    """Record the current version of each file about to be replaced (None: removed), and
+    whether it is a hand edit; `unchanged`: the outputs left as they are (name -> bytes).
 
     Nothing is replaced yet."""
     from hwtune import __version__
+
+    written = last_written(output_dir)
 
     entry_id = _new_id(output_dir)
     directory = output_dir / JOURNAL_DIR / entry_id
@@ -122,15 +155,21 @@ def begin(output_dir: Path, new_files: dict[str, bytes | None]) -> JournalEntry:
     try:
         for name, data in new_files.items():
             target = output_dir / name
+            current = _read_bytes(target)
+            edited = current is not None and written.get(name) != sha256(current)
             backup = _keep_previous(target, files_dir / name)
-            written = "" if data is None else sha256(data)
-            records.append(JournalFile(name, backup is not None, written, backup))
+            new = "" if data is None else sha256(data)
+            records.append(JournalFile(name, backup is not None, new, backup, edited))
         entry = JournalEntry(
             entry_id,
             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             False,
             tuple(records),
             __version__,
+            tuple(
+                (name, "" if data is None else sha256(data))
+                for name, data in (unchanged or {}).items()
+            ),
         )
         write_atomic(directory / MANIFEST, _manifest_bytes(entry), mode=0o600)
         fsync_dir(output_dir / JOURNAL_DIR)
@@ -190,9 +229,13 @@ def load(output_dir: Path, entry_id: str) -> JournalEntry:
                 _strict_bool(f["existed"], "existed"),
                 str(f["new_sha256"]),
                 f.get("backup"),
+                _strict_bool(f.get("edited", False), "edited"),
             )
             for f in data["files"]
         )
+        kept = data.get("unchanged", {})
+        if not isinstance(kept, dict):
+            raise ValueError(f"'unchanged' is {str(kept)[:20]!r}, not an object")
         for f in files:  # a manifest must not name files outside the output directory
             if "/" in f.name or f.name in ("", ".", ".."):
                 raise ValueError(f"bad file name {f.name!r}")
@@ -207,6 +250,7 @@ def load(output_dir: Path, entry_id: str) -> JournalEntry:
             _strict_bool(data["complete"], "complete"),
             files,
             str(data.get("hwtune", "")),
+            tuple((str(name), str(digest)) for name, digest in kept.items()),
         )
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ApplyError(
@@ -365,10 +409,68 @@ def discard(output_dir: Path, entry: JournalEntry) -> None:
         ) from err
 
 
-def prune(output_dir: Path, keep: int = KEEP) -> None:
-    ids = entry_ids(output_dir)
-    for old in ids[: max(0, len(ids) - keep)]:
+def last_written(output_dir: Path) -> dict[str, str]:
+    """What hwtune last left in each output file, as far as the journal knows: name ->
+    sha256 ("" absent), from the newest entry that names the file. A file whose bytes differ,
+    or that no entry names, was written by someone else: a hand edit. An unreadable entry is
+    skipped (the locked path reports it when it matters)."""
+    found: dict[str, str] = {}
+    for entry_id in reversed(entry_ids(output_dir)):
+        try:
+            entry = load(output_dir, entry_id)
+        except ApplyError:
+            continue
+        for name, digest in (*((f.name, f.new_sha256) for f in entry.files), *entry.unchanged):
+            found.setdefault(name, digest)
+    return found
+
+
+def prune(output_dir: Path, keep: int = KEEP, keep_edits: int = KEEP_EDITS) -> list[JournalEntry]:
+    """Drop all but the newest `keep` entries, not counting those that saved a hand edit, of
+    which the newest `keep_edits` are kept besides. Returns the hand-edit entries dropped, for
+    the caller to say so. An unreadable entry counts as one without a hand edit.
+
+    An entry dropped after a kept one is folded into it first (`_fold`): revert walks back
+    one entry at a time, and reaching the kept entry past the gap otherwise found hwtune's
+    own later files "changed after apply", refusing to restore the edit without --force."""
+    loaded: dict[str, JournalEntry | None] = {}
+    for entry_id in entry_ids(output_dir):
+        try:
+            loaded[entry_id] = load(output_dir, entry_id)
+        except ApplyError:
+            loaded[entry_id] = None
+    edits = [e for e in loaded.values() if e is not None and e.edited]
+    ordinary = [i for i, e in loaded.items() if e is None or not e.edited]
+    dropped = edits[: max(0, len(edits) - keep_edits)]
+    kept = edits[len(dropped) :]
+    for old in ordinary[: max(0, len(ordinary) - keep)]:
+        later = loaded[old]
+        before = [k for k in range(len(kept)) if kept[k].id < old]  # ids sort by time
+        if later is not None and before:
+            folded = _fold(kept[before[-1]], later)
+            try:
+                write_atomic(
+                    folded.directory(output_dir) / MANIFEST, _manifest_bytes(folded), mode=0o600
+                )
+            except (ApplyError, OSError):
+                continue  # kept for now; the next prune tries again
+            kept[before[-1]] = folded
         shutil.rmtree(output_dir / JOURNAL_DIR / old, ignore_errors=True)
+    for entry in dropped:
+        shutil.rmtree(entry.directory(output_dir), ignore_errors=True)
+    return dropped
+
+
+def _fold(entry: JournalEntry, later: JournalEntry) -> JournalEntry:
+    """`entry` taking over what `later`, an apply after it that is dropped, left in the
+    output files: what revert of `entry` then expects to find there, and what `last_written`
+    reads. A file `later` changed and `entry` did not stays as `later` left it on revert."""
+    wrote = {f.name: f.new_sha256 for f in later.files}
+    files = tuple(replace(f, new_sha256=wrote.get(f.name, f.new_sha256)) for f in entry.files)
+    names = {f.name for f in entry.files}
+    unchanged = dict(entry.unchanged)
+    unchanged.update((name, digest) for name, digest in wrote.items() if name not in names)
+    return replace(entry, files=files, unchanged=tuple(unchanged.items()))
 
 
 def pending(output_dir: Path) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import shlex
 import signal
 import stat
 import threading
@@ -62,6 +63,8 @@ class ApplyReport:
     recovered: tuple[str, ...] = ()  # journal ids of interrupted applies rolled back first
     created: tuple[Path, ...] = ()  # of `changed`: files that did not exist
     removed: tuple[Path, ...] = ()  # of `changed`: files this profile no longer has
+    edited: tuple[Path, ...] = ()  # of `changed`: hand edits replaced, kept in the journal
+    dropped_edits: tuple[journal.JournalEntry, ...] = ()  # older kept edits rotated out
 
     def verb(self, path: Path) -> str:
         """What happens to a changed file: created, updated or removed."""
@@ -148,7 +151,8 @@ def apply_files(
         if not report.changed:
             return report
         changed = {p.name: files[p.name] for p in report.changed}
-        entry = journal.begin(output_dir, changed)
+        unchanged = {name: data for name, data in files.items() if name not in changed}
+        entry = journal.begin(output_dir, changed, unchanged)
         try:
             for name, data in changed.items():
                 if data is None:
@@ -172,7 +176,7 @@ def apply_files(
             with _signals_held():
                 note = _roll_back(output_dir, entry)
             raise KeyboardInterrupt(f"interrupted{note}") from interrupt
-        journal.prune(output_dir)
+        dropped = journal.prune(output_dir)
         return ApplyReport(
             output_dir,
             report.changed,
@@ -183,7 +187,37 @@ def apply_files(
             recovered,
             report.created,
             report.removed,
+            tuple(output_dir / f.name for f in entry.files if f.edited),
+            tuple(dropped),
         )
+
+
+def edit_notes(report: ApplyReport, *, daemon: bool = False) -> list[str]:
+    """One line per hand edit the apply replaced (where it is kept, how to get it back), and
+    per older kept edit the journal dropped. `daemon`: said by the daemon, which would write
+    its profile over a reverted file again, so the way back is the kept copy or the config."""
+    quoted = shlex.quote(str(report.output_dir))
+    lines = []
+    for path in report.edited:
+        kept = report.output_dir / journal.JOURNAL_DIR / str(report.journal_id) / "files"
+        verb = "removed" if path in report.removed else "replaced"
+        how = (
+            "the daemon writes its profile there: set the change in hwtune's config to keep it"
+            if daemon
+            else f"`hwtune revert --output {quoted}` restores it"
+        )
+        lines.append(
+            f"{verb} your edit of {shlex.quote(str(path))} "
+            f"(kept as {shlex.quote(str(kept / path.name))}; {how})"
+        )
+    for entry in report.dropped_edits:
+        names = ", ".join(f.name for f in entry.files if f.edited)
+        lines.append(
+            f"dropped the oldest kept edit ({names}, replaced by apply {entry.id} at "
+            f"{entry.created}) from the journal of {quoted}: only the newest "
+            f"{journal.KEEP_EDITS} are kept"
+        )
+    return lines
 
 
 def _read_only_mount(directory: Path) -> bool:

@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.apply.outputs import apply_all
+    from hwtune.apply.outputs import apply_all, edit_notes
     from hwtune.paths import default_output_dir
     from hwtune.pipeline.request import profile_for
 
@@ -108,6 +108,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             f"journal: {report.journal_id} (undo with "
             f"`hwtune revert --output {shlex.quote(str(output))}`)\n"
         )
+    for line in edit_notes(report):  # a hand edit replaced is never said by "updated" alone
+        print(stderr_line("apply", "note", line), file=env.stderr)
     if preview and report.changed:
         return ExitStatus.WOULD_CHANGE
     return ExitStatus.SUCCESS

@@ -272,7 +272,7 @@ class Daemon:
 
     def cycle(self, trigger: list[str], *, accept_issues: bool = False) -> bool:
         """One detect → plan → apply; True when the profile on disk is the machine's now."""
-        from hwtune.apply.outputs import apply_all
+        from hwtune.apply.outputs import apply_all, edit_notes
 
         self.cycles += 1
         self._config_failed = False
@@ -281,7 +281,9 @@ class Daemon:
                 hardware, profile = self._compute(accept_issues)
             finally:
                 self._inputs()  # whatever happened, watch what the plan depends on now
-            apply_all(self.options.output, profile, hardware, while_waiting=self._stop_if_asked)
+            report = apply_all(
+                self.options.output, profile, hardware, while_waiting=self._stop_if_asked
+            )
         except HwtuneError as err:
             self._fail(trigger, err.message)
             return False
@@ -306,6 +308,8 @@ class Daemon:
             line = f"recovered: {line}"
         if line:  # nothing when an input's fingerprint moved but no fact or setting did
             self.log(line)
+        for note in edit_notes(report, daemon=True):
+            self.log(note, 4)
         self._write_nfd(force=True)
         if self._watcher is not None:  # all written: from now on a deletion is a change
             self._watcher.rebase(OUTPUTS)
@@ -575,7 +579,7 @@ class Daemon:
         """Put back what someone deleted: the profile files (apply_all writes only those that
         differ from the last good profile, so nothing else is touched) and the NFD file."""
         from hwtune.apply.nfd import FILE_NAME
-        from hwtune.apply.outputs import apply_all
+        from hwtune.apply.outputs import apply_all, edit_notes
 
         if self.good is None:
             return
@@ -601,6 +605,8 @@ class Daemon:
                 restored.append(f"{nfd_dir / FILE_NAME} (created)")
         if restored:
             self.log(f"outputs: put back {', '.join(restored)}", 4)
+        for note in edit_notes(report, daemon=True):
+            self.log(note, 4)
 
     def reload(self, checks: list[str] | None = None) -> None:
         """SIGHUP: tell systemd, re-read config and hardware, accept them as the baseline.
