@@ -261,6 +261,6 @@ def test_a_malformed_variable_of_the_job_is_named_as_the_jobs(
         job.wait()
     assert done.returncode == 0, done.stderr[-3000:]
     assert (
-        f"hwtune doctor: settings not checked: in the environment of pid {job.pid} (the job "
+        f"hwtune doctor: note: settings not checked: in the environment of pid {job.pid} (the job "
         f"observed, not hwtune's own): {said}" in done.stderr
     ), done.stderr[-3000:]
