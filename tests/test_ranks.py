@@ -579,3 +579,34 @@ def test_a_rank_whose_plan_failed_is_not_planned_again_at_every_start(tmp_path: 
     assert start(HWTUNE_MODE="latency")["planned"] is True
     fixed = start(LOCAL_WORLD_SIZE="8")
     assert fixed["planned"] is True
+
+
+def test_a_cached_failure_names_this_launchers_variables(tmp_path: Path) -> None:
+    """The cache was keyed by the rank numbers alone: Open MPI's rank 5 of 8192 got the error
+    cached for torchrun's rank 5 of 8192, naming LOCAL_WORLD_SIZE, which it never set."""
+    import subprocess
+
+    from tests.apply_profiles import PYTHON
+    from tests.conftest import REPO, isolated_environ
+
+    environ = isolated_environ(tmp_path, PYTHONPATH=str(REPO))
+
+    def start(**launcher: str) -> dict[str, object]:
+        done = subprocess.run(
+            [PYTHON, "-c", _START],
+            capture_output=True,
+            text=True,
+            env={**environ, **launcher},
+            timeout=120,
+            check=True,
+        )
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    torchrun = start(LOCAL_RANK="5", LOCAL_WORLD_SIZE="8192")
+    assert "LOCAL_WORLD_SIZE=8192 (from the launcher's environment)" in str(torchrun["warned"])
+    mpi = start(OMPI_COMM_WORLD_LOCAL_RANK="5", OMPI_COMM_WORLD_LOCAL_SIZE="8192")
+    said = str(mpi["warned"])
+    assert "OMPI_COMM_WORLD_LOCAL_SIZE=8192 (from the launcher's environment)" in said
+    assert "LOCAL_WORLD_SIZE" not in said
+    # Each launcher's own entry is still used at its next start.
+    assert start(LOCAL_RANK="5", LOCAL_WORLD_SIZE="8192")["planned"] is False

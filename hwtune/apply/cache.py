@@ -315,6 +315,11 @@ def lookup(
     found = local_rank(environ)
     rank = (found.rank, found.size) if found else None
     keyed = dict(explicit)
+    if found is not None:
+        # The plan's notes and errors name the variables the rank came from: keyed by them
+        # too, or Open MPI's rank 5 of 8 got the error cached for torchrun's, naming
+        # LOCAL_WORLD_SIZE. Already in hand (local_rank read them): no file read, no cost.
+        keyed["rank_from"] = ",".join(found.variables)
     # A rank variable without its count changes the plan's notes (request.resolve_share):
     # its own cache entry, or LOCAL_RANK=3's note stayed with the process that has none.
     uncounted = found.uncounted if found else uncounted_rank(environ)
