@@ -241,3 +241,24 @@ def test_cpuinfo_keys_past_the_bound_of_a_record_are_dropped_with_one_problem() 
             f"more than {MAX_RECORD_KEYS} different keys in a record: the rest are ignored",
         )
     ]
+
+
+def test_misnumbered_processors_are_an_issue_naming_the_line(tmp_path: Path) -> None:
+    """A processor numbered twice was only "counts unknown", and one numbered 99999999 made
+    "only 2 of >=100000000 processors present": neither said which line was wrong."""
+    (tmp_path / "proc").mkdir()
+    block = "processor\t: {}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 63\n\n"
+
+    def reasons(*numbers: int) -> dict[int | None, str]:
+        (tmp_path / "proc/cpuinfo").write_text("".join(block.format(n) for n in numbers))
+        issues = IssueLog()
+        probe_cpu(tmp_path, issues)
+        return {i.line: i.reason for i in issues if i.path == "proc/cpuinfo"}
+
+    assert reasons(0, 1, 1)[11] == "processor 1 again (first on line 6): topology unknown"
+    impossible = reasons(0, 99999999)
+    beyond = "processor 99999999 is beyond any CPU number (< 65536): topology unknown"
+    assert impossible[6] == beyond
+    assert not [r for r in impossible.values() if ">=100000000" in r]
+    # A fragment of a larger machine is still said as before.
+    assert any("only 2 of >=4 processors present" in r for r in reasons(0, 3).values())

@@ -436,6 +436,23 @@ class Topology:
         return self
 
 
+def _misnumbered(records: tuple[ProcessorRecord, ...]) -> tuple[int, str] | None:
+    """(line, why) of the first processor numbered as no kernel numbers one: beyond MAX_CPU,
+    or again (the kernel prints each online CPU once, arch/*/kernel show_cpuinfo walking
+    cpu_online_mask); None when every number is possible and once."""
+    first: dict[int, int] = {}
+    for record in records:
+        number = record.processor
+        if number is None:
+            continue
+        if number >= MAX_CPU:
+            return record.line, f"processor {number} is beyond any CPU number (< {MAX_CPU})"
+        if number in first:
+            return record.line, f"processor {number} again (first on line {first[number]})"
+        first[number] = record.line
+    return None
+
+
 def cpuinfo_topology(cpuinfo: CpuinfoFacts, issues: IssueLog) -> Topology:
     """Topology from `physical id`/`core id`, only when the records are self-consistent.
 
@@ -461,6 +478,9 @@ def cpuinfo_topology(cpuinfo: CpuinfoFacts, issues: IssueLog) -> Topology:
         consistent = contiguous and all(count == sib for count in packages.values())
     else:
         consistent = contiguous and len(numbers) >= 2
+    if not consistent and (wrong := _misnumbered(records)) is not None:
+        issues.add(PROBE, f"{wrong[1]}: topology unknown", path="proc/cpuinfo", line=wrong[0])
+        return topo
     if not consistent:
         listed = (sib or 0) * len(packages) if known_packages else 0
         at_least = max(max(numbers, default=-1) + 1, listed)
