@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -102,6 +103,20 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
     # A closed stderr must not send errors to stdout, nor a failing stdout end in a traceback
     # (hwtune/fs/streams.py).
     env = replace(env, stdout=guard_stdout(env.stdout), stderr=guard_stderr(env.stderr))
+    if _selected_command(argv) != "daemon":
+        return _main(argv, env)
+    # Before the imports of the next 0.1-0.3 s: a signal sent then waits for the daemon's
+    # handlers instead of killing it (hwtune.daemon.early).
+    from hwtune.daemon.early import hold_early_signals
+
+    previous = hold_early_signals()
+    try:
+        return _main(argv, env)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _main(argv: list[str], env: Environment) -> int:
     try:
         # Importing the subcommand (TensorFlow-free, but pydantic and friends) takes tens of
         # milliseconds: Ctrl-C then is an interrupted start, not a traceback.

@@ -752,3 +752,37 @@ def test_the_longest_interval_the_message_names_is_taken(tmp_path: Path, host: H
         assert d.stop() == 0
     finally:
         d.close()
+
+
+def _signal_bit(pid: int, field: str, signum: int) -> bool:
+    """Whether `signum` is in a signal-set line of /proc/PID/status (SigBlk, SigCgt: proc(5))."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    raise AssertionError(f"no {field} line")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGUSR1, signal.SIGTERM])
+def test_a_signal_before_the_handlers_are_in_place_is_served(
+    tmp_path: Path, host: Host, signum: signal.Signals
+) -> None:
+    """The handlers came 0.1-0.3 s into the start (after the imports): a SIGHUP from a
+    unit's ExecReload=, a logrotate SIGUSR1 or a SIGTERM sent then killed the daemon by the
+    default action. Now they wait, blocked from the CLI's first line, for the loop."""
+    d = DaemonProcess(tmp_path, host.root, tmp_path / "out").start()
+    try:
+        # Sent in the window: blocked (the fix), its handler not yet installed.
+        wait_for(lambda: _signal_bit(d.pid, "SigBlk", signum), "the signal blocked", step=0.001)
+        early = not _signal_bit(d.pid, "SigCgt", signum)
+        d.signal(signum)
+        if signum == signal.SIGTERM:
+            assert d.proc is not None and d.proc.wait(WAIT_S) == 0, d.log()
+            assert "stopping" in d.log()
+        else:
+            said = "reloading (SIGHUP)" if signum == signal.SIGHUP else "SIGUSR1: checking"
+            wait_for(lambda: said in d.log(), f"{said!r} in the log:\n{d.log()}")
+            d.wait_ready()
+            assert d.stop() == 0, d.log()
+        assert early, "sent after the handlers were installed: the test saw no early window"
+    finally:
+        d.close()

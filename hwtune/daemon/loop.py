@@ -42,6 +42,7 @@ from typing import TextIO
 
 from hwtune.daemon import changes
 from hwtune.daemon.changes import describe_issue, is_failure, issue_key
+from hwtune.daemon.early import EARLY_SIGNALS
 from hwtune.daemon.inputs import (
     OUTPUTS,
     config_paths,
@@ -427,6 +428,9 @@ class Daemon:
         previous_fd = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, *CHECK_SIGNALS)
         old_handlers = {s: signal.signal(s, self._on_signal) for s in handled}
+        # Blocked since the start (`hold_early_signals`): one sent meanwhile is delivered now,
+        # to the handlers above, and served by the loop.
+        old_mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, EARLY_SIGNALS)
         try:
             return self._serve(wake_r)
         except _Stop:
@@ -436,6 +440,7 @@ class Daemon:
             self._stop([])
             return 1
         finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
             for s, handler in old_handlers.items():
                 signal.signal(s, handler)
             signal.set_wakeup_fd(previous_fd)
