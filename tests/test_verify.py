@@ -474,59 +474,78 @@ def test_a_long_executable_name_still_counts_its_unnamed_threads(tmp_path: Path)
         child.wait()
 
 
-# Configures itself (argv[1] == "1") or not, then forks a child that sleeps without an exec,
-# as a multiprocessing "fork" worker does, and prints the child's pid.
-FORKS_A_CHILD = """
-import os, sys, time
+# A multiprocessing "fork" pool worker of a program that ran configure() at the top, after
+# (argv[1] == "after") or before its pool forked the worker, or never ("plain"); prints the
+# worker's pid.
+POOL_WORKER = """
+import multiprocessing, os, sys, time
 import hwtune
-if sys.argv[1] == "1":
+if sys.argv[1] == "after":
     hwtune.configure(tensorflow=False)
-child = os.fork()
-if child == 0:
-    time.sleep(60)
-    os._exit(0)
-print(child, flush=True)
+    # A start time is counted in clock ticks (proc(5): 1/100 s, cut down): a worker forked
+    # within the tick configure() recorded in cannot be told from one forked before it.
+    time.sleep(0.05)
+pool = multiprocessing.get_context("fork").Pool(1)
+worker = pool.apply(os.getpid)
+if sys.argv[1] == "before":
+    hwtune.configure(tensorflow=False)
+print(worker, flush=True)
 time.sleep(60)
 """
 
 
-@pytest.mark.parametrize("configured", [True, False], ids=["configured", "plain"])
-def test_a_child_forked_after_configure_is_not_reported_different(
-    tmp_path: Path, configured: bool
+@pytest.mark.parametrize("configured", ["after", "before", "plain"])
+def test_a_worker_forked_after_configure_is_judged_by_its_parents_record(
+    tmp_path: Path, configured: str
 ) -> None:
-    """A child forked after configure() holds what it set, but /proc/PID/environ shows the
-    program's start environment and a forked child writes no record: verify called every
-    variable DIFFERENT, "(unset)". It cannot see inside such a child, so it says so and names
-    the process to verify; a fork of a process that never ran configure() stays DIFFERENT."""
+    """A worker forked after configure() holds what it set (os.environ is copied at fork),
+    but /proc/PID/environ shows the program's start environment and a forked child writes no
+    record: verify showed every variable "(unset)", CANNOT TELL, and named the parent to
+    verify instead. It now judges the worker by the parent's record, and says so. A worker
+    forked before configure() ran may not hold them (CANNOT TELL, as before); one of a
+    process that never ran configure() is DIFFERENT."""
     env = _env(tmp_path, XDG_RUNTIME_DIR=str(tmp_path / "run"))
     (tmp_path / "run").mkdir(mode=0o700)
     parent = subprocess.Popen(
-        [PYTHON, "-c", FORKS_A_CHILD, "1" if configured else "0"],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
+        [PYTHON, "-c", POOL_WORKER, configured], env=env, stdout=subprocess.PIPE, text=True
     )
     assert parent.stdout is not None
-    child = int(parent.stdout.readline())
+    worker = int(parent.stdout.readline())
     try:
         result = subprocess.run(
-            [*HWTUNE, "verify", "--pid", str(child), "--json"],
+            [*HWTUNE, "verify", "--pid", str(worker)],
             capture_output=True,
             text=True,
             env=env,
             timeout=60,
         )
-        rows = {c["setting"]: c for c in json.loads(result.stdout)["checks"]}
+        shown = subprocess.run(
+            [*HWTUNE, "verify", "--pid", str(worker), "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        rows = {c["setting"]: c for c in json.loads(shown.stdout)["checks"]}
         threads = rows["env TF_NUM_INTRAOP_THREADS"]
-        assert threads["actual"] == "(unset)"
-        if configured:
-            assert threads["status"] == "CANNOT TELL"
+        if configured == "after":
+            assert threads["status"] == "OK" and threads["actual"] != "(unset)", threads
+            assert (
+                f"left it in pid {parent.pid}, which this process was forked from"
+                in (threads["note"])
+            )
+            assert json.loads(shown.stdout)["configure_record_of"] == parent.pid
+            assert f"forked from pid {parent.pid} after its hwtune.configure()" in result.stdout
+            assert result.returncode == 0, result.stdout + result.stderr
+        elif configured == "before":
+            assert (threads["actual"], threads["status"]) == ("(unset)", "CANNOT TELL")
             assert f"verify --pid {parent.pid}" in threads["note"]
             assert result.returncode != 5, result.stdout
         else:
-            assert threads["status"] == "DIFFERENT" and result.returncode == 5
+            assert (threads["actual"], threads["status"]) == ("(unset)", "DIFFERENT")
+            assert result.returncode == 5
     finally:
-        os.kill(child, signal.SIGKILL)
+        os.kill(worker, signal.SIGKILL)
         parent.kill()
         parent.wait()
 

@@ -51,6 +51,18 @@ MAX_SWEPT = 4096
 # again once TensorFlow took the settings, often with nothing new; an equal record is not
 # written again (it costs a directory check, a start-time read and a rename at job start).
 _written: dict[str, dict[str, Any]] = {}
+# path -> (the "env" section last written there, when it was first written so): see `write`.
+_env_since: dict[str, tuple[Any, float | None]] = {}
+
+
+def boot_seconds() -> float | None:
+    """Seconds since boot by CLOCK_BOOTTIME, the clock a process's start time in
+    /proc/PID/stat is counted by (proc(5), field 22, "the time the process started after
+    system boot"; task->start_boottime in the kernel's kernel/fork.c). A kernel that counted
+    it by CLOCK_MONOTONIC, never ahead of CLOCK_BOOTTIME (clock_gettime(2)), only makes a child
+    look forked earlier than it was. None where the clock is missing (not Linux)."""
+    clock = getattr(time, "CLOCK_BOOTTIME", None)
+    return None if clock is None else time.clock_gettime(clock)
 
 
 def start_time(pid: int) -> str | None:
@@ -130,11 +142,18 @@ def write(
             _noted.add(refused)
             notes.append(refused)
         return None
+    # When the variables of "env" were set (at the latest): a child forked without an exec
+    # after it holds them, and verify judges it by this record (`hwtune.apply.verify`); one
+    # forked before may not. Kept across writes that leave "env" as it was (TensorFlow's).
+    since = _env_since.get(path)
+    if since is None or since[0] != data.get("env"):
+        since = (data.get("env"), boot_seconds())
     body = {
         "schema": RECORD_SCHEMA,
         "pid": pid,
         "start": start_time(pid),
         "pid_namespace": pid_namespace(),
+        "env_since_boot": since[1],
         **data,
     }
     temporary = f"{path}.{pid}.tmp"
@@ -164,6 +183,7 @@ def write(
         atexit.register(_remove, path, pid)
         _at_worker_exit(path, pid)
     _written[path] = dict(data)
+    _env_since[path] = since
     return path
 
 

@@ -114,6 +114,9 @@ class Observation:
     # The ancestor with a configure() record this process was forked from without an exec
     # (`configured_ancestor`): its environment may hold what configure() set there.
     forked_from: int | None = None
+    # `record` is that ancestor's (its "env" alone): this process was forked after
+    # configure() set those variables there (`inherited_record`), so it holds them too.
+    record_inherited: bool = False
 
     @property
     def tf_started(self) -> bool:
@@ -179,7 +182,10 @@ def observe(pid: int) -> Observation | None:
         comm = kernel_comm.decode("utf-8", "replace").strip() or comm
     numa = _read(f"/proc/{pid}/numa_maps")
     found, note = record.read(pid, [environ, os.environ], owner=uid)
-    forked_from = None if found is not None or note else configured_ancestor(pid, environ)
+    ancestor = None if found is not None or note else configured_ancestor(pid, environ)
+    forked_from, inherited = (None, None) if ancestor is None else ancestor
+    if inherited is not None:
+        inherited = inherited_record(pid, inherited)
     return Observation(
         pid=pid,
         environ=dict(environ),
@@ -187,11 +193,33 @@ def observe(pid: int) -> Observation | None:
         threads=_thread_names(pid, tids),
         comm=comm,
         numa_policy=parse_numa_policy(numa.decode("utf-8", "replace")) if numa else None,
-        record=found,
+        record=found if found is not None else inherited,
         record_note=note,
         rss_bytes=rss,
         forked_from=forked_from,
+        record_inherited=inherited is not None,
     )
+
+
+def inherited_record(pid: int, found: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What of an ancestor's record (`configured_ancestor`) holds in `pid`, forked from it
+    without an exec: its "env", when `pid` started after configure() set those variables
+    (os.environ is copied at fork: multiprocessing docs, "Contexts and start methods"), else
+    None. Not its "tensorflow" or "threads": they say what the ancestor's TensorFlow took.
+
+    A child started before, or a record of an hwtune that did not say when (no
+    `env_since_boot`), may not hold them: None, and verify cannot tell (`forked_note`)."""
+    from hwtune.apply import record
+
+    since = found.get("env_since_boot")
+    started = record.start_time(pid)
+    env = found.get("env")
+    if not isinstance(since, (int, float)) or started is None or not isinstance(env, dict):
+        return None
+    # In clock ticks, cut down (proc(5)): the child's real start is no earlier than this.
+    if int(started) / os.sysconf("SC_CLK_TCK") < since:
+        return None
+    return {"env": env}
 
 
 def check_job_environment(seen: Observation) -> None:
@@ -218,9 +246,11 @@ def check_job_environment(seen: Observation) -> None:
 MAX_FORK_DEPTH = 4
 
 
-def configured_ancestor(pid: int, environ: Mapping[str, str]) -> int | None:
-    """The nearest ancestor with a configure() record that `pid` was forked from without an
-    exec, else None.
+def configured_ancestor(
+    pid: int, environ: Mapping[str, str]
+) -> tuple[int, Mapping[str, Any]] | None:
+    """(pid, record) of the nearest ancestor with a configure() record that `pid` was forked
+    from without an exec, else None.
 
     A child forked after configure() (a multiprocessing "fork" worker running TensorFlow)
     holds the variables configure() set, but /proc/PID/environ shows the environment the
@@ -243,8 +273,9 @@ def configured_ancestor(pid: int, environ: Mapping[str, str]) -> int | None:
                 owner = parent.uids().real
             if not same:
                 return None
-            if record.read(parent.pid, [environ, os.environ], owner=owner)[0] is not None:
-                return int(parent.pid)
+            found = record.read(parent.pid, [environ, os.environ], owner=owner)[0]
+            if found is not None:
+                return int(parent.pid), found
     except psutil.Error:
         return None
     return None
@@ -316,6 +347,8 @@ def _env_check(name: str, want: str, seen: Observation, uuids: Mapping[str, str]
         shown = "(unset)" if have is None else str(have)
         status, note = _env_status(name, want, None if have is None else str(have), uuids)
         recorded = "as hwtune.configure() left it inside the process (its record)"
+        if seen.record_inherited:
+            recorded = inherited_note(seen.forked_from)
         return Check(
             f"env {name}", want, shown, status, f"{recorded}; {note}" if note else recorded
         )
@@ -329,9 +362,16 @@ def _env_check(name: str, want: str, seen: Observation, uuids: Mapping[str, str]
             f"configure()'s record could not be used: {seen.record_note}",
         )
     status, note = _env_status(name, want, started, uuids)
-    if status == "DIFFERENT" and seen.forked_from is not None:
+    if status == "DIFFERENT" and seen.forked_from is not None and not seen.record_inherited:
         status, note = CANNOT_TELL, forked_note(seen.forked_from)
     return Check(f"env {name}", want, "(unset)" if started is None else started, status, note)
+
+
+def inherited_note(ancestor: int | None) -> str:
+    return (
+        f"as hwtune.configure() left it in pid {ancestor}, which this process was forked from "
+        "without an exec after configure() ran: it holds what that record says"
+    )
 
 
 def forked_note(ancestor: int) -> str:
@@ -434,7 +474,9 @@ def describe(seen: Observation) -> str:
     if seen.rss_bytes is not None:
         parts.append(f"{seen.rss_bytes / (1 << 20):.0f} MiB resident")
     parts.append(plural(sum(seen.threads.values()), "thread"))
-    if seen.record is not None:
+    if seen.record_inherited:
+        parts.append(f"forked from pid {seen.forked_from} after its hwtune.configure()")
+    elif seen.record is not None:
         parts.append("hwtune.configure() ran inside")
     return ", ".join(parts)
 

@@ -140,7 +140,13 @@ def _watch_command(command: list[str], hardware: _JobHardware) -> tuple[object, 
                     records[seen.pid] = seen
                 elif seen.pid in records:
                     earlier = records[seen.pid]
-                    seen = replace(seen, record=earlier.record, record_note=earlier.record_note)
+                    seen = replace(
+                        seen,
+                        record=earlier.record,
+                        record_note=earlier.record_note,
+                        forked_from=earlier.forked_from,
+                        record_inherited=earlier.record_inherited,
+                    )
                 if seen.tf_started:
                     # The pool as it stood longest, not the last look: at exit TensorFlow
                     # tears its pools down while other tf_ threads still show (a last look
@@ -288,6 +294,11 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             "pid": seen.pid,
             "rss_bytes": seen.rss_bytes,
             "configure_record": seen.record is not None,
+            # Whose record: the process's own, or the ancestor it was forked from after
+            # configure() ran there (hwtune.apply.verify.inherited_record).
+            "configure_record_of": (seen.forked_from if seen.record_inherited else seen.pid)
+            if seen.record is not None
+            else None,
             "checks": [c.__dict__ for c in checks],
         }
         env.stdout.write(json.dumps(shown, indent=2) + "\n")
