@@ -243,12 +243,30 @@ def test_cli_rejects_a_name_for_a_builtin_workload() -> None:
 
 
 def test_cli_rejects_fewer_than_two_repeats_instead_of_raising_them() -> None:
-    """--max-repeats 0, -3 or 1 ran races of 2 rounds without a word."""
+    """--max-repeats 0, -3 or 1 ran races of 2 rounds without a word; then they exited 1,
+    though a bad command line is exit 2 (README, "Exit codes")."""
     for repeats in ("0", "-3", "1"):
         result = run_cli(["tune", "--dry-run", "--max-repeats", repeats, "--", "true"])
-        assert result.exit_status == 1, (repeats, result)
-        assert f"--max-repeats {repeats}: a race needs at least 2 rounds" in result.stderr
+        assert result.exit_status == 2, (repeats, result)
+        assert "argument --max-repeats: expected a whole number from 2 up" in result.stderr
+        assert "a race needs at least 2 rounds" in result.stderr
         assert result.stdout == ""
+
+
+def test_a_zero_or_negative_budget_or_trial_timeout_is_a_usage_error() -> None:
+    """--budget 0 and --trial-timeout 0 exited 1 while --seconds -1 exited 2: every bad
+    value of a tune flag is a bad command line, exit 2 with argparse's usage line."""
+    for flag in ("--budget", "--trial-timeout"):
+        for value in ("0", "-1", "0.0", "nan"):
+            result = run_cli(["tune", "--dry-run", flag, value, "--", "true"])
+            assert result.exit_status == 2, (flag, value, result)
+            assert f"argument {flag}: expected a number of seconds" in result.stderr
+            assert "usage:" in result.stderr
+            assert result.stdout == ""
+    result = run_cli(
+        ["tune", "--dry-run", "--budget", "0.5", "--trial-timeout", "1", "--", "true"]
+    )
+    assert result.exit_status == 0, result
 
 
 @pytest.mark.skipif(

@@ -30,6 +30,17 @@ def seconds(text: str) -> float:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    """A duration that must be over 0 (a budget, a timeout): `seconds`, and 0 refused too,
+    at the flag, with exit 2 like any other bad value."""
+    value = seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds over 0 (ASCII digits, finite), got {text!r}"
+        )
+    return value
+
+
 def number_text(value: float) -> str:
     """A number as a person writes it: 315360000, not `:g`'s 3.1536e+08; 0.4, -5, 1e+300."""
     if math.isfinite(value) and value.is_integer() and abs(value) < 1e16:
@@ -83,6 +94,22 @@ def integer(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"expected a whole number in ASCII digits, got {text!r}"
         ) from None
+
+
+def integer_from(low: int, why: str) -> Callable[[str], int]:
+    """A whole number in ASCII digits, `low` or more; `why` says what needs that much. A
+    smaller one is a usage error (exit 2), as text that is no number is."""
+
+    def parse(text: str) -> int:
+        value = integer(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {low} up ({why}), got {text!r}"
+            )
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in some messages
+    return parse
 
 
 def process_id(text: str) -> int:

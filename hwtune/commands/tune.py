@@ -27,7 +27,7 @@ import signal
 from typing import Any
 
 from hwtune.cli import Environment
-from hwtune.commands.numbers import integer, seconds
+from hwtune.commands.numbers import integer, integer_from, positive_seconds, seconds
 from hwtune.commands.planning import add_plan_arguments, request_from_args
 from hwtune.errors import stderr_line
 from hwtune.status import ExitStatus
@@ -54,14 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--budget",
-        type=seconds,
+        type=positive_seconds,
         default=600.0,
         metavar="SECONDS",
         help="wall-clock time the search may take (default 600)",
     )
     parser.add_argument(
         "--trial-timeout",
-        type=seconds,
+        type=positive_seconds,
         metavar="S",
         help="kill a trial after S seconds (default: 600 for the first, then 5× its time); "
         "never after the budget ends",
@@ -94,7 +94,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-repeats",
-        type=integer,
+        # A race compares arms from their second round on (search.py).
+        type=integer_from(2, "a race needs at least 2 rounds to compare arms"),
         default=4,
         metavar="N",
         help="rounds of trials per arm in a race, at least 2 (default 4)",
@@ -126,7 +127,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from hwtune.errors import ConfigError
     from hwtune.pipeline.request import load_hardware
     from hwtune.tune.progress import Progress
     from hwtune.tune.tuner import ResultNotStored, resolve_request, tune
@@ -146,13 +146,6 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if args.forget is not None:
         target = _forget_target(args.forget or None, args, command)
         return _forget(target, load_hardware(planning), env)
-    if args.budget <= 0 or (args.trial_timeout is not None and args.trial_timeout <= 0):
-        raise ConfigError("--budget and --trial-timeout must be positive")
-    if args.max_repeats < 2:  # a race compares arms from their second round on (search.py)
-        raise ConfigError(
-            f"--max-repeats {args.max_repeats}: a race needs at least 2 rounds to compare arms",
-            hint="give --max-repeats 2 or more (default 4)",
-        )
     workload = resolve(
         args.workload,
         command,
