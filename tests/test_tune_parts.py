@@ -152,6 +152,32 @@ def test_instances_run_concurrently_pinned_and_add_up(tmp_path: Path) -> None:
     assert result.metric == "rate"
 
 
+@pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2,
+    reason="needs 2 usable CPUs: with one, narrowing tune's affinity changes nothing",
+)
+def test_a_trial_that_narrows_tunes_affinity_does_not_narrow_the_next(tmp_path: Path) -> None:
+    """A workload may set its parent's (tune's) affinity: `sched_setaffinity(getppid(), {cpu})`
+    left every later unpinned trial, which inherits tune's, on that one CPU."""
+    start = os.sched_getaffinity(0)
+    cpu = min(start)
+    argv = script(
+        tmp_path,
+        "import os\n"
+        "print(f'hwtune-metric: cpus={len(os.sched_getaffinity(0))}', flush=True)\n"
+        f"os.sched_setaffinity(os.getppid(), {{{cpu}}})\n",
+    )
+    runner = TrialRunner(user_command(argv), environ=os.environ, timeout_s=60)
+    try:
+        first = runner.run(TrialConfig())
+        assert os.sched_getaffinity(0) == {cpu}  # the workload did narrow its parent's
+        second = runner.run(TrialConfig())
+    finally:
+        os.sched_setaffinity(0, start)
+    assert first.ok and first.value == len(start)
+    assert second.ok and second.value == len(start), second
+
+
 def test_a_chatty_workload_is_scanned_not_read_whole(tmp_path: Path) -> None:
     """A workload that logs for hours writes gigabytes: the trial holds a line at a time and
     the report's tail, never the whole output (reading it whole peaked at 100 MB for this one)."""

@@ -71,8 +71,13 @@ def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
     return kept[-chars:]
 
 
-def _preexec(cpus: Sequence[int], cgroup_procs: Path | None) -> Callable[[], None]:
-    """Runs in the child between fork and exec: join the cgroup, then pin."""
+def _preexec(
+    cpus: Sequence[int], cgroup_procs: Path | None, start_cpus: frozenset[int]
+) -> Callable[[], None]:
+    """Runs in the child between fork and exec: join the cgroup, then pin to `cpus`, or, for
+    an unpinned trial, set the CPUs tune had when it started (`start_cpus`). A child inherits
+    its parent's affinity, and a workload may change tune's (`sched_setaffinity(getppid(),
+    …)`, sched_setaffinity(2)): every later unpinned trial would then run on those CPUs."""
 
     def setup() -> None:
         if cgroup_procs is not None:
@@ -80,6 +85,11 @@ def _preexec(cpus: Sequence[int], cgroup_procs: Path | None) -> Callable[[], Non
                 handle.write(str(os.getpid()))
         if cpus:
             os.sched_setaffinity(0, cpus)
+        elif start_cpus:
+            # Best effort: a CPU since taken offline or out of the cgroup's cpuset leaves
+            # none of them settable (EINVAL); the trial then runs as the kernel placed it.
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, start_cpus)
 
     return setup
 
@@ -184,6 +194,9 @@ class TrialRunner:
         self.timeout_s = timeout_s
         self.cgroup_procs = cgroup_procs
         self.metric = workload.metric  # learnt from the first trial when the workload names none
+        # The CPUs tune may run on as it starts: every unpinned trial starts from these, not
+        # from what an earlier trial may have set for tune (_preexec).
+        self.start_cpus = frozenset(os.sched_getaffinity(0))
 
     def run(self, config: TrialConfig) -> TrialResult:
         with tempfile.TemporaryDirectory(prefix="hwtune-trial-") as scratch, subreaper():
@@ -211,7 +224,7 @@ class TrialRunner:
                             env=trial_env(config, index, self.environ, barrier=str(barrier)),
                             cwd=self.workload.cwd,
                             start_new_session=True,  # its own group: a timeout kills it all
-                            preexec_fn=_preexec(cpus, self.cgroup_procs),
+                            preexec_fn=_preexec(cpus, self.cgroup_procs, self.start_cpus),
                         )
                     )
                 except (OSError, subprocess.SubprocessError) as error:
