@@ -56,6 +56,39 @@ def test_apply_says_it_replaced_a_hand_edit_and_how_to_get_it_back(tmp_path: Pat
     assert apply(out, environ, "--set", "MODE=c")[1] == ""
 
 
+def snapshot(out: Path) -> dict[str, bytes]:
+    """Every file under `out`, journal included, by relative path."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def test_a_preview_says_it_would_replace_a_hand_edit_and_writes_nothing(tmp_path: Path) -> None:
+    """`apply --dry-run` and `--diff` said only "would be updated" for a file the user edited,
+    while the apply itself notes "replaced your edit of …"."""
+    environ = isolated_environ(tmp_path)
+    out = tmp_path / "my out"
+    apply(out, environ, "--set", "MODE=a")
+    env_file = out / "hwtune.env"
+    # hwtune's own files: a preview of a change names no edit
+    for flag in ("--dry-run", "--diff"):
+        result = run_cli(["apply", "--output", str(out), flag, "--set", "MODE=b"], environ)
+        assert result.exit_status == 4 and result.stderr == "", result.stderr
+    env_file.write_text(EDIT)
+    before = snapshot(out)
+    note = (
+        f"hwtune apply: note: would replace your edit of {shlex.quote(str(env_file))} "
+        f"(an apply keeps it in the journal; `hwtune revert --output {shlex.quote(str(out))}` "
+        "then restores it)"
+    )
+    for flag in ("--dry-run", "--diff"):
+        result = run_cli(["apply", "--output", str(out), flag, "--set", "MODE=b"], environ)
+        assert result.exit_status == 4, result.stderr
+        assert f"would be updated: {env_file}" in result.stdout
+        assert result.stderr.splitlines() == [note], flag
+        assert snapshot(out) == before  # nothing written, the journal included
+    # … and the apply it previewed says it did
+    assert "replaced your edit of" in apply(out, environ, "--set", "MODE=b")[1]
+
+
 def test_rotation_keeps_a_hand_edit_while_applies_go_on(tmp_path: Path) -> None:
     """The journal kept the newest 20 entries whatever they held: 20 more applies (a daemon
     following the machine) dropped the only copy of the user's edit. Revert must still reach

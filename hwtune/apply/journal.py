@@ -156,7 +156,7 @@ def begin(
         for name, data in new_files.items():
             target = output_dir / name
             current = _read_bytes(target)
-            edited = current is not None and written.get(name) != sha256(current)
+            edited = hand_edited(written, name, current)
             backup = _keep_previous(target, files_dir / name)
             new = "" if data is None else sha256(data)
             records.append(JournalFile(name, backup is not None, new, backup, edited))
@@ -423,6 +423,12 @@ def last_written(output_dir: Path) -> dict[str, str]:
         for name, digest in (*((f.name, f.new_sha256) for f in entry.files), *entry.unchanged):
             found.setdefault(name, digest)
     return found
+
+
+def hand_edited(written: Mapping[str, str], name: str, current: bytes | None) -> bool:
+    """Whether `current`, the bytes in output `name` now (None: absent), is a hand edit:
+    not what hwtune last left there (`written`, from `last_written`)."""
+    return current is not None and written.get(name) != sha256(current)
 
 
 def prune(output_dir: Path, keep: int = KEEP, keep_edits: int = KEEP_EDITS) -> list[JournalEntry]:

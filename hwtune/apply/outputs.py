@@ -63,7 +63,8 @@ class ApplyReport:
     recovered: tuple[str, ...] = ()  # journal ids of interrupted applies rolled back first
     created: tuple[Path, ...] = ()  # of `changed`: files that did not exist
     removed: tuple[Path, ...] = ()  # of `changed`: files this profile no longer has
-    edited: tuple[Path, ...] = ()  # of `changed`: hand edits replaced, kept in the journal
+    edited: tuple[Path, ...] = ()  # of `changed`: hand edits replaced (with dry_run: that
+    # would be), kept in the journal
     dropped_edits: tuple[journal.JournalEntry, ...] = ()  # older kept edits rotated out
 
     def verb(self, path: Path) -> str:
@@ -199,6 +200,13 @@ def edit_notes(report: ApplyReport, *, daemon: bool = False) -> list[str]:
     quoted = shlex.quote(str(report.output_dir))
     lines = []
     for path in report.edited:
+        if report.dry_run:  # nothing written, so nothing kept yet
+            verb = "remove" if path in report.removed else "replace"
+            lines.append(
+                f"would {verb} your edit of {shlex.quote(str(path))} (an apply keeps it in "
+                f"the journal; `hwtune revert --output {quoted}` then restores it)"
+            )
+            continue
         kept = report.output_dir / journal.JOURNAL_DIR / str(report.journal_id) / "files"
         verb = "removed" if path in report.removed else "replaced"
         how = (
@@ -290,7 +298,15 @@ def _plan_changes(
     unchanged: list[Path] = []
     created: list[Path] = []
     removed: list[Path] = []
+    edited: list[Path] = []
     diffs: list[str] = []
+    # A preview says which hand edits an apply would replace, judged as journal.begin judges
+    # them; a real apply learns that from the entry it writes. A journal that cannot be
+    # listed makes no preview fail (the apply itself reports it): no edit is named then.
+    written: dict[str, str] | None = None
+    if dry_run:
+        with contextlib.suppress(ApplyError):
+            written = journal.last_written(output_dir)
     for name, data in files.items():
         path = output_dir / name
         old, mode = _current(path)
@@ -305,6 +321,8 @@ def _plan_changes(
                 created.append(path)
             elif data is None:
                 removed.append(path)
+            if written is not None and journal.hand_edited(written, name, old):
+                edited.append(path)
     return ApplyReport(
         output_dir,
         tuple(changed),
@@ -315,6 +333,7 @@ def _plan_changes(
         recovered,
         tuple(created),
         tuple(removed),
+        tuple(edited),
     )
 
 
