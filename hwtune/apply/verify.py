@@ -131,7 +131,8 @@ class Observation:
         return value if isinstance(value, dict) else {}
 
 
-def _read(path: str) -> bytes | None:
+def read_or_none(path: str) -> bytes | None:
+    """The bytes of `path` (a /proc file of a process that may end), or None."""
     try:
         with open(path, "rb") as handle:
             return handle.read()
@@ -151,7 +152,7 @@ def parse_numa_policy(text: str) -> str | None:
 def _thread_names(pid: int, tids: list[int]) -> Counter[str]:
     threads: Counter[str] = Counter()
     for tid in tids:
-        comm = _read(f"/proc/{pid}/task/{tid}/comm")
+        comm = read_or_none(f"/proc/{pid}/task/{tid}/comm")
         if comm is not None:
             threads[comm.decode("utf-8", "replace").strip()] += 1
     return threads
@@ -177,10 +178,10 @@ def observe(pid: int) -> Observation | None:
     # Threads are counted by /proc/PID/task/TID/comm, which the kernel cuts to 15 bytes;
     # psutil's name() gives the full name of a longer executable (tensorflow_model_server),
     # which no thread would then match.
-    kernel_comm = _read(f"/proc/{pid}/comm")
+    kernel_comm = read_or_none(f"/proc/{pid}/comm")
     if kernel_comm is not None:
         comm = kernel_comm.decode("utf-8", "replace").strip() or comm
-    numa = _read(f"/proc/{pid}/numa_maps")
+    numa = read_or_none(f"/proc/{pid}/numa_maps")
     found, note = record.read(pid, [environ, os.environ], owner=uid)
     ancestor = None if found is not None or note else configured_ancestor(pid, environ)
     forked_from, inherited = (None, None) if ancestor is None else ancestor

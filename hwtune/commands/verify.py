@@ -86,9 +86,10 @@ class _JobHardware:
     def read(self, seen: Observation) -> None:
         if not self._wanted:
             return
+        from hwtune.apply.verify import read_or_none
         from hwtune.probes import detect
 
-        cgroup = _read_bytes(f"/proc/{seen.pid}/cgroup")
+        cgroup = read_or_none(f"/proc/{seen.pid}/cgroup")
         known = self._seen.get(seen.pid)
         if known is not None and cgroup is None:
             return  # it ended since it was observed: keep what was read while it ran
@@ -102,14 +103,6 @@ class _JobHardware:
         if seen.pid not in self._seen:  # not read while it ran: as it is now
             self.read(seen)
         return self._seen[seen.pid][1]
-
-
-def _read_bytes(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
-        return None
 
 
 def _watch_command(command: list[str], hardware: _JobHardware) -> tuple[object, int]:
