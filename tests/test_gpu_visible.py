@@ -375,3 +375,36 @@ def test_exec_names_cudas_numbers_where_no_uuid_is_known() -> None:
     # With every GPU open the numbers stay nvidia-smi's indices.
     halves = [plan(_p4d("2,3"), knowledge=KNOWLEDGE, instances=2, instance=k) for k in (0, 1)]
     assert [p.env["CUDA_VISIBLE_DEVICES"].value for p in halves] == ["2", "3"]
+
+
+# -- rules about the GPUs of this process, not of the node --------------------------------
+
+
+def _snapshot_node(tmp_path: Path, value: str, *, idle_gpu0: bool = False) -> Hardware:
+    """The 8 × A100 node (GPU 0 in MIG mode) as a snapshot that recorded CUDA_VISIBLE_DEVICES=
+    `value` in bus order; `idle_gpu0`: GPU 0 as right after `nvidia-smi -mig 1`, in MIG mode
+    with no MIG device yet (MIG User Guide, "Getting Started"), which `-L` cannot show."""
+    from hwtune.probes.cuda_visible_snapshot import SNAPSHOT_NAME
+    from tests.gpu_roots import root
+
+    dest = root(tmp_path, EPYC, topo=A100_TOPO, listing=MIXED_MIG_LIST)
+    recorded = {"CUDA_VISIBLE_DEVICES": value, "CUDA_DEVICE_ORDER": PCI}
+    (dest / SNAPSHOT_NAME).write_text(json.dumps(recorded))
+    hw = detect(dest)
+    assert hw.gpu_visibility is not None and hw.gpus[0].mig_enabled
+    if idle_gpu0:
+        gpus = (dataclasses.replace(hw.gpus[0], mig_devices=()), *hw.gpus[1:])
+        hw = dataclasses.replace(hw, gpus=gpus)
+    return hw
+
+
+def test_an_idle_mig_gpu_the_variable_hides_is_not_warned_about(tmp_path: Path) -> None:
+    profile = plan(_snapshot_node(tmp_path, "2,3", idle_gpu0=True), knowledge=KNOWLEDGE)
+    assert profile.instance.gpus == (2, 3)
+    assert not [w for w in profile.warnings if "MIG mode without MIG devices" in w]
+
+
+def test_an_idle_mig_gpu_the_process_sees_is_still_warned_about(tmp_path: Path) -> None:
+    profile = plan(_snapshot_node(tmp_path, "0,2", idle_gpu0=True), knowledge=KNOWLEDGE)
+    assert profile.instance.gpus == (2,)
+    assert [w for w in profile.warnings if w.startswith("GPU 0 is in MIG mode without")]

@@ -113,7 +113,7 @@ def gpus_tensorflow_can_use(
     driver = cuda_compat.driver_cannot_load(hw, planned, knowledge or default_knowledge())
     if driver:
         return (), driver
-    idle_mig = _idle_mig(hw)
+    idle_mig = _idle_mig(gpus)
     minimum = version_tuple(planned.min_cuda_cc)[:2] if planned is not None else ()
     too_old = [
         gpu
@@ -136,16 +136,20 @@ def gpus_tensorflow_can_use(
     )
 
 
-def idle_mig_warnings(hw: Hardware, usable: tuple[Gpu, ...]) -> list[str]:
-    """Notes on GPUs left out for want of MIG devices while the plan runs on other GPUs."""
+def idle_mig_warnings(visible: tuple[Gpu, ...], usable: tuple[Gpu, ...]) -> list[str]:
+    """Notes on GPUs left out for want of MIG devices while the plan runs on other GPUs.
+
+    `visible`: the GPUs CUDA_VISIBLE_DEVICES leaves this process (`gpu_units.visible`). Only
+    those are left out: a GPU the variable hides is no GPU of this process, idle or not."""
     if not usable:
         return []  # then the reason is every GPU setting's "left out"
-    return list(_idle_mig(hw).values())
+    return list(_idle_mig(visible).values())
 
 
-def _idle_mig(hw: Hardware) -> dict[int, str]:
-    """GPU index -> why CUDA cannot run on it, for GPUs in MIG mode without MIG devices."""
-    return {gpu.index: note for gpu in hw.gpus if (note := gpu_units.mig_without_devices(gpu))}
+def _idle_mig(gpus: tuple[Gpu, ...]) -> dict[int, str]:
+    """GPU index -> why CUDA cannot run on it, for those of `gpus` in MIG mode without MIG
+    devices."""
+    return {gpu.index: note for gpu in gpus if (note := gpu_units.mig_without_devices(gpu))}
 
 
 def eligible_precisions(hw: Hardware, gpus: tuple[Gpu, ...]) -> tuple[tuple[str, ...], str]:

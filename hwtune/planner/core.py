@@ -354,7 +354,7 @@ def plan(
         copies=copies,
         warnings=(
             *cuda_compat.compat_warnings(hw, visible, planned_tf, knowledge),
-            *accel.idle_mig_warnings(hw, tf_gpus),
+            *accel.idle_mig_warnings(visible, tf_gpus),
         ),
     )
 
