@@ -408,3 +408,18 @@ def test_an_idle_mig_gpu_the_process_sees_is_still_warned_about(tmp_path: Path) 
     profile = plan(_snapshot_node(tmp_path, "0,2", idle_gpu0=True), knowledge=KNOWLEDGE)
     assert profile.instance.gpus == (2,)
     assert [w for w in profile.warnings if w.startswith("GPU 0 is in MIG mode without")]
+
+
+def test_the_build_lists_every_gpu_of_the_node_and_says_so(tmp_path: Path) -> None:
+    """docs/planner.md: "every GPU host gets a CUDA build" with "the GPUs' compute
+    capabilities": a build made on the node serves its jobs, whichever GPUs they are given."""
+    hw = _snapshot_node(tmp_path, "2,3")
+    bazel = plan(hw, knowledge=KNOWLEDGE).bazel
+    whole = plan(dataclasses.replace(hw, gpu_visibility=None), knowledge=KNOWLEDGE).bazel
+    assert bazel is not None and whole is not None
+    assert bazel.configure_env == whole.configure_env  # the same capabilities
+    (caps,) = [r for r in bazel.reasons if "COMPUTE_CAPABILITIES=" in r]
+    assert "all 8 GPUs of the node" in caps
+    assert "GPUs 2-3 of 8: CUDA_VISIBLE_DEVICES=2,3" in caps
+    (unlimited,) = [r for r in whole.reasons if "COMPUTE_CAPABILITIES=" in r]
+    assert "the detected GPUs' compute capabilities" in unlimited

@@ -192,6 +192,19 @@ def _dotted(cc: tuple[int, ...]) -> str:
     return ".".join(str(p) for p in cc)
 
 
+def _whose_capabilities(hw: Hardware, gpus: tuple[Gpu, ...]) -> str:
+    """Whose capabilities the build lists: every GPU of the node (`hw.gpus`), also where the
+    caller's CUDA_VISIBLE_DEVICES (`hw.gpu_visibility`) leaves it fewer. A build made on a
+    node is for that node's jobs, and the next one may be given other GPUs of it."""
+    seen = hw.gpu_visibility
+    if seen is None or (seen.gpus is not None and set(seen.gpus) >= {g.index for g in gpus}):
+        return "the detected GPUs' compute capabilities"
+    return (
+        f"the compute capabilities of all {plural(len(gpus), 'GPU')} of the node: a build "
+        f"made here is for the node's jobs, not only this process's GPUs ({seen.reason})"
+    )
+
+
 def plan_bazel(
     hw: Hardware,
     intent: Intent,
@@ -353,7 +366,7 @@ def plan_bazel(
         what = (
             f"TF {tf.key}'s official list (a GPU's compute capability is unknown)"
             if unknown
-            else "the detected GPUs' compute capabilities"
+            else _whose_capabilities(hw, gpus)
         )
         add(f"--repo_env={var}={caps}", f"{what}, {tf.cuda_scheme} scheme of TF {tf.key}")
         env[var] = caps
