@@ -33,6 +33,7 @@ from tests.gpu_roots import (
     A100_TOPO,
     BLACKWELL_XML,
     EPYC,
+    HASWELL,
     MIG_LIST,
     MIXED_MIG_LIST,
     P4D_HOST,
@@ -423,3 +424,17 @@ def test_the_build_lists_every_gpu_of_the_node_and_says_so(tmp_path: Path) -> No
     assert "GPUs 2-3 of 8: CUDA_VISIBLE_DEVICES=2,3" in caps
     (unlimited,) = [r for r in whole.reasons if "COMPUTE_CAPABILITIES=" in r]
     assert "the detected GPUs' compute capabilities" in unlimited
+
+
+def test_no_ptx_jit_note_for_a_visible_gpu_tensorflow_ignores(tmp_path: Path) -> None:
+    """Two RTX PRO 6000 Blackwell (compute capability 12.0, beyond TF 2.21's CUDA 12.5), the
+    first in MIG mode with no MIG device: TensorFlow runs on the second alone, so only its
+    PTX is JIT-compiled at start-up."""
+    hw = hardware(tmp_path, HASWELL, xml=BLACKWELL_XML)
+    blackwell = hw.gpus[0]
+    idle = dataclasses.replace(blackwell, mig_enabled=True, mig_devices=())
+    other = dataclasses.replace(blackwell, index=1, uuid=None, pci_bus_id=None)
+    profile = plan(dataclasses.replace(hw, gpus=(idle, other)), knowledge=KNOWLEDGE)
+    assert profile.instance.gpus == (1,)
+    jit = [w for w in profile.warnings if "JIT-compiled" in w]
+    assert len(jit) == 1 and jit[0].startswith("GPU 1 ("), jit

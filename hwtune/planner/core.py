@@ -353,7 +353,7 @@ def plan(
         fingerprint=plan_fingerprint,
         copies=copies,
         warnings=(
-            *cuda_compat.compat_warnings(hw, visible, planned_tf, knowledge),
+            *cuda_compat.compat_warnings(hw, visible, tf_gpus, planned_tf, knowledge),
             *accel.idle_mig_warnings(visible, tf_gpus),
         ),
     )

@@ -101,9 +101,17 @@ def newer_than_build(
 
 
 def compat_warnings(
-    hw: Hardware, gpus: tuple[Gpu, ...], planned: TfVersionEntry | None, knowledge: Knowledge
+    hw: Hardware,
+    gpus: tuple[Gpu, ...],
+    used: tuple[Gpu, ...],
+    planned: TfVersionEntry | None,
+    knowledge: Knowledge,
 ) -> list[str]:
-    """Plan warnings about the driver and the CUDA of the TensorFlow that will run."""
+    """Plan warnings about the driver and the CUDA of the TensorFlow that will run.
+
+    `gpus`: those CUDA_VISIBLE_DEVICES leaves the process, for the driver (too old a driver is
+    why none of them is used); `used`: those TensorFlow will run on, for the PTX JIT note
+    (TensorFlow compiles nothing for a GPU it ignores, as one in MIG mode with no MIG device)."""
     if not gpus:
         return []
     needed, who = tf_cuda(hw, planned)
@@ -112,5 +120,5 @@ def compat_warnings(
         problem = driver_problem(hw.gpu_driver, hw.cuda_driver_version, needed, who, knowledge)
         if problem:
             warnings.append(problem)
-    warnings.extend(newer_than_build(gpus, planned, who, knowledge))
+    warnings.extend(newer_than_build(used, planned, who, knowledge))
     return warnings
