@@ -90,6 +90,27 @@ class ProblemList(list[ParseProblem]):
             self[-1] = note
 
 
+class Cap:
+    """A bound on what a parse keeps (keys, records, rows): `over` says whether the next item
+    would pass `limit`, and the first time it does adds one problem, `why`, at that line; a
+    parser then skips or stops. Bounds the cost of a file of junk under the size cap."""
+
+    def __init__(self, problems: list[ParseProblem], limit: int, why: str) -> None:
+        self.problems = problems
+        self.limit = limit
+        self.why = why
+        self.said = False
+
+    def over(self, size: int, line: int) -> bool:
+        """Whether an item at `line`, after `size` kept, passes the limit (said once)."""
+        if size < self.limit:
+            return False
+        if not self.said:
+            self.problems.append(ParseProblem(line, self.why))
+            self.said = True
+        return True
+
+
 class ProcessorRecord(NamedTuple):
     """The per-processor fields of one cpuinfo block."""
 
@@ -174,7 +195,17 @@ def _split(text: str) -> _Split:
     """Split cpuinfo text into processor records and the keys outside them."""
     split = _Split([], [], {}, ProblemList())
     current: dict[str, str] | None = None
-    keys_dropped = False  # past MAX_RECORD_KEYS, said once
+    # As lscpu's rows (lscpu._RowBudget): past MAX_CPU records, far beyond the 8192 CPUs of
+    # x86-64's MAXSMP, the rest are bogus; 2.5 million tiny records in a 31 MB file took 19 s
+    # and 1.5 GB.
+    records = Cap(
+        split.problems, MAX_CPU, f"more than {MAX_CPU} processor records: the rest are ignored"
+    )
+    keys = Cap(
+        split.problems,
+        MAX_RECORD_KEYS,
+        f"more than {MAX_RECORD_KEYS} different keys in a record: the rest are ignored",
+    )
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
         if not line.strip():
@@ -192,12 +223,9 @@ def _split(text: str) -> _Split:
         if why := overlong(key, value):
             split.problems.append(ParseProblem(number, why))
             continue
-        if (key == "processor" or _S390_PROCESSOR.match(key)) and len(split.records) >= MAX_CPU:
-            # As lscpu's rows (lscpu._RowBudget): past MAX_CPU records, far beyond the 8192 CPUs
-            # of x86-64's MAXSMP, the rest are bogus; 2.5 million tiny records in a 31 MB file
-            # took 19 s and 1.5 GB.
-            why = f"more than {MAX_CPU} processor records: the rest are ignored"
-            split.problems.append(ParseProblem(number, why))
+        if (key == "processor" or _S390_PROCESSOR.match(key)) and records.over(
+            len(split.records), number
+        ):
             break
         s390 = _S390_PROCESSOR.match(key)
         if s390:  # "processor 0: version = FF,  identification = 0133E8,  machine = 2964"
@@ -215,13 +243,7 @@ def _split(text: str) -> _Split:
             split.records.append(current)
             split.lines.append({})
         target = split.globals if current is None else current
-        if key not in target and len(target) >= MAX_RECORD_KEYS:
-            if not keys_dropped:
-                why = (
-                    f"more than {MAX_RECORD_KEYS} different keys in a record: the rest are ignored"
-                )
-                split.problems.append(ParseProblem(number, why))
-                keys_dropped = True
+        if key not in target and keys.over(len(target), number):
             continue
         target[key] = value.strip()
         if current is not None:

@@ -21,7 +21,7 @@ import re
 from hwtune.models.cpulist import MAX_CPU, MAX_NUMA_NODES, CpuListError, parse_cpulist
 from hwtune.models.digits import is_ascii_digits
 from hwtune.probes.clusters import merge_clusters
-from hwtune.probes.cpuinfo import PROBE, ParseProblem, ProblemList, Topology, overlong
+from hwtune.probes.cpuinfo import PROBE, Cap, ParseProblem, ProblemList, Topology, overlong
 from hwtune.probes.issues import IssueLog
 from hwtune.probes.json_text import JsonRefused, loads_bounded
 from hwtune.probes.lscpu_counts import rows_cache_spans, s390_sockets, typed_topology
@@ -56,7 +56,7 @@ def parse_lscpu(text: str) -> LscpuFacts:
     if body.lstrip().startswith("{"):
         return _parse_json(body)
     problems: list[ParseProblem] = ProblemList()
-    summary = _Summary(lines)
+    summary = _Summary(lines, problems)
     sections: list[tuple[list[str], list[tuple[int, list[str]]]]] = []
     mode = ""  # "p" inside a `-p` section, "e" inside an `-e` table, "" in the summary
     rows = _RowBudget(problems)
@@ -115,28 +115,26 @@ class _RowBudget:
 
     def __init__(self, problems: list[ParseProblem]) -> None:
         self.count = 0
-        self.problems = problems
+        self.cap = Cap(problems, MAX_CPU, f"more than {MAX_CPU} CPU rows: the rest are ignored")
 
     def take(self, line: int) -> bool:
         self.count += 1
-        if self.count == MAX_CPU + 1:
-            self.problems.append(
-                ParseProblem(line, f"more than {MAX_CPU} CPU rows: the rest are ignored")
-            )
-        return self.count <= MAX_CPU
+        return not self.cap.over(self.count - 1, line)
 
 
 class _Summary:
     """The "Key: value" lines, their line numbers, and one dict per "Model name" block."""
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], problems: list[ParseProblem]) -> None:
         # Each value as its parts, joined once at the end: appending each wrapped line to a
         # str copied the value so far, quadratic in its lines (11 MB of them ran over a minute).
         # A key's list is shared by `_fields` and its "Model name" block in `_types`.
         self._fields: dict[str, list[str]] = {}
         self.key_lines: dict[str, int] = {}
         self._types: list[dict[str, list[str]]] = []
-        self.keys_dropped = False  # past MAX_KEYS, said once
+        self.keys = Cap(
+            problems, MAX_KEYS, f"more than {MAX_KEYS} different keys: the rest are ignored"
+        )
         self.last_key: str | None = None
         self.value_column = 0
         self.lines = lines
@@ -164,11 +162,7 @@ class _Summary:
             self.last_key = None
             return
         key = match.group(2).strip()
-        if key not in self._fields and len(self._fields) >= MAX_KEYS:
-            if not self.keys_dropped:
-                why = f"more than {MAX_KEYS} different keys: the rest are ignored"
-                problems.append(ParseProblem(index + 1, why))
-                self.keys_dropped = True
+        if key not in self._fields and self.keys.over(len(self._fields), index + 1):
             self.last_key = None
             return
         value = match.group(4).rstrip()
