@@ -162,9 +162,9 @@ def parse_mountinfo(text: str, issues: IssueLog, path: str = PROC_MOUNTINFO) -> 
 MIN_QUOTA_US = 1000
 
 
-def _check_minimum(what: str, value: int) -> None:
+def _check_minimum(what: str, value: int, error: type[ValueError] = ValueError) -> None:
     if value < MIN_QUOTA_US:
-        raise ValueError(f"{what} {value} us, below the kernel's minimum of 1 ms")
+        raise error(f"{what} {value} us, below the kernel's minimum of 1 ms")
 
 
 class PeriodError(ValueError):
@@ -183,10 +183,7 @@ def parse_cfs_quota(quota: str, period: str) -> float | None:
         raise PeriodError(str(err)) from None
     if p <= 0:
         raise PeriodError(f"period {p} is not positive")
-    try:
-        _check_minimum("period", p)
-    except ValueError as err:
-        raise PeriodError(str(err)) from None
+    _check_minimum("period", p, PeriodError)
     _check_minimum("quota", q)
     return _ratio(q, p)
 
