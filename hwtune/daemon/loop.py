@@ -410,13 +410,9 @@ class Daemon:
         """Serve until SIGTERM/SIGINT; HwtuneError at once when another daemon keeps the same
         output directory current (`instance.hold_output`), 1 when another one took it over
         while this one's lock file was deleted (`_keep_lock`)."""
-        self._lock_fd, self._lock_problem = self._hold()
-        if self._lock_problem is not None:
-            self.log(
-                f"not guarding {self.options.output} against a second daemon: "
-                f"{self._lock_problem}",
-                4,
-            )
+        self._lock_fd, why_not = self._hold()
+        if why_not is not None:
+            self._lock_unheld(why_not)
         try:
             return self._run()
         finally:
@@ -530,6 +526,12 @@ class Daemon:
         except OSError as err:  # AlreadyRunning is no OSError: it goes on to the caller
             return None, f"cannot lock {self.options.output / LOCK_NAME}: {err.strerror or err}"
 
+    def _lock_unheld(self, why_not: str | None) -> None:
+        """Log why OUTPUT/.daemon.lock could not be had, once per distinct reason."""
+        if why_not != self._lock_problem:
+            self.log(f"not guarding {self.options.output} against a second daemon: {why_not}", 4)
+        self._lock_problem = why_not
+
     def _keep_lock(self) -> None:
         """Hold OUTPUT/.daemon.lock again when the file held is no longer at that name (deleted,
         alone or with the directory: `rm -rf OUTPUT`), or was never had (`hold_output` makes
@@ -547,9 +549,7 @@ class Daemon:
         )
         fd, why_not = self._hold(then)
         if fd is None:
-            if why_not != self._lock_problem:  # once per distinct problem
-                self.log(f"not guarding {output} against a second daemon: {why_not}", 4)
-            self._lock_problem = why_not
+            self._lock_unheld(why_not)
             return
         if self._lock_fd is not None:
             os.close(self._lock_fd)
