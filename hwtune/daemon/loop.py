@@ -478,9 +478,7 @@ class Daemon:
                     next_poll = time.monotonic() + interval
                 elif checks:
                     self.log(f"{' and '.join(checks)}: checking the inputs now")
-                    self.poll()
-                    self._write_nfd()
-                    next_poll = time.monotonic() + interval
+                    next_poll = time.monotonic()  # the poll below, due now
             now = time.monotonic()
             if now >= next_ping and ping:
                 self._notify(WATCHDOG=1)
