@@ -22,7 +22,7 @@ import os
 import shlex
 import shutil
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -133,14 +133,14 @@ def begin(
     output_dir: Path,
     new_files: dict[str, bytes | None],
     unchanged: Mapping[str, bytes | None] | None = None,
+    edited: Collection[str] = (),
 ) -> JournalEntry:
-    """Record the current version of each file about to be replaced (None: removed), and
-    whether it is a hand edit; `unchanged`: the outputs left as they are (name -> bytes).
+    """Record the current version of each file about to be replaced (None: removed);
+    `unchanged`: the outputs left as they are (name -> bytes); `edited`: the names of those
+    replaced whose current version is a hand edit (`hand_edited`).
 
     Nothing is replaced yet."""
     from hwtune import __version__
-
-    written = last_written(output_dir)
 
     entry_id = _new_id(output_dir)
     directory = output_dir / JOURNAL_DIR / entry_id
@@ -155,11 +155,9 @@ def begin(
     try:
         for name, data in new_files.items():
             target = output_dir / name
-            current = _read_bytes(target)
-            edited = hand_edited(written, name, current)
             backup = _keep_previous(target, files_dir / name)
             new = "" if data is None else sha256(data)
-            records.append(JournalFile(name, backup is not None, new, backup, edited))
+            records.append(JournalFile(name, backup is not None, new, backup, name in edited))
         entry = JournalEntry(
             entry_id,
             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -135,7 +135,7 @@ def apply_files(
         if "/" in name or name.startswith("."):
             raise ApplyError(f"refusing to write {name!r}: not a plain file name")
     if dry_run:
-        return _plan_changes(output_dir, files, dry_run=True, recovered=())
+        return _plan_changes(output_dir, files, dry_run=True, recovered=(), edits=True)
     if _read_only_mount(output_dir):
         # Nothing can be written there, not even the lock, and nothing needs to be when the
         # files already hold this profile and no interrupted apply waits to be rolled back:
@@ -148,12 +148,13 @@ def apply_files(
         check_journal_directory(output_dir / journal.JOURNAL_DIR)
         remove_stale_temporaries(output_dir)
         recovered = tuple(journal.recover_incomplete(output_dir))
-        report = _plan_changes(output_dir, files, dry_run=False, recovered=recovered)
+        report = _plan_changes(output_dir, files, dry_run=False, recovered=recovered, edits=True)
         if not report.changed:
             return report
         changed = {p.name: files[p.name] for p in report.changed}
         unchanged = {name: data for name, data in files.items() if name not in changed}
-        entry = journal.begin(output_dir, changed, unchanged)
+        edited = {p.name for p in report.edited}
+        entry = journal.begin(output_dir, changed, unchanged, edited)
         try:
             for name, data in changed.items():
                 if data is None:
@@ -293,6 +294,7 @@ def _plan_changes(
     *,
     dry_run: bool,
     recovered: tuple[str, ...],
+    edits: bool = False,
 ) -> ApplyReport:
     changed: list[Path] = []
     unchanged: list[Path] = []
@@ -300,13 +302,7 @@ def _plan_changes(
     removed: list[Path] = []
     edited: list[Path] = []
     diffs: list[str] = []
-    # A preview says which hand edits an apply would replace, judged as journal.begin judges
-    # them; a real apply learns that from the entry it writes. A journal that cannot be
-    # listed makes no preview fail (the apply itself reports it): no edit is named then.
-    written: dict[str, str] | None = None
-    if dry_run:
-        with contextlib.suppress(ApplyError):
-            written = journal.last_written(output_dir)
+    replaced: list[tuple[Path, bytes]] = []  # changed files that held something
     for name, data in files.items():
         path = output_dir / name
         old, mode = _current(path)
@@ -319,10 +315,22 @@ def _plan_changes(
             diffs.append(_diff(name, old, data, file_mode(mode)))
             if old is None:
                 created.append(path)
-            elif data is None:
-                removed.append(path)
-            if written is not None and journal.hand_edited(written, name, old):
-                edited.append(path)
+            else:
+                replaced.append((path, old))
+                if data is None:
+                    removed.append(path)
+    # `edits`: which of them are hand edits (judged here once, from the bytes just read; the
+    # apply's journal entry records it), the journal read only when some file is replaced. A
+    # journal that cannot be listed makes no preview fail (the apply itself reports it): no
+    # edit is named then.
+    if edits and replaced:
+        try:
+            written = journal.last_written(output_dir)
+        except ApplyError:
+            if not dry_run:
+                raise
+        else:
+            edited = [p for p, old in replaced if journal.hand_edited(written, p.name, old)]
     return ApplyReport(
         output_dir,
         tuple(changed),
