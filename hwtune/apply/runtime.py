@@ -42,7 +42,7 @@ from typing import Any
 
 from hwtune.apply.configure_report import ReportView
 from hwtune.apply.importhook import PostImportHook
-from hwtune.errors import ConfigError
+from hwtune.errors import ConfigError, stderr_line
 
 INTRA_OP_ENV = (
     "TF_NUM_INTRAOP_THREADS"  # = hwtune.apply.render.INTRA_OP_ENV (not imported: start-up cost)
@@ -173,7 +173,7 @@ class ConfigureReport(ReportView):
             from hwtune.fs.streams import warn
 
             for note in self.notes[noted:]:
-                warn(f"hwtune: warning: {note}")
+                warn(stderr_line(None, "warning", note))
 
     def _schedule_tensorflow(self) -> None:
         tf = sys.modules.get("tensorflow")
