@@ -169,6 +169,11 @@ def _seconds(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
+def _shown(text: str, limit: int) -> str:
+    """`text` as a failure quotes it: its first `limit` characters, `…` when there are more."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -280,7 +285,7 @@ class TrialRunner:
         if name is None or name not in printed:
             return None
         raw = printed[name]
-        return f"{name}={raw if len(raw) <= RAW_SHOWN else raw[:RAW_SHOWN] + '…'}"
+        return f"{name}={_shown(raw, RAW_SHOWN)}"
 
     def _collect(
         self,
@@ -315,7 +320,7 @@ class TrialRunner:
                 why = ""
                 stray = out.stray or err.stray
                 if stray:  # it printed one, which does not read as one: say which, and why
-                    shown = stray if len(stray) <= STRAY_SHOWN else stray[:STRAY_SHOWN] + "…"
+                    shown = _shown(stray, STRAY_SHOWN)
                     why = (
                         f": {shown!r} does not read as one (`hwtune-metric: NAME=VALUE` must "
                         "start its line, with nothing such as a logging prefix before it)"
@@ -329,7 +334,7 @@ class TrialRunner:
                 )
             value = number(raw)
             if value is None:  # `1,234.5`, `1234,5`: the last value printed counts, not one before
-                shown = raw if len(raw) <= RAW_SHOWN else raw[:RAW_SHOWN] + "…"
+                shown = _shown(raw, RAW_SHOWN)
                 return TrialResult(
                     config,
                     None,
