@@ -101,12 +101,7 @@ def integer_from(low: int, why: str) -> Callable[[str], int]:
     smaller one is a usage error (exit 2), as text that is no number is."""
 
     def parse(text: str) -> int:
-        value = integer(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(
-                f"expected a whole number from {low} up ({why}), got {text!r}"
-            )
-        return value
+        return _whole_from(text, low, f"a whole number from {low} up ({why})")
 
     parse.__name__ = "integer"  # argparse names the type in some messages
     return parse
@@ -117,9 +112,12 @@ def process_id(text: str) -> int:
     with a ValueError (a traceback from `verify --pid -5`), and 0 is no process that can be
     watched (kill(2) reads it as the caller's own process group). A number past the largest
     pid is left to the command, which reports that no such process exists."""
+    return _whole_from(text, 1, "a process id, a whole number from 1 up")
+
+
+def _whole_from(text: str, low: int, expected: str) -> int:
+    """`integer`, and one under `low` refused as a usage error saying what was `expected`."""
     value = integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"expected a process id, a whole number from 1 up, got {text!r}"
-        )
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
