@@ -260,24 +260,22 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         data, checks = _observe(target, args, env)
     else:
         job = _Job(command, env)
-        previous = exit_on_sigterm()
-        try:
-            found = wait_for_tensorflow(job.process.pid, startup, job.alive)
-            if found is None:
-                ended = not job.alive()
-                code = job.stop()
-                raise HwtuneError(_not_started(code, ended, startup))
-            time.sleep(warmup)
-            data, checks = _observe(found, args, env)
-        finally:
-            # Also on Ctrl-C: the job has a session of its own, the terminal's SIGINT
-            # does not reach it.
-            if args.wait and job.alive():
-                job.finish()
-            else:
-                job.stop()
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+        with exit_on_sigterm():
+            try:
+                found = wait_for_tensorflow(job.process.pid, startup, job.alive)
+                if found is None:
+                    ended = not job.alive()
+                    code = job.stop()
+                    raise HwtuneError(_not_started(code, ended, startup))
+                time.sleep(warmup)
+                data, checks = _observe(found, args, env)
+            finally:
+                # Also on Ctrl-C: the job has a session of its own, the terminal's SIGINT
+                # does not reach it.
+                if args.wait and job.alive():
+                    job.finish()
+                else:
+                    job.stop()
         data = replace(
             data, signals=job.reader.signals, steps=steps_in_window(job.step_ends(), data)
         )

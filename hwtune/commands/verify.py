@@ -19,6 +19,7 @@ failed; 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -26,7 +27,7 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -191,17 +192,23 @@ def _watch_pid(pid: int, wait: float, hardware: _JobHardware) -> object:
     return seen
 
 
-def exit_on_sigterm() -> signal.Handlers | Callable[..., object] | int | None:
-    """SIGTERM becomes SystemExit, so the `finally` that stops the job runs; the old handler
-    (None where none was installed: not the main thread)."""
+@contextlib.contextmanager
+def exit_on_sigterm() -> Iterator[None]:
+    """Within it, SIGTERM becomes SystemExit, so the `finally` that stops the job runs; the
+    old handler is put back after."""
 
     def terminated(signum: int, frame: object) -> None:
         raise SystemExit(128 + signum)
 
     try:
-        return signal.signal(signal.SIGTERM, terminated)
+        previous = signal.signal(signal.SIGTERM, terminated)
     except ValueError:  # not the main thread (an embedding caller): leave signals alone
-        return None
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _ended(status: int) -> str:
@@ -248,14 +255,11 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             raise HwtuneError(f"no such process: {args.pid}")
         seen = _watch_pid(args.pid, args.wait or 0.0, hardware)
     else:
-        previous = exit_on_sigterm()
         try:
-            seen, status = _watch_command(command, hardware)
+            with exit_on_sigterm():
+                seen, status = _watch_command(command, hardware)
         except OSError as err:
             raise HwtuneError(f"cannot run {command[0]!r}: {err.strerror}") from err
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
     if not isinstance(seen, Observation):
         if args.pid is not None:
             raise HwtuneError(
