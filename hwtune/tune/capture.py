@@ -157,7 +157,7 @@ class Capture:
         found: dict[str, str] = {}
         stray: str | None = None
         kept_chunk = chunk
-        # A carriage return ends a line too (parse_metrics): a progress bar redrawn with \r
+        # A carriage return ends a line too (metric_values): a progress bar redrawn with \r
         # for hours is many short lines, not one too long to hold the metric printed after it.
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r", b"\n")
