@@ -12,7 +12,9 @@ class ExitStatus(IntEnum):
     ISSUES = 3  # `detect --strict` / `plan --strict`: a probe failed or was partial
     WOULD_CHANGE = 4  # `apply --dry-run/--diff`: files would change
     MISMATCH = 5  # `verify`: a setting differs from the profile
-    LOCKED = 6  # another `hwtune apply` held the lock past --lock-timeout
+    # another `hwtune apply` held the lock past --lock-timeout; `daemon`: another process
+    # holds OUTPUT/.daemon.lock (systemd/hwtune.service lists it in RestartPreventExitStatus=)
+    LOCKED = 6
     CANNOT_EXECUTE = 126  # `exec`: the command was found but could not be run (POSIX)
     NOT_FOUND = 127  # `exec`: the command was not found (POSIX, as env and nohup report it)
     INTERRUPTED = 130  # SIGINT, as shells report it

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from hwtune.daemon.instance import LOCK_NAME
+from hwtune.daemon.instance import HINT, LOCK_NAME
 from hwtune.daemon.sdnotify import MIN_PING_S
 from hwtune.daemon.stable import WAIT_S as STABLE_WAIT_S
+from hwtune.status import ExitStatus
 from tests.conftest import REPO
 from tests.daemon_harness import (
     WAIT_S,
@@ -178,8 +179,10 @@ def test_ready_is_delivered_whatever_the_status_says(tmp_path: Path, host: Host)
 def test_a_second_daemon_on_the_same_output_refuses_to_start(tmp_path: Path, host: Host) -> None:
     """hwtune.service running and the same command started by hand: both rewrote the files
     from their own plans and neither saw the other's rewrite, so the profile on disk was
-    whichever wrote last. The second one now exits 1 at start, naming the first one's pid,
-    and a daemon started after the first one stops takes the directory over."""
+    whichever wrote last. The second one now stops at start, naming the first one's pid and
+    what to do, and a daemon started after the first one stops takes the directory over. It
+    exits 6, not 1: hwtune.service (Restart=on-failure) restarted it after 1 every 5 s for as
+    long as the first one ran (test_systemd_units: RestartPreventExitStatus=)."""
     output = tmp_path / "out"
     first = DaemonProcess(tmp_path / "first", host.root, output)
     second = DaemonProcess(tmp_path / "second", host.root, output)
@@ -188,9 +191,12 @@ def test_a_second_daemon_on_the_same_output_refuses_to_start(tmp_path: Path, hos
         first.start()
         first.wait_ready()
         second.start()
-        assert second.proc is not None and second.proc.wait(WAIT_S) == 1, second.log()
+        assert second.proc is not None and second.proc.wait(WAIT_S) == ExitStatus.LOCKED, (
+            second.log()
+        )
         expected = f"another hwtune daemon (pid {first.pid}) keeps {output} current"
-        assert expected in second.log(), second.log()
+        assert f"hwtune daemon: error: {expected}" in second.log(), second.log()
+        assert f"hint: {HINT}" in second.log(), second.log()
         assert second.count("READY") == 0
         assert first.proc is not None and first.proc.poll() is None
         assert first.stop() == 0
@@ -201,6 +207,49 @@ def test_a_second_daemon_on_the_same_output_refuses_to_start(tmp_path: Path, hos
     finally:
         for d in (first, second, third):
             d.close()
+
+
+def test_a_daemon_started_while_another_process_holds_its_lock_exits_6(
+    tmp_path: Path, host: Host
+) -> None:
+    """Not a daemon: any process holding OUTPUT/.daemon.lock (here `flock`-style, by another
+    interpreter) makes the daemon stop at start with 6, the status hwtune.service does not
+    restart, naming that process's pid and what to do; nothing is written."""
+    output = tmp_path / "out"
+    output.mkdir()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(120)\n",
+            str(output / LOCK_NAME),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    daemon = DaemonProcess(tmp_path / "daemon", host.root, output)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        daemon.start()
+        assert daemon.proc is not None
+        assert daemon.proc.wait(WAIT_S) == ExitStatus.LOCKED == 6, daemon.log()
+        lock = output / LOCK_NAME
+        expected = (
+            f"hwtune daemon: error: another process (pid {holder.pid}) holds {lock}, the lock "
+            f"a daemon keeps {output} current under; not starting a second one\n"
+            f"hint: {HINT}\n"
+        )
+        assert daemon.log() == expected
+        daemon.drain()
+        assert daemon.count("READY") == 0
+        assert sorted(p.name for p in output.iterdir()) == [LOCK_NAME]
+    finally:
+        holder.kill()
+        holder.wait()
+        daemon.close()
 
 
 def test_an_output_directory_deleted_under_the_daemon_is_still_its_alone(
@@ -229,7 +278,9 @@ def test_an_output_directory_deleted_under_the_daemon_is_still_its_alone(
         wait_for(lambda: (output / LOCK_NAME).exists(), "the lock file")
         assert f"{output / LOCK_NAME} was deleted or replaced: held again" in first.log()
         second.start()
-        assert second.proc is not None and second.proc.wait(WAIT_S) == 1, second.log()
+        assert second.proc is not None and second.proc.wait(WAIT_S) == ExitStatus.LOCKED, (
+            second.log()
+        )
         assert f"another hwtune daemon (pid {first.pid})" in second.log(), second.log()
         assert first.stop() == 0
     finally:
@@ -240,7 +291,8 @@ def test_an_output_directory_deleted_under_the_daemon_is_still_its_alone(
 def test_a_daemon_whose_lock_another_took_meanwhile_stops(tmp_path: Path, host: Host) -> None:
     """A second daemon started between the deletion and the first one's next look (polling
     only, a long interval) takes the new lock; when the first one looks (SIGHUP here) it must
-    not go on rewriting the files the other keeps: it stops with 1, naming the other."""
+    not go on rewriting the files the other keeps: it stops with 6 (as at start, which
+    systemd does not restart), naming the other and what to do."""
     output = tmp_path / "out"
     first = DaemonProcess(tmp_path / "first", host.root, output, interval=60)
     first.extra_args = ("--poll-only",)
@@ -252,9 +304,10 @@ def test_a_daemon_whose_lock_another_took_meanwhile_stops(tmp_path: Path, host: 
         second.start()
         second.wait_ready()
         first.signal(signal.SIGHUP)
-        assert first.proc is not None and first.proc.wait(WAIT_S) == 1, first.log()
+        assert first.proc is not None and first.proc.wait(WAIT_S) == ExitStatus.LOCKED, first.log()
         expected = f"another hwtune daemon (pid {second.pid}) keeps {output} current"
         assert expected in first.log(), first.log()
+        assert f"hwtune daemon: hint: {HINT}" in first.log(), first.log()
         assert second.proc is not None and second.proc.poll() is None
         assert second.stop() == 0
     finally:
@@ -282,7 +335,9 @@ def test_a_lock_that_could_not_be_had_at_start_is_taken_once_it_can(
         wait_for(lambda: env_value(output, "TF_NUM_INTRAOP_THREADS") is not None, "applied")
         wait_for(lambda: "now guarding" in first.log(), f"the lock; log:\n{first.log()}")
         second.start()
-        assert second.proc is not None and second.proc.wait(WAIT_S) == 1, second.log()
+        assert second.proc is not None and second.proc.wait(WAIT_S) == ExitStatus.LOCKED, (
+            second.log()
+        )
         assert f"another hwtune daemon (pid {first.pid})" in second.log(), second.log()
         assert first.stop() == 0
     finally:

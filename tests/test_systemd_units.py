@@ -103,6 +103,20 @@ def test_daemon_service_is_notify_and_hardened() -> None:
     assert service["CapabilityBoundingSet"] == ""
 
 
+def test_daemon_service_does_not_restart_a_daemon_whose_output_is_held() -> None:
+    """`hwtune daemon` exits ExitStatus.LOCKED when another process holds its output
+    (test_daemon_stop); Restart=on-failure restarted it after that every RestartSec=, each
+    start finding the lock held again, for as long as the other process ran."""
+    from hwtune.status import ExitStatus
+
+    service = _unit("hwtune.service")["Service"]
+    assert service["Restart"] == "on-failure"
+    prevented = service["RestartPreventExitStatus"].split()
+    assert str(int(ExitStatus.LOCKED)) in prevented
+    # only that one: a failure the next start may not meet again must still be restarted
+    assert prevented == [str(int(ExitStatus.LOCKED))]
+
+
 def test_apply_service_is_a_oneshot_before_jobs() -> None:
     unit = _unit("hwtune-apply.service")
     assert unit["Service"]["Type"] == "oneshot"

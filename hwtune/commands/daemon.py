@@ -2,8 +2,10 @@
 
 Exit status: 0 after SIGTERM, 130 after SIGINT (Ctrl-C), also when the machine could not be
 planned for (that is reported in `STATUS=` and the log, and the daemon keeps trying); 1 when
-`--root` is not a directory, `--interval` is not positive, or another daemon keeps the same
-`--output` current; 2 on a bad command line.
+`--root` is not a directory or `--interval` is not positive; 6 (LOCKED) when another daemon,
+or any other process, holds `--output`'s `.daemon.lock` (at start, or after its lock file was
+deleted: hwtune.daemon.instance), which systemd/hwtune.service does not restart; 2 on a bad
+command line.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from pathlib import Path
 from hwtune.cli import Environment
 from hwtune.commands.numbers import out_of_range, seconds_in
 from hwtune.commands.pathargs import nonempty_path
-from hwtune.errors import HwtuneError
+from hwtune.errors import HwtuneError, stderr_line
+from hwtune.status import ExitStatus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +75,7 @@ MAX_INTERVAL_S = 86400.0  # a day: run_daemon's own bound
 
 def run(args: argparse.Namespace, env: Environment) -> int:
     from hwtune.daemon import run_daemon
+    from hwtune.daemon.instance import AlreadyRunning
     from hwtune.paths import default_output_dir
 
     root = Path(args.root)
@@ -88,15 +92,20 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             f"{MIN_INTERVAL_S:g} s only burns CPU (--interval 1e-300 kept a core 98% busy)",
         )
     output = Path(args.output) if args.output is not None else default_output_dir(env.environ)
-    return run_daemon(
-        root,
-        output,
-        args.interval,
-        _nfd_dir(args),
-        environ=env.environ,
-        log=env.stderr,
-        use_inotify=not args.poll_only,
-    )
+    try:
+        return run_daemon(
+            root,
+            output,
+            args.interval,
+            _nfd_dir(args),
+            environ=env.environ,
+            log=env.stderr,
+            use_inotify=not args.poll_only,
+        )
+    except AlreadyRunning as err:  # at start; a restart would find the lock held again
+        print(stderr_line("daemon", "error", err.message), file=env.stderr)
+        print(f"hint: {err.hint}", file=env.stderr)
+        return ExitStatus.LOCKED
 
 
 def _nfd_dir(args: argparse.Namespace) -> Path | None:

@@ -35,7 +35,9 @@ def run_daemon(
     use_inotify: bool = True,
 ) -> int:
     """Run the daemon in this process until SIGTERM (returns 0) or SIGINT (returns 130), or
-    until another daemon takes its output directory over (returns 1; instance module doc).
+    until another daemon takes its output directory over (returns 6, ExitStatus.LOCKED;
+    instance module doc). AlreadyRunning at once when another process holds the directory's
+    `.daemon.lock` at start (the CLI exits 6 for it too).
 
     Must run in the main thread (it installs signal handlers).
     """

@@ -13,7 +13,11 @@ started then would take a new one beside the first, which still holds the old. S
 daemon checks at every poll, and when its lock file is deleted (watched like its outputs),
 that its descriptor is still the file at that name (`is_current`), and takes the lock again
 before it puts its files back; should another daemon have taken it first, the one that lost
-its file stops (exit 1), so that one daemon is left, as at start.
+its file stops, so that one daemon is left, as at start. Either way the daemon that stops
+exits 6 (`ExitStatus.LOCKED`, as `hwtune apply` does for a lock held past its timeout), not
+the 1 of a failure: hwtune.service restarts the daemon on failure (Restart=on-failure), and
+every restart found the lock held again, every RestartSec=5s for as long as the other one
+ran, so the unit lists 6 in RestartPreventExitStatus= and the service stays stopped.
 """
 
 from __future__ import annotations
@@ -24,14 +28,27 @@ from pathlib import Path
 
 from hwtune.errors import HwtuneError
 from hwtune.fs.atomic import ensure_dir, holder_named, open_lock_file, write_holder
+from hwtune.status import ExitStatus
 
 LOCK_NAME = ".daemon.lock"
 
 
 class AlreadyRunning(HwtuneError):
-    """Another daemon keeps the same output directory current."""
+    """Another daemon (or any other process) holds the output directory's `.daemon.lock`:
+    `hwtune daemon` exits `ExitStatus.LOCKED` for it, which systemd/hwtune.service lists in
+    RestartPreventExitStatus=, since a restart would find the lock held again."""
 
     code = "daemon-already-running"
+
+
+# What to do, for the message: the one holding the lock may be the service (this one was
+# started by hand) or one started by hand (this one is the service, which systemd then leaves
+# stopped: RestartPreventExitStatus= in systemd/hwtune.service).
+HINT = (
+    "stop that one first (`systemctl stop hwtune.service` when it is the service, `kill PID` "
+    "otherwise) and start this one again, or give this one another --output; systemd does "
+    f"not restart hwtune.service after this exit (status {int(ExitStatus.LOCKED)})"
+)
 
 
 def hold_output(
@@ -65,11 +82,7 @@ def hold_output(
             if holder.startswith("another hwtune")
             else f"holds {path}, the lock a daemon keeps {output} current under"
         )
-        raise AlreadyRunning(
-            f"{holder} {doing}; {then}",
-            hint="stop the other one first (systemctl stop hwtune.service), or give this "
-            "one another --output",
-        ) from None
+        raise AlreadyRunning(f"{holder} {doing}; {then}", hint=HINT) from None
     except BaseException:  # ENOLCK (an NFS mount without lockd), EINTR: not left open
         os.close(fd)
         raise

@@ -59,6 +59,7 @@ from hwtune.errors import HwtuneError
 from hwtune.fs.streams import guard_stderr, unguarded
 from hwtune.models.hardware import Hardware, ProbeIssue
 from hwtune.models.profile import Profile
+from hwtune.status import ExitStatus
 
 # After an inotify event, wait this long for the writer to finish (an editor writes, renames
 # and chmods in quick succession) before fingerprinting, so one edit is one re-plan.
@@ -407,9 +408,9 @@ class Daemon:
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:
-        """Serve until SIGTERM/SIGINT; HwtuneError at once when another daemon keeps the same
-        output directory current (`instance.hold_output`), 1 when another one took it over
-        while this one's lock file was deleted (`_keep_lock`)."""
+        """Serve until SIGTERM/SIGINT; AlreadyRunning at once when another daemon keeps the
+        same output directory current (`instance.hold_output`), ExitStatus.LOCKED when another
+        one took it over while this one's lock file was deleted (`_keep_lock`)."""
         self._lock_fd, why_not = self._hold()
         if why_not is not None:
             self._lock_unheld(why_not)
@@ -433,8 +434,9 @@ class Daemon:
             return self._stop(self._signals)
         except AlreadyRunning as err:  # from _keep_lock: another daemon has the directory now
             self.log(err.message, 3)
+            self.log(f"hint: {err.hint}", 3)
             self._stop([])
-            return 1
+            return ExitStatus.LOCKED  # as at start: systemd must not restart it (instance doc)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
             for s, handler in old_handlers.items():
