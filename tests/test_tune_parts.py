@@ -290,6 +290,30 @@ def test_a_daemon_a_trial_started_in_a_session_of_its_own_is_stopped(tmp_path: P
     assert not stat.exists() or int(stat.read_text().rsplit(")", 1)[1].split()[1]) != os.getpid()
 
 
+def test_a_trial_no_longer_a_child_of_tune_exits_before_it_runs(tmp_path: Path) -> None:
+    """The race prctl(2) names: tune dying between the fork and PR_SET_PDEATHSIG leaves the
+    child re-parented, and no parent-death signal would ever come. The child checks its parent
+    and exits rather than run the workload unwatched. Here another process forks the child,
+    as a re-parenting would look to it."""
+    from hwtune.tune.reaper import die_with_parent
+
+    ran = tmp_path / "ran"
+    command = [sys.executable, "-I", "-S", "-c", f"open({str(ran)!r}, 'w').close()"]
+    set_up = die_with_parent()  # this process as the trial's parent
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the forked process)
+        try:
+            os._exit(subprocess.run(command, preexec_fn=set_up).returncode)
+        finally:
+            os._exit(99)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 1
+    assert not ran.exists()
+    # Forked by this process, its parent, the same child runs the workload.
+    assert subprocess.run(command, preexec_fn=set_up).returncode == 0
+    assert ran.exists()
+
+
 def test_time_whole_times_each_instance_to_its_own_exit(tmp_path: Path) -> None:
     argv = script(
         tmp_path,

@@ -202,3 +202,37 @@ def test_a_second_ctrl_c_in_the_grace_still_stops_a_daemon_the_trial_started(
         if daemon_pid.exists():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(daemon_pid.read_text()), signal.SIGKILL)
+
+
+def test_a_trial_dies_with_tune_killed_by_sigkill(tmp_path: Path) -> None:
+    """`kill -9` (the OOM killer, a CI job's timeout) lets no code of tune run: its trial ran on
+    as an orphan, burning CPU, until the kernel was told to kill it with tune."""
+    trial_pid = tmp_path / "trial.pid"
+    written = tmp_path / "trial.pid.part"
+    workload = tmp_path / "sleeper.py"
+    workload.write_text(
+        "import os, time\n"
+        f"open({str(written)!r}, 'w').write(str(os.getpid()))\n"
+        f"os.rename({str(written)!r}, {str(trial_pid)!r})\n"
+        "time.sleep(600)\n"
+    )
+    tune = subprocess.Popen(
+        [*TUNE, "--", PYTHON, "-I", "-S", str(workload)],
+        stderr=subprocess.DEVNULL,
+        env=_env(tmp_path),
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not trial_pid.exists() and time.monotonic() < deadline and tune.poll() is None:
+            time.sleep(0.02)
+        assert trial_pid.exists(), "the trial did not start"
+        tune.kill()  # SIGKILL
+        tune.wait()
+        assert gone(int(trial_pid.read_text()), wait_s=3.0)
+    finally:
+        if tune.poll() is None:
+            tune.kill()
+            tune.wait()
+        if trial_pid.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(trial_pid.read_text()), signal.SIGKILL)

@@ -7,6 +7,10 @@ trial and outlive `hwtune tune`. While trials run, this process is made a child 
 (prctl(2) PR_SET_CHILD_SUBREAPER, Linux 3.4+): an orphaned descendant of a trial is then
 re-parented to it rather than to init, so after the trial every child it did not start itself
 is the trial's leftover, and is stopped (SIGTERM, a grace, SIGKILL) and reaped.
+
+All that needs this process alive. When it is killed outright (SIGKILL: `kill -9`, the OOM
+killer, a CI job's timeout) nothing of it runs, so each trial asks the kernel instead to
+SIGKILL it when tune dies (die_with_parent).
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ import contextlib
 import ctypes
 import os
 import signal
+import sys
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
+from functools import cache
 
 # linux/prctl.h
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 # How long, at least, stop_leftovers waits to reap what it killed: SIGKILL ends a process
@@ -32,6 +39,53 @@ def _prctl(option: int, arg: int | ctypes.c_void_p) -> bool:
         return bool(libc.prctl(option, arg, 0, 0, 0) == 0)
     except (OSError, AttributeError):  # no prctl (not Linux): orphans go to init, as before
         return False
+
+
+@cache
+def _prctl_function() -> Callable[..., int] | None:
+    """libc's prctl, resolved once in this process, so that a child between fork and exec
+    only calls it (no dlopen, no import there); None where there is none (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    function.restype = ctypes.c_int
+    return function
+
+
+def die_with_parent() -> Callable[[], None]:
+    """Built in this process before it starts a trial; run in the trial's child between fork
+    and exec (Popen's preexec_fn): the child gets SIGKILL when this process dies, however it
+    dies (prctl(2), PR_SET_PDEATHSIG, Linux 2.1.57+). A no-op where prctl is missing.
+
+    SIGKILL, not SIGTERM: tune stops a trial with SIGTERM and follows with SIGKILL after a
+    grace (trial.stop_groups), but with tune dead no one would follow up, and a workload that
+    traps or ignores SIGTERM would run on as before. The setting survives execve(2) (unless the
+    trial's program is set-user-ID or has file capabilities, when the kernel clears it) and is
+    cleared in the trial's own children: this covers the trial's process, not what it forks.
+
+    The kernel's "parent" is the thread that forked the child: the signal comes when that
+    thread ends, even if the process lives on. Trials are forked by the thread calling
+    TrialRunner.run (the main thread under `hwtune tune`), and run returns only after every
+    process of the trial is stopped (trial.stop_groups), so that thread outlives each trial
+    whichever thread it is. If this process dies between fork and the prctl call, the child is
+    already re-parented and no signal will come (prctl(2)): it then sees a parent other than
+    this process and exits without running the workload."""
+    prctl = _prctl_function()
+    parent = os.getpid()
+    kill = int(signal.SIGKILL)
+
+    def set_up() -> None:
+        # Runs in the child: only calls resolved already (no import, no dlopen).
+        if prctl is None or prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0) != 0:
+            return
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return set_up
 
 
 @contextlib.contextmanager

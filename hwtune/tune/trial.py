@@ -24,7 +24,13 @@ from pathlib import Path
 
 from hwtune.tune.capture import Capture, number
 from hwtune.tune.config import TrialConfig, trial_env
-from hwtune.tune.reaper import children, reap_group, stop_leftovers, subreaper
+from hwtune.tune.reaper import (
+    children,
+    die_with_parent,
+    reap_group,
+    stop_leftovers,
+    subreaper,
+)
 from hwtune.tune.workloads import Workload
 
 TAIL_LINES = 20
@@ -74,12 +80,16 @@ def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
 def _preexec(
     cpus: Sequence[int], cgroup_procs: Path | None, start_cpus: frozenset[int]
 ) -> Callable[[], None]:
-    """Runs in the child between fork and exec: join the cgroup, then pin to `cpus`, or, for
-    an unpinned trial, set the CPUs tune had when it started (`start_cpus`). A child inherits
-    its parent's affinity, and a workload may change tune's (`sched_setaffinity(getppid(),
-    …)`, sched_setaffinity(2)): every later unpinned trial would then run on those CPUs."""
+    """Runs in the child between fork and exec: die with tune (reaper.die_with_parent), join
+    the cgroup, then pin to `cpus`, or, for an unpinned trial, set the CPUs tune had when it
+    started (`start_cpus`). A child inherits its parent's affinity, and a workload may change
+    tune's (`sched_setaffinity(getppid(), …)`, sched_setaffinity(2)): every later unpinned
+    trial would then run on those CPUs."""
+
+    die_with_tune = die_with_parent()  # resolved here, in tune, before the fork
 
     def setup() -> None:
+        die_with_tune()
         if cgroup_procs is not None:
             with open(cgroup_procs, "w", encoding="ascii") as handle:
                 handle.write(str(os.getpid()))
