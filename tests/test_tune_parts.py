@@ -515,6 +515,42 @@ def test_rates_are_never_in_exponent_form(value: float, shown: str, in_report: s
     assert "e" not in rate_text(value) and "e" not in _value(value, "")
 
 
+@pytest.mark.parametrize(
+    ("value", "shown", "in_report"),
+    [
+        (999_999_999_999_999.0, "999,999,999,999,999", "999,999,999,999,999.0"),
+        (1e15, "1e+15", "1e+15"),
+        (1.2345e20, "1.23e+20", "1.23e+20"),
+        (1e100, "1e+100", "1e+100"),  # trial.METRIC_MAX: was a 101-digit number
+        (0.000001, "0.000001", "0.000001"),
+        (0.000000996, "0.000001", "0.000001"),  # rounded first
+        (1.234e-7, "1.2e-07", "1.2e-07"),
+        (1e-100, "1e-100", "1e-100"),  # trial.METRIC_MIN: was `0.` and 100 digits
+    ],
+)
+def test_rates_far_out_of_the_usual_range_are_shown_in_few_characters(
+    value: float, shown: str, in_report: str
+) -> None:
+    from hwtune.tune.progress import rate_text
+    from hwtune.tune.report import _value
+
+    assert rate_text(value) == shown
+    assert _value(value, "x") == f"{in_report} x"
+    assert len(rate_text(value, decimals=1)) <= 23
+
+
+def test_a_trial_rate_at_the_metric_maximum_is_shown_short_in_the_progress_line(
+    tmp_path: Path,
+) -> None:
+    from hwtune.tune.progress import trial_line
+
+    argv = script(tmp_path, "print('hwtune-metric: rate=1e100')\n")
+    result = TrialRunner(user_command(argv), environ=os.environ, timeout_s=30).run(TrialConfig())
+    assert result.ok and result.value == 1e100, result.failure
+    line = trial_line(1.0, 60.0, 1, 1.0, result)
+    assert ": 1e+100/s " in line and "0" * 20 not in line, line
+
+
 # -- the space ----------------------------------------------------------------------------
 
 

@@ -24,20 +24,32 @@ from hwtune.tune.search import Search
 from hwtune.tune.trial import TrialResult
 
 BAR_WIDTH = 20
+# The range a rate is shown in without an exponent. A metric may lie anywhere from 1e-100 to
+# 1e100 (trial.METRIC_MIN, METRIC_MAX), and 1e100 was shown as a 101-digit whole number,
+# 1e-100 with 100 zeros. Below 1e15 every whole number is exact (a float holds each integer
+# up to 2**53, about 9.0e15: IEEE 754 binary64's 53-bit significand), at most 21 characters
+# with separators; from 1e-6 up the fixed form takes at most 9 (0.0000099).
+EXPONENT_FROM = 1e15
+EXPONENT_BELOW = 1e-6
 
 
 def rate_text(value: float, *, decimals: int = 0) -> str:
-    """A throughput for people, never in exponent form: from 100 on whole numbers with
-    separators (1,235; `decimals` more digits for the report, 1,234.5), from 1 up to three
-    significant digits (99.5, 9.99, 1), below 1 two (0.047, 0.0001), so a slow workload's
-    rate is never "0". Rounded first: 99.96 is "100", 0.999 is "1" (`.2g` gave "1e+02"
-    and "1.2e-05")."""
+    """A throughput for people, bounded: from 100 on whole numbers with separators (1,235;
+    `decimals` more digits for the report, 1,234.5), from 1 up to three significant digits
+    (99.5, 9.99, 1), below 1 two (0.047, 0.0001), so a slow workload's rate is never "0".
+    Rounded first: 99.96 is "100", 0.999 is "1" (`.2g` gave "1e+02" and "1.2e-05"). Only
+    outside EXPONENT_BELOW to EXPONENT_FROM is it in exponent form, with as many
+    significant digits (1.23e+20, 1.2e-07)."""
     if not math.isfinite(value) or value < 0:
         return f"{value:,.{decimals}f}" if math.isfinite(value) else str(value)
     if value == 0:
         return "0"
+    if value >= EXPONENT_FROM:
+        return f"{value:.3g}"
     if value < 1:
         value = float(f"{value:.2g}")  # 0.999 -> 1.0, then shown as from 1 on
+        if value < EXPONENT_BELOW:  # after rounding: 9.96e-07 is 0.000001
+            return f"{value:.2g}"
         if value < 1:
             places = 1 - math.floor(math.log10(value))  # two significant digits
             return f"{value:.{places}f}".rstrip("0").rstrip(".")
