@@ -232,9 +232,9 @@ def enabled_precision(
 # 3×512 MLP, two one-thread copies at once, ran 1.05× [1.00-1.11] (5 paired rounds) and
 # 1.07× [1.03-1.11] (6) faster with XLA off, alone on one CPU 1.06× [1.03-1.10], while with two
 # threads XLA made it 1.2× faster (on a 2-vCPU EPYC Zen 4 VM, TF 2.21). The full benchmark run
-# with this rule (bench/results/amd-epyc-znver4-2cpu-kvm.md) agreed: in S3 (1-CPU quota) and S4
-# (two copies) the grid's best and both tuner runs kept XLA off. With oneDNN off, XLA kept
-# its lead (the Zen 3 run's S3/S4 grid), and with oneDNN's kernels limited to AVX2
+# with this rule (bench/results/amd-epyc-znver4-2cpu-kvm-c81eefa.md) agreed: in S3 (1-CPU
+# quota) and S4 (two copies) the grid's best and both tuner runs kept XLA off. With oneDNN
+# off, XLA kept its lead (the Zen 3 run's S3/S4 grid), and with oneDNN's kernels limited to AVX2
 # (ONEDNN_MAX_CPU_ISA=AVX2, one copy on one CPU, 8 paired rounds of bench/paired_arms.py on
 # the same VM) XLA on was ahead too: 1.03× [1.00-1.05] against 0.97× [0.94-1.01] without it,
 # both over oneDNN off with XLA; limited to AVX512_CORE, XLA off won again (1.08× [1.06-1.11]

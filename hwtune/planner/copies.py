@@ -38,7 +38,7 @@ CORES_PER_COPY: dict[ModelKind, int] = {"conv": 1, "dense": 4, "unknown": 4}
 # adds its weights and activations on top, so the cap is a floor, not an estimate.
 COPY_BYTES = 635 * 2**20
 # The measurement behind the 1-core rule for convolutional models (bench/results/
-# amd-epyc-znver4-2cpu-kvm.md and s7-tune-confirm-amd-epyc-znver4-2cpu-kvm.md).
+# amd-epyc-znver4-2cpu-kvm-c81eefa.md and s7-tune-confirm-amd-epyc-znver4-2cpu-kvm.md).
 MEASURED_COPIES = (
     "on a 2-vCPU EPYC Zen 4 VM (TF 2.21), two one-thread copies of a small CNN's SavedModel "
     "inference, each pinned to its own CPU, ran 1.17x [1.10-1.25] and, in a confirmation run, "
