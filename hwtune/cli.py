@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TextIO
 
-from hwtune.errors import CommandNotStarted, HwtuneError
+from hwtune.errors import CommandNotStarted, HwtuneError, Kind, hint_line, stderr_line
 from hwtune.fs.streams import OutputError, guard_stderr, guard_stdout
 from hwtune.status import ExitStatus
 
@@ -48,10 +48,19 @@ class Environment:
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    # stderr is the journal stream (systemd.exec(5) $JOURNAL_STREAM): lines get "<N>"; set
+    # by `_main`
+    journal: bool = False
 
     @property
     def stdout_isatty(self) -> bool:
         return bool(getattr(self.stdout, "isatty", lambda: False)())
+
+    def say(self, command: str | None, kind: Kind, text: str, hint: str | None = None) -> None:
+        """Print a `stderr_line` (and a hint after it at its priority) to this stderr."""
+        print(stderr_line(command, kind, text, journal=self.journal), file=self.stderr)
+        if hint:
+            print(hint_line(hint, kind, journal=self.journal), file=self.stderr)
 
 
 class CommandModule(Protocol):
@@ -117,6 +126,10 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
 
 
 def _main(argv: list[str], env: Environment) -> int:
+    if env.environ.get("JOURNAL_STREAM"):  # under systemd: the daemon's own check decides
+        from hwtune.daemon.logstream import is_journal_stream
+
+        env = replace(env, journal=is_journal_stream(env.environ["JOURNAL_STREAM"], env.stderr))
     try:
         # Importing the subcommand (TensorFlow-free, but pydantic and friends) takes tens of
         # milliseconds: Ctrl-C then is an interrupted start, not a traceback.
@@ -137,7 +150,7 @@ def _main(argv: list[str], env: Environment) -> int:
     except SystemExit as exit_:  # argparse exits 2 on bad usage, 0 on --help
         return int(exit_.code or 0)
     except OutputError as err:  # --help to a stdout that fails
-        print(f"hwtune: error: {err.message}", file=env.stderr)
+        env.say(None, "error", err.message)
         return ExitStatus.ERROR
     except KeyboardInterrupt:
         if "--debug" in argv:
@@ -147,7 +160,7 @@ def _main(argv: list[str], env: Environment) -> int:
         try:
             parser.print_help(env.stdout)
         except OutputError as err:
-            print(f"hwtune: error: {err.message}", file=env.stderr)
+            env.say(None, "error", err.message)
         return ExitStatus.USAGE
     try:
         status = int(_load(args._command).run(args, env))
@@ -156,9 +169,7 @@ def _main(argv: list[str], env: Environment) -> int:
     except HwtuneError as err:
         if args.debug:
             raise
-        print(f"hwtune {args._command}: error: {err.message}", file=env.stderr)
-        if err.hint:
-            print(f"hint: {err.hint}", file=env.stderr)
+        env.say(args._command, "error", err.message, err.hint)
         if isinstance(err, CommandNotStarted):
             return ExitStatus.NOT_FOUND if err.not_found else ExitStatus.CANNOT_EXECUTE
         return ExitStatus.ERROR
@@ -176,10 +187,7 @@ def _main(argv: list[str], env: Environment) -> int:
         # ENAMETOOLONG) is the user's input, so it gets a message, not a traceback.
         if args.debug or err.filename is None:
             raise
-        print(
-            f"hwtune {args._command}: error: {_shown(err.filename)}: {err.strerror or err}",
-            file=env.stderr,
-        )
+        env.say(args._command, "error", f"{_shown(err.filename)}: {err.strerror or err}")
         return ExitStatus.ERROR
 
 

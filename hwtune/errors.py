@@ -8,12 +8,29 @@ from __future__ import annotations
 
 from typing import Literal
 
+Kind = Literal["note", "warning", "error"]
 
-def stderr_line(command: str | None, kind: Literal["note", "warning", "error"], text: str) -> str:
+# sd-daemon(3): a line on a journal stream may start with "<N>", a syslog(3) priority
+# (3 LOG_ERR, 4 LOG_WARNING, 5 LOG_NOTICE); without one it is logged at the stream's default,
+# info, which `journalctl -p err` hides.
+PRIORITY: dict[str, int] = {"error": 3, "warning": 4, "note": 5}
+
+
+def stderr_line(command: str | None, kind: Kind, text: str, *, journal: bool = False) -> str:
     """One line hwtune says on stderr, in the one form every subcommand uses:
-    "hwtune COMMAND: KIND: TEXT" (`command` None: a library caller's, "hwtune: KIND: TEXT")."""
+    "hwtune COMMAND: KIND: TEXT" (`command` None: a library caller's, "hwtune: KIND: TEXT");
+    `journal`: stderr is the journal stream, so the line carries its priority."""
     who = "hwtune" if command is None else f"hwtune {command}"
-    return f"{who}: {kind}: {text}"
+    return f"{journal_prefix(kind, journal)}{who}: {kind}: {text}"
+
+
+def hint_line(hint: str, kind: Kind = "error", *, journal: bool = False) -> str:
+    """The "hint: ..." line after a `kind` line, logged at that line's priority."""
+    return f"{journal_prefix(kind, journal)}hint: {hint}"
+
+
+def journal_prefix(kind: Kind, journal: bool) -> str:
+    return f"<{PRIORITY[kind]}>" if journal else ""
 
 
 class HwtuneError(Exception):

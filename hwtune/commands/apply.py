@@ -25,7 +25,7 @@ from hwtune.commands.numbers import seconds
 from hwtune.commands.pathargs import nonempty_path
 from hwtune.commands.plan import add_strict_argument
 from hwtune.commands.planning import add_plan_arguments, request_from_args, warn_issues
-from hwtune.errors import LockTimeout, stderr_line
+from hwtune.errors import LockTimeout
 from hwtune.status import ExitStatus
 
 
@@ -66,15 +66,15 @@ def run(args: argparse.Namespace, env: Environment) -> int:
 
     output = Path(args.output) if args.output is not None else default_output_dir(env.environ)
     if output.exists() and not output.is_dir():
-        print(
-            f"hwtune apply: error: --output {output}: not a directory (apply writes its "
-            "files into a directory)",
-            file=env.stderr,
+        env.say(
+            "apply",
+            "error",
+            f"--output {output}: not a directory (apply writes its files into a directory)",
         )
         return ExitStatus.USAGE
     planned = profile_for(request_from_args(args, env.environ))
-    if warn_issues("apply", planned.hardware, args, env.stderr) and args.strict:
-        print(stderr_line("apply", "note", "--strict: nothing written"), file=env.stderr)
+    if warn_issues("apply", planned.hardware, args, env.stderr, env.journal) and args.strict:
+        env.say("apply", "note", "--strict: nothing written")
         return ExitStatus.ISSUES
     preview = args.dry_run or args.diff
     try:
@@ -86,9 +86,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             lock_timeout=args.lock_timeout,
         )
     except LockTimeout as err:
-        print(f"hwtune apply: error: {err.message}", file=env.stderr)
-        if err.hint:
-            print(f"hint: {err.hint}", file=env.stderr)
+        env.say("apply", "error", err.message, err.hint)
         return ExitStatus.LOCKED
     for note in planned.notes:
         env.stdout.write(f"note: {note}\n")
@@ -109,7 +107,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             f"`hwtune revert --output {shlex.quote(str(output))}`)\n"
         )
     for line in edit_notes(report):  # a hand edit replaced is never said by "updated" alone
-        print(stderr_line("apply", "note", line), file=env.stderr)
+        env.say("apply", "note", line)
     if preview and report.changed:
         return ExitStatus.WOULD_CHANGE
     return ExitStatus.SUCCESS

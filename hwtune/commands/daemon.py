@@ -16,7 +16,7 @@ from pathlib import Path
 from hwtune.cli import Environment
 from hwtune.commands.numbers import out_of_range, seconds_in
 from hwtune.commands.pathargs import nonempty_path
-from hwtune.errors import HwtuneError, stderr_line
+from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
 
 
@@ -103,8 +103,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             use_inotify=not args.poll_only,
         )
     except AlreadyRunning as err:  # at start; a restart would find the lock held again
-        print(stderr_line("daemon", "error", err.message), file=env.stderr)
-        print(f"hint: {err.hint}", file=env.stderr)
+        env.say("daemon", "error", err.message, err.hint)
         return ExitStatus.LOCKED
 
 

@@ -26,7 +26,7 @@ from hwtune.cli import Environment
 from hwtune.commands.numbers import number_text, process_id, seconds
 from hwtune.commands.pathargs import nonempty_path
 from hwtune.commands.verify import STOP_GRACE_S, command_or_pid, exit_on_sigterm
-from hwtune.errors import HwtuneError, stderr_line
+from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
 
 if TYPE_CHECKING:
@@ -195,9 +195,7 @@ def _observe(
     try:
         checks = settings_checks(pid, args.root)
     except HwtuneError as err:
-        print(
-            stderr_line("doctor", "note", f"settings not checked: {err.message}"), file=env.stderr
-        )
+        env.say("doctor", "note", f"settings not checked: {err.message}")
         checks = []
     return data, checks
 
@@ -244,7 +242,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         _in_range(startup, "--startup")
         _in_range(warmup, "--warmup", zero=True)
     except ValueError as err:
-        print(f"hwtune doctor: error: {err}", file=env.stderr)
+        env.say("doctor", "error", str(err))
         return ExitStatus.USAGE
     job: _Job | None = None
     if args.pid is not None:
@@ -284,10 +282,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     window = data.samples[-1].time - data.samples[0].time
     if window < 0.9 * args.seconds:  # the process ended (or went away) mid-window
         cut = f"pid {data.pid} ended {window:.1f} s into the {args.seconds:g} s window"
-        print(
-            stderr_line("doctor", "note", f"{cut}: the figures cover that part only"),
-            file=env.stderr,
-        )
+        env.say("doctor", "note", f"{cut}: the figures cover that part only")
     diagnosis = analyse(data, checks)
     render = render_json if args.json else render_text
     env.stdout.write(render(diagnosis, data))

@@ -63,13 +63,14 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         found = payload.get("detection_issues")
         if isinstance(found, list) and len(found) == 2:
             # stderr: stdout is what `eval "$(hwtune env)"` runs
-            print(issues_warning("env", (int(found[0]), str(found[1]))), file=env.stderr)
+            found_at = (int(found[0]), str(found[1]))
+            print(issues_warning("env", found_at, journal=env.journal), file=env.stderr)
     else:
         from hwtune.pipeline.request import profile_for
 
         planned = profile_for(request)
         entries, notes = env_entries(planned.profile), list(planned.notes)
-        warn_issues("env", planned.hardware, args, env.stderr)
+        warn_issues("env", planned.hardware, args, env.stderr, env.journal)
     unset: list[str] = []
     marked: dict[str, str] = {}
     if args.format == "sh":

@@ -24,7 +24,7 @@ from typing import BinaryIO, TextIO, cast
 from hwtune.cli import Environment
 from hwtune.commands.numbers import seconds
 from hwtune.commands.planning import add_plan_arguments, request_from_args, warn_issues
-from hwtune.errors import HwtuneError, stderr_line
+from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
 
 
@@ -73,20 +73,15 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        print(
-            stderr_line(
-                "exec", "error", "no command given (hwtune exec [options] -- CMD ARGS...)"
-            ),
-            file=env.stderr,
-        )
+        env.say("exec", "error", "no command given (hwtune exec [options] -- CMD ARGS...)")
         return ExitStatus.USAGE
     request = request_from_args(args, env.environ, for_exec=True)
     hardware = load_hardware(request)
     request = dataclasses.replace(request, hardware=hardware)
     first = profile_for(request)
-    warn_issues("exec", hardware, args, env.stderr)
+    warn_issues("exec", hardware, args, env.stderr, env.journal)
     for note in first.notes:
-        print(stderr_line("exec", "note", note), file=env.stderr)
+        env.say("exec", "note", note)
     intent = first.profile.intent
     # All N copies when --instances was given without --instance, or when the count is what
     # `hwtune tune` measured or batch mode chose; else only this one's slice.
@@ -101,7 +96,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     pinning = instance_pinning(first.profile, hardware)
     inherited, dropped = passable_environment(env.environ)
     for note in dropped:
-        print(stderr_line("exec", "note", note), file=env.stderr)
+        env.say("exec", "note", note)
     # A plain `hwtune exec -- CMD` in a copy an outer exec started (a wrapper script's) runs
     # CMD as that copy: its index, GPUs and CPU binding are the outer launch's and stay. Its
     # own plan would re-pin by the rule (not as the outer exec's --no-pin or tuned pick
@@ -109,7 +104,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     # or index given here is a new launch and wins ("explicit --instances/--instance win").
     as_copy = request.instances is None and request.instance is None and in_exec_copy(env.environ)
     if not args.no_pin and not pinning.pinned and not as_copy:
-        print(stderr_line("exec", "note", pinning.reason), file=env.stderr)
+        env.say("exec", "note", pinning.reason)
     # Several copies share out the GPUs the caller's CUDA_VISIBLE_DEVICES leaves: each one's
     # share replaces the caller's list (which would give every copy all of them).
     force = (
@@ -135,7 +130,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         )
         if len(indices) == 1 or index == indices[0]:
             for note in notes:
-                print(stderr_line("exec", "note", note), file=env.stderr)
+                env.say("exec", "note", note)
         pin = not args.no_pin and pinning.pinned and not as_copy
         multi_node = len(hardware.numa) > 1
         specs.append(

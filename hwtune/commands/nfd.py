@@ -14,7 +14,7 @@ from pathlib import Path
 from hwtune.cli import Environment
 from hwtune.commands.numbers import out_of_range, seconds_in
 from hwtune.commands.pathargs import nonempty_path
-from hwtune.errors import ApplyError, HwtuneError, stderr_line
+from hwtune.errors import ApplyError, HwtuneError
 from hwtune.status import ExitStatus
 
 
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
 
         profile = profile_for(PlanRequest(env.environ, hardware=hardware)).profile
     except HwtuneError as err:  # labels from the hardware alone are still worth writing
-        print(stderr_line("nfd", "note", f"no profile labels: {err.message}"), file=env.stderr)
+        env.say("nfd", "note", f"no profile labels: {err.message}")
     now = datetime.now(timezone.utc)
     text = nfd.render(
         nfd.labels(hardware, profile),

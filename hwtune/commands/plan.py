@@ -15,7 +15,6 @@ import shutil
 
 from hwtune.cli import Environment
 from hwtune.commands.planning import add_plan_arguments, request_from_args, warn_issues
-from hwtune.errors import stderr_line
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import Profile
 from hwtune.models.words import plural
@@ -46,8 +45,8 @@ def planned_for_people(
 
     planned = profile_for(request_from_args(args, env.environ))
     for note in planned.notes:
-        print(stderr_line(command, "note", note), file=env.stderr)
-    warn_issues(command, planned.hardware, args, env.stderr)
+        env.say(command, "note", note)
+    warn_issues(command, planned.hardware, args, env.stderr, env.journal)
     return planned.hardware, planned.profile
 
 
@@ -183,7 +182,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         width = shutil.get_terminal_size().columns if env.stdout_isatty else None
         env.stdout.write(render_table(profile, width))
     for warning in profile.warnings:
-        print(stderr_line("plan", "warning", warning), file=env.stderr)
+        env.say("plan", "warning", warning)
     if args.strict and hardware.issues:
         return ExitStatus.ISSUES
     return ExitStatus.SUCCESS

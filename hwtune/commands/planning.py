@@ -154,7 +154,12 @@ def request_from_args(
 
 
 def issues_warning(
-    command: str, found: tuple[int, str], *, root: str = "/", hardware_file: str | None = None
+    command: str,
+    found: tuple[int, str],
+    *,
+    root: str = "/",
+    hardware_file: str | None = None,
+    journal: bool = False,
 ) -> str:
     """The one warning every planning command prints when the plan used fallbacks, pointing
     at where the issues are listed: the --hardware file's own `issues`, else `hwtune detect`
@@ -170,17 +175,22 @@ def issues_warning(
     else:
         listed = "`hwtune detect` lists them"
     saw = f"detection saw {count} issue(s), planned with fallbacks; first: {first} ({listed})"
-    return printable(stderr_line(command, "warning", saw))
+    return printable(stderr_line(command, "warning", saw, journal=journal))
 
 
-def warn_issues(command: str, hardware: Hardware, args: argparse.Namespace, stderr: Any) -> bool:
-    """Print `issues_warning` on stderr when detection saw issues; whether it did."""
+def warn_issues(
+    command: str, hardware: Hardware, args: argparse.Namespace, stderr: Any, journal: bool = False
+) -> bool:
+    """Print `issues_warning` on stderr when detection saw issues; whether it did (`journal`:
+    stderr is the journal stream, `Environment.journal`)."""
     from hwtune.pipeline.request import detection_issues
 
     found = detection_issues(hardware)
     if found is not None:
         print(
-            issues_warning(command, found, root=args.root, hardware_file=args.hardware),
+            issues_warning(
+                command, found, root=args.root, hardware_file=args.hardware, journal=journal
+            ),
             file=stderr,
         )
     return found is not None

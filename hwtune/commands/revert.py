@@ -48,10 +48,10 @@ def run(args: argparse.Namespace, env: Environment) -> int:
 
     output = Path(args.output) if args.output is not None else default_output_dir(env.environ)
     if output.exists() and not output.is_dir():  # as apply says it: nothing was written there
-        print(
-            f"hwtune revert: error: --output {output}: not a directory (apply writes its "
-            "files into a directory)",
-            file=env.stderr,
+        env.say(
+            "revert",
+            "error",
+            f"--output {output}: not a directory (apply writes its files into a directory)",
         )
         return ExitStatus.USAGE
     try:
@@ -59,9 +59,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             output, force=args.force, lock_timeout=args.lock_timeout
         )
     except LockTimeout as err:
-        print(f"hwtune revert: error: {err.message}", file=env.stderr)
-        if err.hint:
-            print(f"hint: {err.hint}", file=env.stderr)
+        env.say("revert", "error", err.message, err.hint)
         return ExitStatus.LOCKED
     if recovered:
         env.stdout.write(

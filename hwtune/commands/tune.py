@@ -29,7 +29,6 @@ from typing import Any
 from hwtune.cli import Environment
 from hwtune.commands.numbers import integer, integer_from, positive_seconds, seconds
 from hwtune.commands.planning import add_plan_arguments, request_from_args
-from hwtune.errors import stderr_line
 from hwtune.status import ExitStatus
 
 _BUILTIN_HELP = (
@@ -174,7 +173,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             f"{MIXED} trains the MLP in a second instance only; with one instance it "
             "measures the CNN alone (give --instances 2)"
         )
-        print(stderr_line("tune", "note", alone), file=env.stderr)
+        env.say("tune", "note", alone)
     if args.dry_run:
         return _dry_run(hw, request, env, as_json=args.json)
     _check_runs_here(hw, planning)
@@ -186,7 +185,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             request,
             environ=env.environ,
             on_trial=progress,
-            warn=lambda note: print(stderr_line("tune", "warning", note), file=env.stderr),
+            warn=lambda note: env.say("tune", "warning", note),
         )
     except KeyboardInterrupt:  # Ctrl-C: say what was found so far, exit 130 as shells do
         progress.finish()

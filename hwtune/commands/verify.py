@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from hwtune.cli import Environment
 from hwtune.commands.numbers import process_id, seconds
 from hwtune.commands.planning import add_plan_arguments, request_from_args
-from hwtune.errors import HwtuneError, stderr_line
+from hwtune.errors import HwtuneError
 from hwtune.status import ExitStatus
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ def command_or_pid(args: argparse.Namespace, env: Environment, tool: str) -> lis
     if command and command[0] == "--":
         command = command[1:]
     if (args.pid is None) == (not command):
-        print(f"hwtune {tool}: error: give either --pid PID or -- CMD", file=env.stderr)
+        env.say(tool, "error", "give either --pid PID or -- CMD")
         return None
     return command
 
@@ -282,7 +282,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         for issue in observed.issues:  # its limits unread (another cgroup namespace…)
             if (issue.path or "").startswith(f"proc/{seen.pid}/"):
                 why = f"{issue.reason} [{issue.path}]; the expected values assume it"
-                print(stderr_line("verify", "note", why), file=env.stderr)
+                env.say("verify", "note", why)
     planned = profile_for(request)
     expected = expected_for(planned, args.numa_policy)
     checks = compare(expected, seen)
