@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         )
         return ExitStatus.USAGE
     planned = profile_for(request_from_args(args, env.environ))
-    if warn_issues("apply", planned.hardware, args, env.stderr, env.journal) and args.strict:
+    if warn_issues("apply", planned.hardware, args, env) and args.strict:
         env.say("apply", "note", "--strict: nothing written")
         return ExitStatus.ISSUES
     preview = args.dry_run or args.diff

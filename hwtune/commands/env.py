@@ -70,7 +70,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
 
         planned = profile_for(request)
         entries, notes = env_entries(planned.profile), list(planned.notes)
-        warn_issues("env", planned.hardware, args, env.stderr, env.journal)
+        warn_issues("env", planned.hardware, args, env)
     unset: list[str] = []
     marked: dict[str, str] = {}
     if args.format == "sh":

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     hardware = load_hardware(request)
     request = dataclasses.replace(request, hardware=hardware)
     first = profile_for(request)
-    warn_issues("exec", hardware, args, env.stderr, env.journal)
+    warn_issues("exec", hardware, args, env)
     for note in first.notes:
         env.say("exec", "note", note)
     intent = first.profile.intent

@@ -46,7 +46,7 @@ def planned_for_people(
     planned = profile_for(request_from_args(args, env.environ))
     for note in planned.notes:
         env.say(command, "note", note)
-    warn_issues(command, planned.hardware, args, env.stderr, env.journal)
+    warn_issues(command, planned.hardware, args, env)
     return planned.hardware, planned.profile
 
 

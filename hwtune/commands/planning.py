@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwtune.commands.pathargs import nonempty_path
 from hwtune.errors import stderr_line
 from hwtune.models.hardware import Hardware
 from hwtune.models.profile import MODEL_HELP, MODEL_KINDS, MODES
 from hwtune.pipeline.request import PlanRequest
+
+if TYPE_CHECKING:
+    from hwtune.cli import Environment
 
 
 def checked_type(name: str, convert: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -179,18 +182,15 @@ def issues_warning(
 
 
 def warn_issues(
-    command: str, hardware: Hardware, args: argparse.Namespace, stderr: Any, journal: bool = False
+    command: str, hardware: Hardware, args: argparse.Namespace, env: Environment
 ) -> bool:
-    """Print `issues_warning` on stderr when detection saw issues; whether it did (`journal`:
-    stderr is the journal stream, `Environment.journal`)."""
+    """Print `issues_warning` on `env`'s stderr when detection saw issues; whether it did."""
     from hwtune.pipeline.request import detection_issues
 
     found = detection_issues(hardware)
     if found is not None:
-        print(
-            issues_warning(
-                command, found, root=args.root, hardware_file=args.hardware, journal=journal
-            ),
-            file=stderr,
+        warning = issues_warning(
+            command, found, root=args.root, hardware_file=args.hardware, journal=env.journal
         )
+        print(warning, file=env.stderr)
     return found is not None

@@ -33,12 +33,11 @@ PR_GET_CHILD_SUBREAPER = 37
 REAP_S = 1.0
 
 
-def _prctl(option: int, arg: int | ctypes.c_void_p) -> bool:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(option, arg, 0, 0, 0) == 0)
-    except (OSError, AttributeError):  # no prctl (not Linux): orphans go to init, as before
-        return False
+def _prctl(option: int, arg: int) -> bool:
+    """prctl(option, arg) succeeded; False where there is no prctl (not Linux): orphans then
+    go to init, as before."""
+    prctl = _prctl_function()
+    return prctl is not None and prctl(option, arg, 0, 0, 0) == 0
 
 
 @cache
@@ -93,7 +92,7 @@ def subreaper() -> Iterator[None]:
     """This process is a child subreaper inside the block; the attribute is put back after
     (a library caller may not want it)."""
     before = ctypes.c_int(0)
-    known = _prctl(PR_GET_CHILD_SUBREAPER, ctypes.cast(ctypes.byref(before), ctypes.c_void_p))
+    known = _prctl(PR_GET_CHILD_SUBREAPER, ctypes.addressof(before))  # an int *
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     try:
         yield
